@@ -1,0 +1,1 @@
+//! C ABI over the strata engine (see issue 5).
