@@ -1,0 +1,292 @@
+//! `strata_db_t` and the entry points that act on an open database: open,
+//! close, put, get, delete, write, sync, flush, stats.
+//!
+//! Invariants: a `strata_db_t` always holds an open `strata::Db`;
+//! `strata_close` consumes the handle whatever the outcome.
+//! Thread-safety: `strata::Db` is shared by reference, so any number of
+//! threads may call these concurrently, except `strata_close`.
+
+use std::ffi::{c_char, c_int};
+use std::path::PathBuf;
+
+use crate::batch::strata_writebatch_t;
+use crate::config::Config;
+use crate::debug_json::debug_to_json;
+use crate::error::{strata_error_t, FfiError, STRATA_BUFFER_TOO_SMALL, STRATA_NOT_FOUND, STRATA_OK};
+use crate::guard::{bytes, guard, guard_ptr, handle, key, opt_str};
+use crate::malloc_copy;
+use crate::options::strata_options_t;
+
+/// An open database. Opaque in C.
+#[allow(non_camel_case_types)]
+pub struct strata_db_t {
+    db: strata::Db,
+    path: PathBuf,
+}
+
+fn open(path: Option<&str>, config: &Config) -> Result<*mut strata_db_t, FfiError> {
+    let path = match (path, &config.path) {
+        (Some(p), _) if !p.is_empty() => PathBuf::from(p),
+        (_, Some(p)) => p.clone(),
+        _ => {
+            return Err(FfiError::invalid(
+                "no database path: pass a path or set `path` in the configuration".to_string(),
+            ))
+        }
+    };
+    let db = strata::Db::open(&path, config.options.clone())?;
+    Ok(Box::into_raw(Box::new(strata_db_t { db, path })))
+}
+
+/// Opens (creating if needed) the database at `path` with `config` (JSON or
+/// TOML text, or a config file path; null reads `STRATA_CONFIG`). `path` may be
+/// null when the configuration has a `path` key. Null on failure.
+///
+/// # Safety
+/// `path` and `config` are null or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn strata_open(
+    path: *const c_char,
+    config: *const c_char,
+    err: *mut *mut strata_error_t,
+) -> *mut strata_db_t {
+    guard_ptr(err, || {
+        let path = opt_str("path", path)?;
+        let mut c = Config::default();
+        c.load(opt_str("config", config)?)?;
+        open(path, &c)
+    })
+}
+
+/// Opens the database at `path` (or the options' `path`) with `opts`. Null on
+/// failure. The options can be destroyed afterwards.
+///
+/// # Safety
+/// `path` null or a NUL-terminated string; `opts` a live options handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_open_with_options(
+    path: *const c_char,
+    opts: *const strata_options_t,
+    err: *mut *mut strata_error_t,
+) -> *mut strata_db_t {
+    guard_ptr(err, || {
+        let opts = handle("opts", opts)?;
+        open(opt_str("path", path)?, &opts.config)
+    })
+}
+
+/// Closes the database: flushes what it must and frees the handle, whatever
+/// the status. Null is an error.
+///
+/// # Safety
+/// `db` is null or a live handle that no other thread is using.
+#[no_mangle]
+pub unsafe extern "C" fn strata_close(db: *mut strata_db_t, err: *mut *mut strata_error_t) -> c_int {
+    guard(err, || {
+        if db.is_null() {
+            return Err(FfiError::invalid("db is a null pointer"));
+        }
+        let h = Box::from_raw(db);
+        h.db.close()?;
+        Ok(STRATA_OK)
+    })
+}
+
+/// The directory the database was opened at, valid until close. Never null.
+///
+/// # Safety
+/// `db` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_db_path(db: *const strata_db_t, err: *mut *mut strata_error_t) -> *mut c_char {
+    guard_ptr(err, || {
+        let h = handle("db", db)?;
+        Ok(malloc_copy(h.path.display().to_string().as_bytes())?.cast())
+    })
+}
+
+/// Writes one key (a batch of one). `sync` non-zero makes it durable before
+/// returning.
+///
+/// # Safety
+/// `db` a live handle; buffers readable for their lengths.
+#[no_mangle]
+pub unsafe extern "C" fn strata_put(
+    db: *const strata_db_t,
+    key_ptr: *const c_char,
+    key_len: usize,
+    value: *const c_char,
+    value_len: usize,
+    sync: c_int,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let h = handle("db", db)?;
+        let mut b = strata::WriteBatch::new();
+        b.put(key(key_ptr, key_len)?, bytes("value", value, value_len)?);
+        h.db.write(&b, strata::WriteOptions { sync: sync != 0 })?;
+        Ok(STRATA_OK)
+    })
+}
+
+/// Deletes one key (deleting an absent key is not an error).
+///
+/// # Safety
+/// `db` a live handle; `key` readable for `key_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn strata_delete(
+    db: *const strata_db_t,
+    key_ptr: *const c_char,
+    key_len: usize,
+    sync: c_int,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let h = handle("db", db)?;
+        let mut b = strata::WriteBatch::new();
+        b.delete(key(key_ptr, key_len)?);
+        h.db.write(&b, strata::WriteOptions { sync: sync != 0 })?;
+        Ok(STRATA_OK)
+    })
+}
+
+/// Applies a batch atomically; `*lsn` (when not null) receives its LSN. The
+/// batch is left as it was (clear it to reuse it).
+///
+/// # Safety
+/// `db` a live handle; `batch` a live batch; `lsn` null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn strata_write(
+    db: *const strata_db_t,
+    batch: *const strata_writebatch_t,
+    sync: c_int,
+    lsn: *mut u64,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let h = handle("db", db)?;
+        let b = handle("batch", batch)?;
+        let at = h.db.write(&b.batch, strata::WriteOptions { sync: sync != 0 })?;
+        if let Some(out) = lsn.as_mut() {
+            *out = at;
+        }
+        Ok(STRATA_OK)
+    })
+}
+
+/// Reads the newest value of a key into the caller's buffer.
+/// Returns `STRATA_OK` with `*value_len` = the value's length;
+/// `STRATA_NOT_FOUND` (no error set) with `*value_len` = 0; or
+/// `STRATA_BUFFER_TOO_SMALL` (error set, nothing copied) with `*value_len` =
+/// the length needed. `buf` may be null when `buf_len` is 0.
+///
+/// # Safety
+/// `db` a live handle; `key` readable for `key_len`; `buf` writable for
+/// `buf_len`; `value_len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn strata_get(
+    db: *const strata_db_t,
+    key_ptr: *const c_char,
+    key_len: usize,
+    buf: *mut c_char,
+    buf_len: usize,
+    value_len: *mut usize,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let h = handle("db", db)?;
+        let k = key(key_ptr, key_len)?;
+        let out_len = value_len.as_mut().ok_or_else(|| FfiError::invalid("value_len is a null pointer"))?;
+        if buf.is_null() && buf_len != 0 {
+            return Err(FfiError::invalid(format!("buf is a null pointer with buf_len = {buf_len}")));
+        }
+        match h.db.get(k)? {
+            None => {
+                *out_len = 0;
+                Ok(STRATA_NOT_FOUND)
+            }
+            Some(v) => {
+                *out_len = v.len();
+                if v.len() > buf_len {
+                    return Err(FfiError::new(
+                        STRATA_BUFFER_TOO_SMALL,
+                        format!("value is {} bytes; buffer is {buf_len} bytes", v.len()),
+                    ));
+                }
+                std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>(), v.len());
+                Ok(STRATA_OK)
+            }
+        }
+    })
+}
+
+/// Reads the newest value of a key into a malloc'd buffer (`*value`, free
+/// with `strata_free`; one NUL byte past the end, never null on success).
+/// `STRATA_NOT_FOUND` sets `*value` = NULL and `*value_len` = 0.
+///
+/// # Safety
+/// `db` a live handle; `key` readable for `key_len`; `value`, `value_len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn strata_get_alloc(
+    db: *const strata_db_t,
+    key_ptr: *const c_char,
+    key_len: usize,
+    value: *mut *mut c_char,
+    value_len: *mut usize,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let h = handle("db", db)?;
+        let k = key(key_ptr, key_len)?;
+        let out = value.as_mut().ok_or_else(|| FfiError::invalid("value is a null pointer"))?;
+        let out_len = value_len.as_mut().ok_or_else(|| FfiError::invalid("value_len is a null pointer"))?;
+        *out = std::ptr::null_mut();
+        *out_len = 0;
+        match h.db.get(k)? {
+            None => Ok(STRATA_NOT_FOUND),
+            Some(v) => {
+                *out = malloc_copy(&v)?.cast();
+                *out_len = v.len();
+                Ok(STRATA_OK)
+            }
+        }
+    })
+}
+
+/// Makes every write so far durable.
+///
+/// # Safety
+/// `db` a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_sync(db: *const strata_db_t, err: *mut *mut strata_error_t) -> c_int {
+    guard(err, || {
+        handle("db", db)?.db.sync()?;
+        Ok(STRATA_OK)
+    })
+}
+
+/// Flushes the in-memory layer to a layer file.
+///
+/// # Safety
+/// `db` a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_flush(db: *const strata_db_t, err: *mut *mut strata_error_t) -> c_int {
+    guard(err, || {
+        handle("db", db)?.db.flush()?;
+        Ok(STRATA_OK)
+    })
+}
+
+/// The engine's statistics as a JSON object, malloc'd and NUL-terminated;
+/// free with `strata_free`. Null on failure.
+///
+/// # Safety
+/// `db` a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_stats_json(db: *const strata_db_t, err: *mut *mut strata_error_t) -> *mut c_char {
+    guard_ptr(err, || {
+        let h = handle("db", db)?;
+        let stats = format!("{:?}", h.db.stats());
+        Ok(malloc_copy(debug_to_json(&stats).to_string().as_bytes())?.cast())
+    })
+}
+

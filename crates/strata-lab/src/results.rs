@@ -1,0 +1,287 @@
+//! The results of one experiment as written to `<results dir>/<experiment>.json`
+//! (schema documented in docs/lab.md; bump [`SCHEMA_VERSION`] on any
+//! incompatible change). The report reads only these files, so a results
+//! folder can be rendered anywhere, later.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::machine::Machine;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ExperimentResult {
+    pub schema_version: u32,
+    /// `device`, `io`, `ingest` or `bulk`.
+    pub experiment: String,
+    pub title: String,
+    pub started_at_utc: String,
+    pub duration_s: f64,
+    pub quick: bool,
+    /// `None` outside a git checkout; `+dirty` suffix for local changes.
+    pub git_commit: Option<String>,
+    pub machine: Machine,
+    /// Experiment-wide parameters (volumes, buffer sizes, …).
+    pub options: BTreeMap<String, serde_json::Value>,
+    /// The device's sequential bandwidth measured in the same run; `None`
+    /// only if the device experiment failed.
+    pub device_line: Option<DeviceLine>,
+    /// Key (in `metrics`) of the figure the summary plot and ratios use.
+    pub primary_metric: String,
+    /// The metrics rows carry, in display order.
+    pub metrics: Vec<MetricSpec>,
+    pub rows: Vec<Row>,
+    /// Anything the reader should know (skipped engines, fallbacks…).
+    pub notes: Vec<String>,
+}
+
+/// Sequential bandwidth of the data directory's device, 1 MiB blocks, O_DIRECT.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DeviceLine {
+    pub write_mib_s: f64,
+    pub read_mib_s: f64,
+    pub block_bytes: u64,
+    pub file_bytes: u64,
+    /// fio's figures for the same job where fio is installed.
+    pub fio_write_mib_s: Option<f64>,
+    pub fio_read_mib_s: Option<f64>,
+}
+
+/// Which device figure a metric is compared with.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceSide {
+    Write,
+    Read,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MetricSpec {
+    pub key: String,
+    pub label: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    /// Set for bandwidths (MiB/s) that have a device line to compare with.
+    pub device_side: Option<DeviceSide>,
+}
+
+impl MetricSpec {
+    pub fn new(key: &str, label: &str, unit: &str, higher_is_better: bool) -> MetricSpec {
+        MetricSpec {
+            key: key.to_string(),
+            label: label.to_string(),
+            unit: unit.to_string(),
+            higher_is_better,
+            device_side: None,
+        }
+    }
+
+    pub fn vs_device(mut self, side: DeviceSide) -> MetricSpec {
+        self.device_side = Some(side);
+        self
+    }
+}
+
+/// One measured configuration of one case.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    /// The workload, e.g. `100 B Sequential delta=Yes`.
+    pub case: String,
+    /// `strata`, `rocksdb`, … or `device`, `fio`.
+    pub engine: String,
+    /// The engine's configuration, e.g. `DirectRw` or `DirectRw/IoUring`.
+    pub config: String,
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// Figures keyed by `MetricSpec::key`; absent when not measurable.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+impl Row {
+    pub fn new(case: &str, engine: &str, config: &str) -> Row {
+        Row {
+            case: case.to_string(),
+            engine: engine.to_string(),
+            config: config.to_string(),
+            params: BTreeMap::new(),
+            metrics: BTreeMap::new(),
+        }
+    }
+
+    pub fn metric(mut self, key: &str, value: f64) -> Row {
+        if value.is_finite() {
+            self.metrics.insert(key.to_string(), value);
+        }
+        self
+    }
+
+    pub fn param(mut self, key: &str, value: impl Into<serde_json::Value>) -> Row {
+        self.params.insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn series(&self) -> String {
+        if self.config.is_empty() {
+            self.engine.clone()
+        } else {
+            format!("{} {}", self.engine, self.config)
+        }
+    }
+}
+
+impl ExperimentResult {
+    pub fn file_name(experiment: &str) -> String {
+        format!("{experiment}.json")
+    }
+
+    pub fn save(&self, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(Self::file_name(&self.experiment));
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(&path, json + "\n").with_context(|| format!("write {}", path.display()))?;
+        Ok(path)
+    }
+
+    pub fn load(path: &Path) -> Result<ExperimentResult> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let result: ExperimentResult =
+            serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        if result.schema_version != SCHEMA_VERSION {
+            bail!(
+                "{}: schema version {} (this build reads {})",
+                path.display(),
+                result.schema_version,
+                SCHEMA_VERSION
+            );
+        }
+        Ok(result)
+    }
+
+    /// Every experiment result in `dir`, in the lab's experiment order.
+    pub fn load_dir(dir: &Path) -> Result<Vec<ExperimentResult>> {
+        let mut results = Vec::new();
+        for entry in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                results.push(Self::load(&path)?);
+            }
+        }
+        results.sort_by_key(|r| crate::Experiment::order_of(&r.experiment));
+        Ok(results)
+    }
+
+    pub fn spec(&self, key: &str) -> Option<&MetricSpec> {
+        self.metrics.iter().find(|m| m.key == key)
+    }
+
+    /// Distinct cases in first-seen order.
+    pub fn cases(&self) -> Vec<String> {
+        let mut cases: Vec<String> = Vec::new();
+        for row in &self.rows {
+            if !cases.contains(&row.case) {
+                cases.push(row.case.clone());
+            }
+        }
+        cases
+    }
+
+    /// The strata row a peer's row is compared with: same case, same config
+    /// if strata ran it, else strata's default config (DirectRw), else any.
+    pub fn strata_row_for(&self, row: &Row) -> Option<&Row> {
+        let strata = |r: &&Row| r.engine == "strata" && r.case == row.case;
+        self.rows
+            .iter()
+            .filter(strata)
+            .find(|r| r.config == row.config)
+            .or_else(|| self.rows.iter().filter(strata).find(|r| r.config.starts_with("DirectRw")))
+            .or_else(|| self.rows.iter().find(strata))
+    }
+
+    /// `row`'s metric as a fraction of the device line, where it has one.
+    pub fn device_fraction(&self, row: &Row, key: &str) -> Option<f64> {
+        let line = self.device_line.as_ref()?;
+        let value = *row.metrics.get(key)?;
+        let reference = match self.spec(key)?.device_side? {
+            DeviceSide::Write => line.write_mib_s,
+            DeviceSide::Read => line.read_mib_s,
+        };
+        (reference > 0.0).then(|| value / reference)
+    }
+
+    /// `row`'s metric divided by strata's on the same case.
+    pub fn strata_ratio(&self, row: &Row, key: &str) -> Option<f64> {
+        let value = *row.metrics.get(key)?;
+        let reference = *self.strata_row_for(row)?.metrics.get(key)?;
+        (reference > 0.0).then(|| value / reference)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample(experiment: &str) -> ExperimentResult {
+        let spec = MetricSpec::new("mib_s", "Throughput", "MiB/s", true).vs_device(DeviceSide::Write);
+        ExperimentResult {
+            schema_version: SCHEMA_VERSION,
+            experiment: experiment.to_string(),
+            title: format!("{experiment} sample"),
+            started_at_utc: "2026-01-01T00:00:00Z".to_string(),
+            duration_s: 1.5,
+            quick: true,
+            git_commit: Some("abc".to_string()),
+            machine: Machine::default(),
+            options: BTreeMap::from([("volume_bytes".to_string(), serde_json::json!(1024))]),
+            device_line: Some(DeviceLine {
+                write_mib_s: 200.0,
+                read_mib_s: 400.0,
+                block_bytes: 1 << 20,
+                file_bytes: 1 << 28,
+                fio_write_mib_s: Some(210.0),
+                fio_read_mib_s: None,
+            }),
+            primary_metric: "mib_s".to_string(),
+            metrics: vec![spec, MetricSpec::new("puts_s", "Puts", "puts/s", true)],
+            rows: vec![
+                Row::new("100 B Sequential", "strata", "DirectRw").metric("mib_s", 100.0).metric("puts_s", 1e6),
+                Row::new("100 B Sequential", "rocksdb", "Buffered").metric("mib_s", 50.0),
+                Row::new("8 KiB Sequential", "strata", "DirectRw").metric("mib_s", 180.0),
+                Row::new("8 KiB Sequential", "rocksdb", "DirectRw").metric("mib_s", 90.0),
+            ],
+            notes: vec!["a note".to_string()],
+        }
+    }
+
+    #[test]
+    fn json_round_trip_preserves_every_field() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let result = sample("ingest");
+        let path = result.save(tmp.path()).unwrap();
+        assert_eq!(path.file_name().unwrap(), "ingest.json");
+        assert_eq!(ExperimentResult::load(&path).unwrap(), result);
+    }
+
+    #[test]
+    fn load_rejects_another_schema_version() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut result = sample("ingest");
+        result.schema_version = SCHEMA_VERSION + 1;
+        let path = result.save(tmp.path()).unwrap();
+        assert!(ExperimentResult::load(&path).is_err());
+    }
+
+    #[test]
+    fn ratios_compare_with_strata_and_the_device() {
+        let result = sample("ingest");
+        let peer = &result.rows[1];
+        assert_eq!(result.strata_ratio(peer, "mib_s"), Some(0.5));
+        assert_eq!(result.device_fraction(peer, "mib_s"), Some(0.25));
+        // No device side for puts/s.
+        assert_eq!(result.device_fraction(&result.rows[0], "puts_s"), None);
+        // A peer config strata also ran is compared with that config.
+        assert_eq!(result.strata_ratio(&result.rows[3], "mib_s"), Some(0.5));
+    }
+}

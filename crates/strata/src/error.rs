@@ -1,0 +1,121 @@
+//! The engine's error types.
+//!
+//! One enum per boundary, each converting into the umbrella [`Error`]. Every
+//! corruption error names the file and the byte offset where the check failed,
+//! and, for checksums, the expected and the found value. Nothing in the engine
+//! panics on bad input or bad bytes on disk: it returns one of these.
+
+use std::path::PathBuf;
+
+/// Result with the engine's umbrella error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Bytes on disk that fail a check: a checksum, a magic number, a length that
+/// points outside the file, an ordering invariant.
+#[derive(Debug, thiserror::Error)]
+#[error("corruption in {}: at offset {offset}: {what}{}", file.display(), checksum_suffix(*.expected, *.found))]
+pub struct Corruption {
+    /// The file the bad bytes are in.
+    pub file: PathBuf,
+    /// Byte offset in that file of the record, block or field that failed.
+    pub offset: u64,
+    /// What was being checked.
+    pub what: String,
+    /// The checksum the bytes should have had, when a checksum failed.
+    pub expected: Option<u32>,
+    /// The checksum the bytes have, when a checksum failed.
+    pub found: Option<u32>,
+}
+
+fn checksum_suffix(expected: Option<u32>, found: Option<u32>) -> String {
+    match (expected, found) {
+        (Some(e), Some(f)) => format!(" (expected crc32c {e:#010x}, found {f:#010x})"),
+        _ => String::new(),
+    }
+}
+
+impl Corruption {
+    /// A corruption that is not a checksum mismatch.
+    pub fn new(file: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
+        Corruption { file: file.into(), offset, what: what.into(), expected: None, found: None }
+    }
+
+    /// A checksum mismatch.
+    pub fn checksum(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        what: impl Into<String>,
+        expected: u32,
+        found: u32,
+    ) -> Self {
+        Corruption {
+            file: file.into(),
+            offset,
+            what: what.into(),
+            expected: Some(expected),
+            found: Some(found),
+        }
+    }
+}
+
+/// A caller's input that breaks a limit or a rule. Nothing was written.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidInput {
+    #[error("key is empty; keys are 1..={max} bytes")]
+    KeyEmpty { max: usize },
+    #[error("key is {len} bytes; keys are at most {max} bytes")]
+    KeyTooLong { len: usize, max: usize },
+    #[error("value is {len} bytes; values are at most {max} bytes (Options::value_size_bytes_max)")]
+    ValueTooLarge { len: usize, max: usize },
+    #[error("batch is {len} bytes; a batch is at most {max} bytes")]
+    BatchTooLarge { len: usize, max: usize },
+    #[error("LSN {lsn} is not greater than the last LSN {last}")]
+    LsnNotIncreasing { lsn: u64, last: u64 },
+    #[error("unknown value {value:?} for {option}; expected one of {expected}")]
+    UnknownOptionValue { option: &'static str, value: String, expected: &'static str },
+    #[error("option {option} = {value} is out of range: {why}")]
+    OptionOutOfRange { option: &'static str, value: u64, why: &'static str },
+    #[error("buffer is not aligned: {what} = {value} is not a multiple of {alignment}")]
+    Unaligned { what: &'static str, value: u64, alignment: usize },
+}
+
+/// The umbrella error of the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error on a named file.
+    #[error("I/O error on {}: {op}: {source}", path.display())]
+    Io { path: PathBuf, op: &'static str, #[source] source: std::io::Error },
+    /// The filesystem refuses O_DIRECT and falling back to buffered I/O was not allowed.
+    #[error("{} is on a filesystem that refuses O_DIRECT ({source}); use IoMode::Buffered or allow the fallback", path.display())]
+    DirectIoUnsupported { path: PathBuf, #[source] source: std::io::Error },
+    #[error(transparent)]
+    Corruption(#[from] Corruption),
+    #[error("invalid input: {0}")]
+    InvalidInput(#[from] InvalidInput),
+    /// The directory holds something that is not a strata database.
+    #[error("{} is not a strata database: {why}", path.display())]
+    NotADatabase { path: PathBuf, why: String },
+    /// The database was written by a newer format version than this build reads.
+    #[error("{} has format version {found}; this build reads versions up to {supported}", path.display())]
+    UnsupportedVersion { path: PathBuf, found: u32, supported: u32 },
+    /// A background thread (flusher, compactor) failed earlier; the engine refuses further writes.
+    #[error("the engine stopped after an earlier background error: {0}")]
+    Poisoned(String),
+    /// The database is closed or closing.
+    #[error("the database is closed")]
+    Closed,
+}
+
+impl Error {
+    /// An I/O error on a named file.
+    pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), op, source }
+    }
+
+    /// True when the error says the bytes on disk are bad.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption(_))
+    }
+}

@@ -1,0 +1,244 @@
+//! `AlignedBuf`: an owned byte buffer whose address and capacity are multiples
+//! of an alignment chosen at construction.
+//!
+//! O_DIRECT requires the memory address, the file offset and the length of
+//! every transfer to be multiples of the device's direct-I/O alignment. This
+//! type guarantees the address and the capacity; the filled length is free
+//! while a caller appends, and [`AlignedBuf::aligned_len`] rounds it up for a
+//! transfer (the bytes past `len` up to the capacity are always zero, so a
+//! padded transfer writes zeros).
+//!
+//! Invariants: `alignment` is a power of two; `ptr % alignment == 0`;
+//! `capacity % alignment == 0`; `len <= capacity`; bytes in `len..capacity`
+//! are zero. The buffer is `Send` and `Sync` (plain owned memory).
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+/// An owned, aligned, fixed-capacity byte buffer.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    capacity: usize,
+    alignment: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only reads the bytes.
+unsafe impl Sync for AlignedBuf {}
+
+/// Rounds `value` up to a multiple of the power-of-two `alignment`.
+pub fn align_up(value: u64, alignment: usize) -> u64 {
+    debug_assert!(alignment.is_power_of_two());
+    let mask = alignment as u64 - 1;
+    (value + mask) & !mask
+}
+
+/// Rounds `value` down to a multiple of the power-of-two `alignment`.
+pub fn align_down(value: u64, alignment: usize) -> u64 {
+    debug_assert!(alignment.is_power_of_two());
+    value & !(alignment as u64 - 1)
+}
+
+/// True when `value` is a multiple of the power-of-two `alignment`.
+pub fn is_aligned(value: u64, alignment: usize) -> bool {
+    value & (alignment as u64 - 1) == 0
+}
+
+impl AlignedBuf {
+    /// An empty buffer of at least `capacity_bytes` (rounded up to the
+    /// alignment, at least one alignment unit), zero-filled.
+    ///
+    /// Panics if `alignment` is not a power of two (a programming error:
+    /// alignments come from the kernel or from validated options).
+    pub fn with_capacity(capacity_bytes: usize, alignment: usize) -> Self {
+        assert!(alignment.is_power_of_two(), "alignment {alignment} is not a power of two");
+        let capacity = (align_up(capacity_bytes.max(1) as u64, alignment)) as usize;
+        let layout = Layout::from_size_align(capacity, alignment)
+            .expect("capacity rounded to a power-of-two alignment is a valid layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
+        AlignedBuf { ptr, len: 0, capacity, alignment }
+    }
+
+    /// A buffer of `len` zero bytes (capacity rounded up to the alignment).
+    pub fn zeroed(len: usize, alignment: usize) -> Self {
+        let mut buf = Self::with_capacity(len, alignment);
+        buf.len = len;
+        buf
+    }
+
+    /// The alignment of the address and the capacity.
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+
+    /// Bytes the buffer holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes filled.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is filled.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes that still fit.
+    pub fn remaining(&self) -> usize {
+        self.capacity - self.len
+    }
+
+    /// The filled length rounded up to the alignment: the length of a
+    /// padded transfer. Never exceeds the capacity.
+    pub fn aligned_len(&self) -> usize {
+        align_up(self.len as u64, self.alignment) as usize
+    }
+
+    /// The filled bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for capacity bytes, len <= capacity.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The filled bytes, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for capacity bytes, len <= capacity; &mut self is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The filled bytes followed by zero padding up to [`Self::aligned_len`].
+    pub fn padded_slice(&self) -> &[u8] {
+        // SAFETY: aligned_len <= capacity; bytes past len are zero (invariant).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.aligned_len()) }
+    }
+
+    /// The whole capacity, for a read to fill; follow with [`Self::set_len`].
+    pub fn spare_capacity_full(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for capacity bytes; all bytes are initialized (zeroed at alloc).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity) }
+    }
+
+    /// Sets the filled length after a read into [`Self::spare_capacity_full`].
+    /// Bytes past the new length are zeroed to keep the padding invariant.
+    pub fn set_len(&mut self, len: usize) {
+        assert!(len <= self.capacity, "set_len {len} beyond capacity {}", self.capacity);
+        self.len = len;
+        self.spare_capacity_full()[len..].fill(0);
+    }
+
+    /// Appends as much of `data` as fits; returns the number of bytes taken.
+    pub fn extend_from_slice(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.remaining());
+        // SAFETY: len + n <= capacity; source and destination do not overlap
+        // (the caller cannot hold a borrow of our spare capacity).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(self.len), n);
+        }
+        self.len += n;
+        n
+    }
+
+    /// Empties the buffer (and re-zeroes what was filled).
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    /// Shortens the filled length to `len` (no-op if already shorter), zeroing
+    /// the bytes dropped.
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            let old = self.len;
+            self.len = len;
+            // SAFETY: len..old is within capacity.
+            unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(len), 0, old - len) };
+        }
+    }
+
+    /// Drops the first `n` filled bytes, moving the rest to the front.
+    pub fn consume_front(&mut self, n: usize) {
+        assert!(n <= self.len, "consume_front {n} beyond len {}", self.len);
+        let rest = self.len - n;
+        // SAFETY: both ranges lie within capacity; copy handles overlap.
+        unsafe { std::ptr::copy(self.ptr.as_ptr().add(n), self.ptr.as_ptr(), rest) };
+        self.truncate(rest);
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.capacity, self.alignment)
+            .expect("layout was valid at allocation");
+        // SAFETY: allocated with this exact layout in with_capacity.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.capacity)
+            .field("alignment", &self.alignment)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_and_capacity_are_aligned() {
+        for alignment in [512, 4096, 65536] {
+            let buf = AlignedBuf::with_capacity(1000, alignment);
+            assert_eq!(buf.as_slice().as_ptr() as usize % alignment, 0);
+            assert_eq!(buf.capacity() % alignment, 0);
+            assert!(buf.capacity() >= 1000);
+        }
+    }
+
+    #[test]
+    fn padding_past_len_reads_as_zero_after_truncate() {
+        let mut buf = AlignedBuf::with_capacity(4096, 4096);
+        buf.extend_from_slice(&[7u8; 100]);
+        buf.truncate(10);
+        assert_eq!(buf.padded_slice().len(), 4096);
+        assert!(buf.padded_slice()[10..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn consume_front_keeps_the_tail() {
+        let mut buf = AlignedBuf::with_capacity(16, 8);
+        buf.extend_from_slice(b"0123456789");
+        buf.consume_front(8);
+        assert_eq!(buf.as_slice(), b"89");
+        assert!(buf.padded_slice()[2..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn extend_stops_at_capacity() {
+        let mut buf = AlignedBuf::with_capacity(8, 8);
+        assert_eq!(buf.extend_from_slice(&[1u8; 20]), 8);
+        assert_eq!(buf.remaining(), 0);
+    }
+}

@@ -1,0 +1,387 @@
+//! `BufferedWriter`: appends of any size turned into aligned writes, with
+//! double buffering.
+//!
+//! The caller fills one buffer while a background flusher thread writes the
+//! other. Who calls it: the open in-memory layer (its log file is the WAL) and
+//! the layer writers. Invariants:
+//! - every write that reaches the file starts at an aligned offset and has an
+//!   aligned length (and, under O_DIRECT, an aligned address);
+//! - `buf_start` is aligned; `current` holds the bytes for file offsets
+//!   `buf_start .. buf_start + current.len()`; everything below `buf_start`
+//!   has been handed to the file (written, or in flight);
+//! - at most one buffer is in flight; the next hand-off waits for it;
+//! - after any error the writer is failed: every later call returns an error,
+//!   so no write after a failure is ever reported as written or durable.
+//!
+//! Large writes bypass the copy for their aligned middle part when its memory
+//! is aligned (always, for buffered writes). `sync()` writes the partial tail
+//! block padded with zeros, makes the file durable, and keeps the tail in the
+//! buffer, so the next hand-off rewrites that block with its full content.
+//! Not `Sync`: one owner appends; share it behind a lock.
+
+use super::aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
+use super::file::{BlockFile, IoFile};
+use crate::error::{Error, InvalidInput, Result};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The largest buffer capacity a writer accepts.
+pub const WRITER_CAPACITY_MAX_BYTES: usize = 1 << 30;
+
+/// What [`BufferedWriter::finish`] does with a tail that does not fill an
+/// aligned block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownMode {
+    /// Write whole aligned blocks only; the tail is not written.
+    DropTail,
+    /// Write the tail padded with zeros to the alignment; the file's length is
+    /// the written length rounded up.
+    ZeroPadToAlignment,
+    /// Write the tail padded, then truncate the file to the exact length.
+    PadThenTruncate,
+}
+
+struct Job {
+    buf: AlignedBuf,
+    offset: u64,
+}
+
+struct Flusher {
+    jobs: mpsc::Sender<Job>,
+    done: mpsc::Receiver<(AlignedBuf, Result<()>)>,
+    thread: JoinHandle<()>,
+}
+
+/// Appends to a file through aligned, double-buffered writes.
+pub struct BufferedWriter<F: BlockFile = IoFile> {
+    file: Arc<F>,
+    alignment: usize,
+    /// The buffer being filled; its bytes belong at `buf_start..`.
+    current: AlignedBuf,
+    buf_start: u64,
+    /// The other buffer, when it is not in flight.
+    spare: Option<AlignedBuf>,
+    /// File range handed to the flusher and not yet confirmed; empty when idle.
+    in_flight: Option<(u64, u64)>,
+    /// The flusher thread; empty only after shutdown.
+    flusher: Option<Flusher>,
+    /// Why the writer refuses further calls; empty while healthy.
+    failed: Option<String>,
+}
+
+impl<F: BlockFile> BufferedWriter<F> {
+    /// A writer appending at `start_offset` with two buffers of
+    /// `capacity_bytes` (rounded up to the file's alignment). If `start_offset`
+    /// is not aligned, the bytes of its block before it are read back from the
+    /// file so the first write rewrites that block whole.
+    pub fn new(file: F, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
+        Self::with_shared(Arc::new(file), capacity_bytes, start_offset)
+    }
+
+    /// Like [`Self::new`] with a file that readers share.
+    pub fn with_shared(file: Arc<F>, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
+        let alignment = file.alignment();
+        if capacity_bytes == 0 || capacity_bytes > WRITER_CAPACITY_MAX_BYTES {
+            return Err(InvalidInput::OptionOutOfRange {
+                option: "writer capacity_bytes",
+                value: capacity_bytes as u64,
+                why: "must be 1 byte ..= 1 GiB",
+            }
+            .into());
+        }
+        let mut current = AlignedBuf::with_capacity(capacity_bytes, alignment);
+        let spare = AlignedBuf::with_capacity(capacity_bytes, alignment);
+        let buf_start = align_down(start_offset, alignment);
+        let head = (start_offset - buf_start) as usize;
+        if head > 0 {
+            let n = file.read_at(&mut current.spare_capacity_full()[..alignment], buf_start)?;
+            if n < head {
+                return Err(InvalidInput::OptionOutOfRange {
+                    option: "writer start_offset",
+                    value: start_offset,
+                    why: "beyond the end of the file",
+                }
+                .into());
+            }
+            current.set_len(head);
+        }
+        let flusher = spawn_flusher(Arc::clone(&file))?;
+        Ok(BufferedWriter {
+            file,
+            alignment,
+            current,
+            buf_start,
+            spare: Some(spare),
+            in_flight: None,
+            flusher: Some(flusher),
+            failed: None,
+        })
+    }
+
+    /// The file, shared with the flusher.
+    pub fn file(&self) -> &Arc<F> {
+        &self.file
+    }
+
+    /// The alignment of every write.
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+
+    /// The buffer capacity.
+    pub fn capacity(&self) -> usize {
+        self.current.capacity()
+    }
+
+    /// The offset the next byte goes to: the logical length of the file.
+    pub fn end_offset(&self) -> u64 {
+        self.buf_start + self.current.len() as u64
+    }
+
+    /// File offsets below this are in the file (written, not necessarily
+    /// durable); bytes from here on are in flight or buffered.
+    pub fn written_end(&self) -> u64 {
+        self.in_flight.map_or(self.buf_start, |(start, _)| start)
+    }
+
+    fn check_ok(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(Error::Poisoned(format!("the writer of this file failed earlier: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn guard<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            if self.failed.is_none() {
+                self.failed = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    /// Appends `data`.
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.check_ok()?;
+        let result = self.write_inner(data);
+        self.guard(result)
+    }
+
+    fn write_inner(&mut self, mut data: &[u8]) -> Result<()> {
+        let capacity = self.current.capacity();
+        while !data.is_empty() {
+            if data.len() >= capacity + self.alignment && self.try_bypass(&mut data)? {
+                continue;
+            }
+            let n = self.current.extend_from_slice(data);
+            data = &data[n..];
+            if self.current.remaining() == 0 {
+                self.hand_off_current()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the aligned middle of a large `data` straight from the caller's
+    /// memory; returns false (nothing done) when its memory is not aligned for
+    /// O_DIRECT.
+    fn try_bypass(&mut self, data: &mut &[u8]) -> Result<bool> {
+        let pos = self.end_offset();
+        let head = (align_up(pos, self.alignment) - pos) as usize;
+        let middle_len = align_down((data.len() - head) as u64, self.alignment) as usize;
+        let middle = &data[head..head + middle_len];
+        if middle_len < self.current.capacity()
+            || (self.file.direct_writes() && !is_aligned(middle.as_ptr() as u64, self.alignment))
+        {
+            return Ok(false);
+        }
+        // The head completes the current buffer's last block: buf_start and
+        // buf_start + capacity are aligned, so it fits.
+        let taken = self.current.extend_from_slice(&data[..head]);
+        assert_eq!(taken, head, "head must fit the current buffer");
+        if !self.current.is_empty() {
+            self.hand_off_current()?;
+        }
+        self.wait_in_flight()?;
+        let at = self.buf_start;
+        assert!(is_aligned(at, self.alignment), "bypass at unaligned offset {at}");
+        self.file.write_all_at(middle, at)?;
+        self.buf_start = at + middle_len as u64;
+        *data = &data[head + middle_len..];
+        Ok(true)
+    }
+
+    /// Hands the current buffer (whose length is aligned) to the flusher and
+    /// continues in the other one.
+    fn hand_off_current(&mut self) -> Result<()> {
+        let len = self.current.len();
+        assert!(is_aligned(len as u64, self.alignment), "hand-off of unaligned length {len}");
+        let next = match self.spare.take() {
+            Some(buf) => buf,
+            None => {
+                self.wait_in_flight()?;
+                self.spare.take().ok_or_else(|| Error::Poisoned("flusher kept a buffer".into()))?
+            }
+        };
+        let full = std::mem::replace(&mut self.current, next);
+        let offset = self.buf_start;
+        self.buf_start += len as u64;
+        let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
+        flusher
+            .jobs
+            .send(Job { buf: full, offset })
+            .map_err(|_| Error::Poisoned("the flusher thread is gone".into()))?;
+        self.in_flight = Some((offset, offset + len as u64));
+        Ok(())
+    }
+
+    /// Waits until the buffer in flight (if any) is written; its error, if it
+    /// failed.
+    fn wait_in_flight(&mut self) -> Result<()> {
+        if self.in_flight.take().is_none() {
+            return Ok(());
+        }
+        let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
+        let (mut buf, result) = flusher
+            .done
+            .recv()
+            .map_err(|_| Error::Poisoned("the flusher thread died".into()))?;
+        buf.clear();
+        self.spare = Some(buf);
+        result
+    }
+
+    /// Makes everything written so far durable: waits for the buffer in
+    /// flight, writes the buffered tail padded to the alignment, fdatasync.
+    /// The tail stays buffered; the next hand-off rewrites its block.
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_ok()?;
+        let result = self.sync_inner();
+        self.guard(result)
+    }
+
+    fn sync_inner(&mut self) -> Result<()> {
+        self.wait_in_flight()?;
+        if !self.current.is_empty() {
+            self.file.write_all_at(self.current.padded_slice(), self.buf_start)?;
+        }
+        self.file.sync_data()?;
+        // Whole blocks are now in the file: keep only the partial tail block.
+        let whole = align_down(self.current.len() as u64, self.alignment) as usize;
+        if whole > 0 {
+            self.current.consume_front(whole);
+            self.buf_start += whole as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `offset` of what was written, wherever they are
+    /// now: the file, the buffer in flight (waited for), or the current buffer.
+    pub fn read_range(&mut self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.check_ok()?;
+        let end = offset + len as u64;
+        if end > self.end_offset() {
+            return Err(InvalidInput::OptionOutOfRange {
+                option: "read offset",
+                value: end,
+                why: "beyond what was written",
+            }
+            .into());
+        }
+        if let Some((_, flight_end)) = self.in_flight {
+            if offset < flight_end {
+                let result = self.wait_in_flight();
+                self.guard(result)?;
+            }
+        }
+        let mut out = Vec::with_capacity(len);
+        if offset < self.buf_start {
+            let file_end = end.min(self.buf_start);
+            let start = align_down(offset, self.alignment);
+            let stop = align_up(file_end, self.alignment);
+            let mut block = AlignedBuf::zeroed((stop - start) as usize, self.alignment);
+            let n = self.file.read_at(block.spare_capacity_full(), start)?;
+            let want = (file_end - start) as usize;
+            if n < want {
+                return Err(Error::Poisoned(format!(
+                    "file is shorter ({}) than what was written before it ({file_end})",
+                    start + n as u64
+                )));
+            }
+            out.extend_from_slice(&block.spare_capacity_full()[(offset - start) as usize..want]);
+        }
+        if end > self.buf_start {
+            let from = offset.max(self.buf_start) - self.buf_start;
+            out.extend_from_slice(&self.current.as_slice()[from as usize..(end - self.buf_start) as usize]);
+        }
+        debug_assert_eq!(out.len(), len);
+        Ok(out)
+    }
+
+    /// Writes what is buffered as `mode` says, stops the flusher and returns
+    /// the file. Does not fdatasync: call `sync_data` on the file for that.
+    pub fn finish(mut self, mode: ShutdownMode) -> Result<Arc<F>> {
+        self.check_ok()?;
+        let result = self.finish_inner(mode);
+        self.guard(result)?;
+        self.stop_flusher();
+        Ok(Arc::clone(&self.file))
+    }
+
+    fn finish_inner(&mut self, mode: ShutdownMode) -> Result<()> {
+        self.wait_in_flight()?;
+        let end = self.end_offset();
+        match mode {
+            ShutdownMode::DropTail => {
+                let whole = align_down(self.current.len() as u64, self.alignment) as usize;
+                if whole > 0 {
+                    self.file.write_all_at(&self.current.as_slice()[..whole], self.buf_start)?;
+                }
+            }
+            ShutdownMode::ZeroPadToAlignment | ShutdownMode::PadThenTruncate => {
+                if !self.current.is_empty() {
+                    self.file.write_all_at(self.current.padded_slice(), self.buf_start)?;
+                }
+                if mode == ShutdownMode::PadThenTruncate && !is_aligned(end, self.alignment) {
+                    self.file.set_len(end)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stop_flusher(&mut self) {
+        if let Some(flusher) = self.flusher.take() {
+            drop(flusher.jobs);
+            // The thread ends when the job channel closes; a panic in it has
+            // already been reported as an error through the done channel.
+            let _ = flusher.thread.join();
+        }
+    }
+}
+
+impl<F: BlockFile> Drop for BufferedWriter<F> {
+    /// Dropping without `finish` writes nothing more (like a crash): it only
+    /// waits for the buffer in flight and stops the flusher.
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+fn spawn_flusher<F: BlockFile>(file: Arc<F>) -> Result<Flusher> {
+    let (jobs, job_rx) = mpsc::channel::<Job>();
+    let (done_tx, done) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("strata-flusher".into())
+        .spawn(move || {
+            for job in job_rx {
+                let result = file.write_all_at(job.buf.as_slice(), job.offset);
+                if done_tx.send((job.buf, result)).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| Error::io("<flusher thread>", "spawn", e))?;
+    Ok(Flusher { jobs, done, thread })
+}

@@ -1,0 +1,568 @@
+//! `IoFile`: a file handle with an I/O mode (buffered or O_DIRECT) and an
+//! engine (pread/pwrite or io_uring), positional reads and writes only.
+//!
+//! Owns the file descriptors, the file's direct-I/O alignment and the
+//! counting of every operation into [`IoStats`]. Invariants: when a
+//! descriptor is O_DIRECT, every transfer through it has an address, offset
+//! and length that are multiples of `alignment` (checked: an unaligned call is
+//! an `InvalidInput::Unaligned` error, never a kernel EINVAL); `alignment` is
+//! a power of two and at least what the kernel reports. `IoFile` is `Send +
+//! Sync`: positional calls need no shared cursor, so any thread may read while
+//! another writes.
+
+use super::aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
+use super::stats::{FileClass, IoStats, OpKind};
+use super::uring;
+use crate::error::{Error, InvalidInput, Result};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The alignment used where the kernel does not report a direct-I/O alignment.
+pub const ALIGNMENT_DEFAULT_BYTES: usize = 4096;
+/// The largest alignment accepted as an override.
+pub const ALIGNMENT_MAX_BYTES: usize = 1 << 20;
+
+/// Whether reads and writes bypass the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IoMode {
+    /// Page cache for reads and writes.
+    Buffered,
+    /// O_DIRECT reads, buffered writes.
+    Direct,
+    /// O_DIRECT reads and writes.
+    #[default]
+    DirectRw,
+}
+
+/// How operations reach the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IoEngine {
+    /// pread / pwrite / fdatasync system calls.
+    #[default]
+    Sync,
+    /// io_uring submissions (a ring per thread).
+    IoUring,
+}
+
+impl IoMode {
+    /// Every mode.
+    pub const ALL: [IoMode; 3] = [IoMode::Buffered, IoMode::Direct, IoMode::DirectRw];
+    /// The variable that overrides the mode.
+    pub const ENV: &'static str = "STRATA_IO_MODE";
+
+    /// The mode named by `STRATA_IO_MODE`, if set; an unknown name is an error.
+    pub fn from_env() -> Result<Option<IoMode>> {
+        env_value(Self::ENV)
+    }
+
+    /// True when reads use O_DIRECT.
+    pub fn direct_reads(self) -> bool {
+        !matches!(self, IoMode::Buffered)
+    }
+
+    /// True when writes use O_DIRECT.
+    pub fn direct_writes(self) -> bool {
+        matches!(self, IoMode::DirectRw)
+    }
+
+    /// The name accepted by `FromStr` and the variable.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMode::Buffered => "buffered",
+            IoMode::Direct => "direct",
+            IoMode::DirectRw => "direct-rw",
+        }
+    }
+}
+
+impl IoEngine {
+    /// Every engine.
+    pub const ALL: [IoEngine; 2] = [IoEngine::Sync, IoEngine::IoUring];
+    /// The variable that overrides the engine.
+    pub const ENV: &'static str = "STRATA_IO_ENGINE";
+
+    /// The engine named by `STRATA_IO_ENGINE`, if set; an unknown name is an error.
+    pub fn from_env() -> Result<Option<IoEngine>> {
+        env_value(Self::ENV)
+    }
+
+    /// The name accepted by `FromStr` and the variable.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoEngine::Sync => "sync",
+            IoEngine::IoUring => "io-uring",
+        }
+    }
+}
+
+fn env_value<T: FromStr<Err = InvalidInput>>(var: &str) -> Result<Option<T>> {
+    match std::env::var(var) {
+        Ok(value) if value.is_empty() => Ok(None),
+        Ok(value) => Ok(Some(value.parse()?)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(InvalidInput::UnknownOptionValue {
+            option: "environment variable",
+            value: v.to_string_lossy().into_owned(),
+            expected: "UTF-8",
+        }
+        .into()),
+    }
+}
+
+impl FromStr for IoMode {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> std::result::Result<Self, InvalidInput> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "buffered" => Ok(IoMode::Buffered),
+            "direct" => Ok(IoMode::Direct),
+            "direct-rw" | "directrw" => Ok(IoMode::DirectRw),
+            _ => Err(InvalidInput::UnknownOptionValue {
+                option: "io_mode",
+                value: s.to_owned(),
+                expected: "buffered, direct, direct-rw",
+            }),
+        }
+    }
+}
+
+impl FromStr for IoEngine {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> std::result::Result<Self, InvalidInput> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "sync" | "psync" => Ok(IoEngine::Sync),
+            "io-uring" | "iouring" | "uring" => Ok(IoEngine::IoUring),
+            _ => Err(InvalidInput::UnknownOptionValue {
+                option: "io_engine",
+                value: s.to_owned(),
+                expected: "sync, io-uring",
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for IoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::fmt::Display for IoEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How to open a file.
+#[derive(Debug, Clone, Default)]
+pub struct FileOptions {
+    pub mode: IoMode,
+    pub engine: IoEngine,
+    /// The class the file's operations are counted under.
+    pub class: FileClass,
+    /// Where the filesystem refuses O_DIRECT, open in `Buffered` mode instead
+    /// of failing.
+    pub fallback_to_buffered: bool,
+    /// Overrides the alignment read from the kernel; must be a power of two,
+    /// at least the kernel's, at most [`ALIGNMENT_MAX_BYTES`]. `None`: the
+    /// kernel's (statx DIO alignment), or 4096 where it reports none.
+    pub alignment_bytes: Option<usize>,
+}
+
+impl FileOptions {
+    /// Applies `STRATA_IO_MODE` and `STRATA_IO_ENGINE` where set.
+    pub fn with_env_overrides(mut self) -> Result<Self> {
+        if let Some(mode) = IoMode::from_env()? {
+            self.mode = mode;
+        }
+        if let Some(engine) = IoEngine::from_env()? {
+            self.engine = engine;
+        }
+        Ok(self)
+    }
+}
+
+/// What a [`super::BufferedWriter`] needs from a file. `IoFile` is the real
+/// one; tests wrap it to record or to fail operations.
+pub trait BlockFile: Send + Sync + 'static {
+    /// Writes all of `buf` at `offset`.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Reads into `buf` at `offset`; returns bytes read (short only at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+    /// Makes written data durable (fdatasync).
+    fn sync_data(&self) -> Result<()>;
+    /// Sets the file's length.
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// The alignment of offsets, lengths and (when `direct_writes`) addresses.
+    fn alignment(&self) -> usize;
+    /// True when writes bypass the page cache, so memory must be aligned too.
+    fn direct_writes(&self) -> bool;
+}
+
+/// A file opened through the io layer.
+pub struct IoFile {
+    path: PathBuf,
+    /// Descriptor for reads (O_DIRECT when the mode reads direct) and, unless
+    /// `write_fd` is set, for writes.
+    fd: File,
+    /// A second, buffered descriptor for writes in `IoMode::Direct`; empty in
+    /// the other modes.
+    write_fd: Option<File>,
+    mode: IoMode,
+    engine: IoEngine,
+    alignment: usize,
+    class: FileClass,
+    stats: IoStats,
+}
+
+impl std::fmt::Debug for IoFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IoFile")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("engine", &self.engine)
+            .field("alignment", &self.alignment)
+            .finish()
+    }
+}
+
+impl IoFile {
+    /// Creates (or truncates) `path` for reading and writing.
+    pub fn create(path: impl AsRef<Path>, opts: &FileOptions, stats: &IoStats) -> Result<IoFile> {
+        Self::open_with(path.as_ref(), opts, stats, true)
+    }
+
+    /// Opens an existing file for reading and writing.
+    pub fn open(path: impl AsRef<Path>, opts: &FileOptions, stats: &IoStats) -> Result<IoFile> {
+        Self::open_with(path.as_ref(), opts, stats, false)
+    }
+
+    fn open_with(path: &Path, opts: &FileOptions, stats: &IoStats, create: bool) -> Result<IoFile> {
+        if opts.engine == IoEngine::IoUring {
+            uring::probe().map_err(|e| Error::io(path, "set up io_uring", e))?;
+        }
+        let open = |direct: bool, create: bool| -> std::io::Result<File> {
+            let mut oo = OpenOptions::new();
+            oo.read(true).write(true);
+            if create {
+                oo.create(true).truncate(true);
+            }
+            if direct {
+                oo.custom_flags(libc::O_DIRECT);
+            }
+            oo.open(path)
+        };
+        let mut mode = opts.mode;
+        let fd = match open(mode.direct_reads(), create) {
+            Ok(fd) => fd,
+            Err(e) if mode.direct_reads() && e.raw_os_error() == Some(libc::EINVAL) => {
+                if !opts.fallback_to_buffered {
+                    return Err(Error::DirectIoUnsupported { path: path.to_owned(), source: e });
+                }
+                mode = IoMode::Buffered;
+                open(false, create).map_err(|e| Error::io(path, "open", e))?
+            }
+            Err(e) => return Err(Error::io(path, if create { "create" } else { "open" }, e)),
+        };
+        let write_fd = if mode == IoMode::Direct {
+            Some(open(false, false).map_err(|e| Error::io(path, "open for buffered writes", e))?)
+        } else {
+            None
+        };
+        let kernel_alignment = dio_alignment(&fd);
+        let alignment = match opts.alignment_bytes {
+            None => kernel_alignment.unwrap_or(ALIGNMENT_DEFAULT_BYTES),
+            Some(a) => {
+                let floor = kernel_alignment.unwrap_or(1);
+                if !a.is_power_of_two() || a < floor || a > ALIGNMENT_MAX_BYTES {
+                    return Err(InvalidInput::OptionOutOfRange {
+                        option: "alignment_bytes",
+                        value: a as u64,
+                        why: "must be a power of two, at least the kernel's DIO alignment, at most 1 MiB",
+                    }
+                    .into());
+                }
+                a
+            }
+        };
+        assert!(alignment.is_power_of_two(), "alignment {alignment} must be a power of two");
+        Ok(IoFile {
+            path: path.to_owned(),
+            fd,
+            write_fd,
+            mode,
+            engine: opts.engine,
+            alignment,
+            class: opts.class,
+            stats: stats.clone(),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The mode in effect (`Buffered` after a fallback).
+    pub fn mode(&self) -> IoMode {
+        self.mode
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> IoEngine {
+        self.engine
+    }
+
+    /// The class operations are counted under.
+    pub fn class(&self) -> FileClass {
+        self.class
+    }
+
+    /// The statistics this file counts into.
+    pub fn stats(&self) -> &IoStats {
+        &self.stats
+    }
+
+    fn write_file(&self) -> &File {
+        self.write_fd.as_ref().unwrap_or(&self.fd)
+    }
+
+    fn check_aligned(&self, addr: usize, len: usize, offset: u64) -> Result<()> {
+        let a = self.alignment;
+        for (what, value) in [("address", addr as u64), ("length", len as u64), ("offset", offset)] {
+            if !is_aligned(value, a) {
+                return Err(InvalidInput::Unaligned { what, value, alignment: a }.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads into `buf` at `offset` until it is full or the file ends; returns
+    /// the bytes read. With O_DIRECT reads, `buf` and `offset` must be aligned.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if self.mode.direct_reads() {
+            self.check_aligned(buf.as_ptr() as usize, buf.len(), offset)?;
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let n = match self.engine {
+                IoEngine::Sync => self.fd.read_at(&mut buf[done..], at),
+                IoEngine::IoUring => uring::pread(self.fd.as_raw_fd(), &mut buf[done..], at),
+            };
+            match n {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(&self.path, "read", e)),
+            }
+        }
+        self.stats.record(self.class, OpKind::Read, done as u64);
+        Ok(done)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`; end of file is an error.
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let n = self.read_at(buf, offset)?;
+        if n < buf.len() {
+            return Err(Error::io(
+                &self.path,
+                "read",
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("wanted {} bytes at offset {offset}, the file ends after {n}", buf.len()),
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at any `offset`, whatever the mode: with O_DIRECT the
+    /// read is widened to aligned bounds and the wanted part copied out.
+    /// Reading past the end of the file is an error.
+    pub fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if !self.mode.direct_reads() {
+            let mut out = vec![0u8; len];
+            self.read_exact_at(&mut out, offset)?;
+            return Ok(out);
+        }
+        let start = align_down(offset, self.alignment);
+        let end = align_up(offset + len as u64, self.alignment);
+        let mut buf = AlignedBuf::zeroed((end - start) as usize, self.alignment);
+        let n = self.read_at(buf.spare_capacity_full(), start)?;
+        let head = (offset - start) as usize;
+        if n < head + len {
+            return Err(Error::io(
+                &self.path,
+                "read",
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("wanted {len} bytes at offset {offset}, the file ends at {}", start + n as u64),
+                ),
+            ));
+        }
+        Ok(buf.spare_capacity_full()[head..head + len].to_vec())
+    }
+
+    /// Several reads of any alignment submitted together where the engine
+    /// allows it (io_uring: one submission, one wait).
+    pub fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        if self.engine != IoEngine::IoUring || !self.mode.direct_reads() || ranges.len() < 2 {
+            return ranges.iter().map(|&(off, len)| self.read_range(off, len)).collect();
+        }
+        let a = self.alignment;
+        let mut bufs: Vec<(AlignedBuf, u64)> = ranges
+            .iter()
+            .map(|&(off, len)| {
+                let start = align_down(off, a);
+                let end = align_up(off + len as u64, a);
+                (AlignedBuf::zeroed((end - start) as usize, a), start)
+            })
+            .collect();
+        let mut reads: Vec<(&mut [u8], u64)> =
+            bufs.iter_mut().map(|(b, start)| (b.spare_capacity_full(), *start)).collect();
+        let got = uring::pread_many(self.fd.as_raw_fd(), &mut reads)
+            .map_err(|e| Error::io(&self.path, "read", e))?;
+        let mut out = Vec::with_capacity(ranges.len());
+        for (i, &(off, len)) in ranges.iter().enumerate() {
+            let (buf, start) = &mut bufs[i];
+            self.stats.record(self.class, OpKind::Read, got[i] as u64);
+            let head = (off - *start) as usize;
+            if got[i] < head + len {
+                // A short read (end of file or a partial transfer): redo it alone.
+                out.push(self.read_range(off, len)?);
+            } else {
+                out.push(buf.spare_capacity_full()[head..head + len].to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes all of `buf` at `offset`. With O_DIRECT writes, address,
+    /// length and offset must be aligned.
+    pub fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.mode.direct_writes() {
+            self.check_aligned(buf.as_ptr() as usize, buf.len(), offset)?;
+        }
+        let file = self.write_file();
+        let mut done = 0;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let n = match self.engine {
+                IoEngine::Sync => file.write_at(&buf[done..], at),
+                IoEngine::IoUring => uring::pwrite(file.as_raw_fd(), &buf[done..], at),
+            };
+            match n {
+                Ok(0) => {
+                    return Err(Error::io(&self.path, "write", std::io::ErrorKind::WriteZero.into()))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(&self.path, "write", e)),
+            }
+        }
+        self.stats.record(self.class, OpKind::Write, buf.len() as u64);
+        Ok(())
+    }
+
+    /// fdatasync: written data and the metadata needed to read it are durable.
+    pub fn sync_data(&self) -> Result<()> {
+        let result = match self.engine {
+            IoEngine::Sync => self.write_file().sync_data(),
+            IoEngine::IoUring => uring::fdatasync(self.write_file().as_raw_fd()),
+        };
+        result.map_err(|e| Error::io(&self.path, "fdatasync", e))?;
+        self.stats.record(self.class, OpKind::Sync, 0);
+        Ok(())
+    }
+
+    /// Sets the length (ftruncate).
+    pub fn set_len(&self, len: u64) -> Result<()> {
+        self.fd.set_len(len).map_err(|e| Error::io(&self.path, "set_len", e))
+    }
+
+    /// Reserves blocks for `offset..offset + len` (fallocate, keeping the size
+    /// unchanged only if the range lies inside it).
+    pub fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        let (off, n) = (
+            i64::try_from(offset).map_err(|_| InvalidInput::OptionOutOfRange {
+                option: "fallocate offset",
+                value: offset,
+                why: "beyond i64",
+            })?,
+            i64::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
+                option: "fallocate length",
+                value: len,
+                why: "beyond i64",
+            })?,
+        );
+        // SAFETY: plain syscall on a descriptor we own.
+        let rc = unsafe { libc::fallocate(self.fd.as_raw_fd(), 0, off, n) };
+        if rc != 0 {
+            return Err(Error::io(&self.path, "fallocate", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// The file's current length.
+    pub fn len(&self) -> Result<u64> {
+        Ok(self.fd.metadata().map_err(|e| Error::io(&self.path, "stat", e))?.len())
+    }
+
+    /// True when the file is empty.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+impl BlockFile for IoFile {
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        IoFile::write_all_at(self, buf, offset)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        IoFile::read_at(self, buf, offset)
+    }
+    fn sync_data(&self) -> Result<()> {
+        IoFile::sync_data(self)
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        IoFile::set_len(self, len)
+    }
+    fn alignment(&self) -> usize {
+        self.alignment
+    }
+    fn direct_writes(&self) -> bool {
+        self.mode.direct_writes()
+    }
+}
+
+impl IoFile {
+    /// The alignment of offsets and lengths (and addresses under O_DIRECT).
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+}
+
+/// The kernel's direct-I/O alignment for `file` (statx STATX_DIOALIGN): the
+/// larger of the memory and the offset alignment; `None` when not reported.
+fn dio_alignment(file: &File) -> Option<usize> {
+    // SAFETY: statx fills the zeroed struct; the empty path with AT_EMPTY_PATH
+    // refers to the descriptor itself.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    let a = stx.stx_dio_mem_align.max(stx.stx_dio_offset_align) as usize;
+    (a > 0 && a.is_power_of_two()).then_some(a)
+}
+
+/// fsync of a directory, so a rename or a new file in it is durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    let f = File::open(dir).map_err(|e| Error::io(dir, "open directory", e))?;
+    f.sync_all().map_err(|e| Error::io(dir, "fsync directory", e))
+}

@@ -1,0 +1,202 @@
+//! I/O statistics: operations and bytes by kind (read, write, sync) and by
+//! file class (log, delta, image, manifest, other).
+//!
+//! Every operation of the io layer is counted here, so the lab can report
+//! write amplification and device reads per get. Counters are relaxed atomics
+//! behind an `Arc`: cloning an `IoStats` shares the counters; a snapshot may be
+//! taken at any time from any thread, and is consistent per counter (not
+//! across counters, which no reader needs).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What kind of file an operation touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FileClass {
+    /// Log file of an in-memory layer (the write-ahead log).
+    Log,
+    /// Delta layer file.
+    Delta,
+    /// Image layer file.
+    Image,
+    /// Manifest.
+    Manifest,
+    /// Anything else (benchmarks, probes).
+    #[default]
+    Other,
+}
+
+impl FileClass {
+    /// Every class, in counter order.
+    pub const ALL: [FileClass; 5] =
+        [FileClass::Log, FileClass::Delta, FileClass::Image, FileClass::Manifest, FileClass::Other];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A short lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileClass::Log => "log",
+            FileClass::Delta => "delta",
+            FileClass::Image => "image",
+            FileClass::Manifest => "manifest",
+            FileClass::Other => "other",
+        }
+    }
+}
+
+/// The kind of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    Read,
+    Write,
+    Sync,
+}
+
+impl OpKind {
+    /// Every kind, in counter order.
+    pub const ALL: [OpKind; 3] = [OpKind::Read, OpKind::Write, OpKind::Sync];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+const CLASSES: usize = FileClass::ALL.len();
+const KINDS: usize = OpKind::ALL.len();
+
+#[derive(Default)]
+struct Counters {
+    ops: [[AtomicU64; KINDS]; CLASSES],
+    bytes: [[AtomicU64; KINDS]; CLASSES],
+}
+
+/// Shared I/O counters. Clone to share.
+#[derive(Clone, Default)]
+pub struct IoStats {
+    counters: Arc<Counters>,
+}
+
+impl IoStats {
+    /// Fresh counters at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one operation of `bytes` bytes.
+    pub fn record(&self, class: FileClass, kind: OpKind, bytes: u64) {
+        let (c, k) = (class.index(), kind.index());
+        self.counters.ops[c][k].fetch_add(1, Ordering::Relaxed);
+        self.counters.bytes[c][k].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> IoStatsSnapshot {
+        let mut snap = IoStatsSnapshot::default();
+        for c in 0..CLASSES {
+            for k in 0..KINDS {
+                snap.ops[c][k] = self.counters.ops[c][k].load(Ordering::Relaxed);
+                snap.bytes[c][k] = self.counters.bytes[c][k].load(Ordering::Relaxed);
+            }
+        }
+        snap
+    }
+}
+
+impl std::fmt::Debug for IoStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.snapshot().fmt(f)
+    }
+}
+
+/// A copy of the counters at one moment.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStatsSnapshot {
+    ops: [[u64; KINDS]; CLASSES],
+    bytes: [[u64; KINDS]; CLASSES],
+}
+
+impl IoStatsSnapshot {
+    /// Operations of `kind` on files of `class`.
+    pub fn ops(&self, class: FileClass, kind: OpKind) -> u64 {
+        self.ops[class.index()][kind.index()]
+    }
+
+    /// Bytes moved by operations of `kind` on files of `class`.
+    pub fn bytes(&self, class: FileClass, kind: OpKind) -> u64 {
+        self.bytes[class.index()][kind.index()]
+    }
+
+    /// Operations of `kind` over all classes.
+    pub fn ops_total(&self, kind: OpKind) -> u64 {
+        FileClass::ALL.iter().map(|&c| self.ops(c, kind)).sum()
+    }
+
+    /// Bytes of `kind` over all classes.
+    pub fn bytes_total(&self, kind: OpKind) -> u64 {
+        FileClass::ALL.iter().map(|&c| self.bytes(c, kind)).sum()
+    }
+
+    /// Bytes written to files of all classes.
+    pub fn bytes_written_total(&self) -> u64 {
+        self.bytes_total(OpKind::Write)
+    }
+
+    /// Bytes read from files of all classes.
+    pub fn bytes_read_total(&self) -> u64 {
+        self.bytes_total(OpKind::Read)
+    }
+
+    /// Counters accumulated since `earlier`.
+    pub fn since(&self, earlier: &IoStatsSnapshot) -> IoStatsSnapshot {
+        let mut out = *self;
+        for c in 0..CLASSES {
+            for k in 0..KINDS {
+                out.ops[c][k] = self.ops[c][k].saturating_sub(earlier.ops[c][k]);
+                out.bytes[c][k] = self.bytes[c][k].saturating_sub(earlier.bytes[c][k]);
+            }
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for IoStatsSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        for class in FileClass::ALL {
+            for kind in OpKind::ALL {
+                let ops = self.ops(class, kind);
+                if ops > 0 {
+                    map.entry(
+                        &format_args!("{}.{:?}", class.name(), kind),
+                        &format_args!("{} ops, {} bytes", ops, self.bytes(class, kind)),
+                    );
+                }
+            }
+        }
+        map.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_share_counters_and_since_subtracts() {
+        let stats = IoStats::new();
+        let other = stats.clone();
+        stats.record(FileClass::Log, OpKind::Write, 4096);
+        let first = other.snapshot();
+        other.record(FileClass::Log, OpKind::Write, 8192);
+        other.record(FileClass::Delta, OpKind::Sync, 0);
+        let second = stats.snapshot();
+        assert_eq!(second.ops(FileClass::Log, OpKind::Write), 2);
+        assert_eq!(second.bytes_written_total(), 12288);
+        let delta = second.since(&first);
+        assert_eq!(delta.bytes(FileClass::Log, OpKind::Write), 8192);
+        assert_eq!(delta.ops_total(OpKind::Sync), 1);
+    }
+}
