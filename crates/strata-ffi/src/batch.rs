@@ -1,16 +1,17 @@
-//! `strata_writebatch_t`: a `strata::WriteBatch` behind a C handle.
+//! `strata_writebatch_t`: a `engine::WriteBatch` behind a C handle.
 //!
 //! Thread-safety: one thread at a time per batch (the C caller's duty).
 
 use std::ffi::{c_char, c_int};
 
+use crate::engine;
 use crate::error::{strata_error_t, STRATA_OK};
 use crate::guard::{bytes, guard, handle_mut, key};
 
 /// A write batch. Opaque in C.
 #[allow(non_camel_case_types)]
 pub struct strata_writebatch_t {
-    pub(crate) batch: strata::WriteBatch,
+    pub(crate) batch: engine::WriteBatch,
     /// Entries added since creation or the last clear.
     pub(crate) count: usize,
 }
@@ -18,7 +19,10 @@ pub struct strata_writebatch_t {
 /// A new, empty batch. Never null.
 #[no_mangle]
 pub extern "C" fn strata_writebatch_create() -> *mut strata_writebatch_t {
-    Box::into_raw(Box::new(strata_writebatch_t { batch: strata::WriteBatch::new(), count: 0 }))
+    Box::into_raw(Box::new(strata_writebatch_t {
+        batch: engine::WriteBatch::new(),
+        count: 0,
+    }))
 }
 
 /// Frees a batch. Null is allowed.
@@ -40,7 +44,7 @@ pub unsafe extern "C" fn strata_writebatch_destroy(b: *mut strata_writebatch_t) 
 pub unsafe extern "C" fn strata_writebatch_clear(b: *mut strata_writebatch_t) {
     if let Some(b) = b.as_mut() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            b.batch = strata::WriteBatch::new();
+            b.batch = engine::WriteBatch::new();
             b.count = 0;
         }));
     }

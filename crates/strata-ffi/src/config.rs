@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::engine;
 use crate::error::FfiError;
 
 /// The environment variable read when the caller passes no configuration.
@@ -19,19 +20,31 @@ pub const CONFIG_ENV: &str = "STRATA_CONFIG";
 
 /// Every key a configuration may hold, with what it sets.
 pub const KEYS: &[(&str, &str)] = &[
-    ("path", "database directory (used when the caller passes no path)"),
+    (
+        "path",
+        "database directory (used when the caller passes no path)",
+    ),
     ("io_mode", "\"buffered\" | \"direct\" | \"direct-rw\""),
     ("io_engine", "\"sync\" | \"io-uring\""),
-    ("layer_size_bytes_max", "bytes, integer or string with K/M/G/KiB/MiB/GiB suffix"),
-    ("writer_buffer_bytes", "bytes, integer or string with suffix"),
-    ("value_size_bytes_max", "bytes, integer or string with suffix"),
+    (
+        "layer_size_bytes_max",
+        "bytes, integer or string with K/M/G/KiB/MiB/GiB suffix",
+    ),
+    (
+        "writer_buffer_bytes",
+        "bytes, integer or string with suffix",
+    ),
+    (
+        "value_size_bytes_max",
+        "bytes, integer or string with suffix",
+    ),
     ("fallback_to_buffered", "true | false"),
 ];
 
 /// Engine options plus the database path a configuration may carry.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
-    pub options: strata::Options,
+    pub options: engine::Options,
     /// The `path` key; empty when the configuration gave none.
     pub path: Option<PathBuf>,
 }
@@ -51,7 +64,8 @@ impl Config {
         let parsed = parse(&text, source)?;
         let mut next = self.clone();
         for (key, value) in parsed.table {
-            next.apply(&key, &value).map_err(|e| FfiError::config(format!("config {}: {}", parsed.source, e)))?;
+            next.apply(&key, &value)
+                .map_err(|e| FfiError::config(format!("config {}: {}", parsed.source, e)))?;
         }
         *self = next;
         Ok(())
@@ -60,7 +74,8 @@ impl Config {
     /// Sets one key from a string value (as `strata_options_set` does).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), FfiError> {
         let mut next = self.clone();
-        next.apply(key, &Value::String(value.to_string())).map_err(FfiError::config)?;
+        next.apply(key, &Value::String(value.to_string()))
+            .map_err(FfiError::config)?;
         *self = next;
         Ok(())
     }
@@ -70,10 +85,14 @@ impl Config {
         match key {
             "path" => self.path = Some(PathBuf::from(as_str(key, value)?)),
             "io_mode" => {
-                o.io_mode = as_str(key, value)?.parse().map_err(|e: strata::Error| format!("key `{key}`: {e}"))?
+                o.io_mode = as_str(key, value)?
+                    .parse()
+                    .map_err(|e: strata::InvalidInput| format!("key `{key}`: {e}"))?
             }
             "io_engine" => {
-                o.io_engine = as_str(key, value)?.parse().map_err(|e: strata::Error| format!("key `{key}`: {e}"))?
+                o.io_engine = as_str(key, value)?
+                    .parse()
+                    .map_err(|e: strata::InvalidInput| format!("key `{key}`: {e}"))?
             }
             "layer_size_bytes_max" => o.layer_size_bytes_max = as_bytes(key, value)?,
             "writer_buffer_bytes" => o.writer_buffer_bytes = as_usize(key, value)?,
@@ -81,7 +100,10 @@ impl Config {
             "fallback_to_buffered" => o.fallback_to_buffered = as_bool(key, value)?,
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
-                return Err(format!("unknown key `{key}`; known keys: {}", known.join(", ")));
+                return Err(format!(
+                    "unknown key `{key}`; known keys: {}",
+                    known.join(", ")
+                ));
             }
         }
         Ok(())
@@ -118,40 +140,58 @@ fn parse(text: &str, source: Option<String>) -> Result<Parsed, FfiError> {
         None => what.to_string(),
     };
     if trimmed.is_empty() {
-        return Ok(Parsed { table: Default::default(), source: via("empty text") });
+        return Ok(Parsed {
+            table: Default::default(),
+            source: via("empty text"),
+        });
     }
     if trimmed.starts_with('{') {
         let src = via("JSON text");
-        return Ok(Parsed { table: parse_json(trimmed, &src)?, source: src });
+        return Ok(Parsed {
+            table: parse_json(trimmed, &src)?,
+            source: src,
+        });
     }
     if trimmed.contains('=') || trimmed.contains('\n') {
         let src = via("TOML text");
-        return Ok(Parsed { table: parse_toml(trimmed, &src)?, source: src });
+        return Ok(Parsed {
+            table: parse_toml(trimmed, &src)?,
+            source: src,
+        });
     }
     let path = Path::new(trimmed);
     let src = via(&format!("file {}", path.display()));
-    let body = std::fs::read_to_string(path).map_err(|e| FfiError::config(format!("config {src}: cannot read: {e}")))?;
+    let body = std::fs::read_to_string(path)
+        .map_err(|e| FfiError::config(format!("config {src}: cannot read: {e}")))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let json = match ext {
         "json" => true,
         "toml" => false,
         _ => body.trim_start().starts_with('{'),
     };
-    let table = if json { parse_json(&body, &src)? } else { parse_toml(&body, &src)? };
+    let table = if json {
+        parse_json(&body, &src)?
+    } else {
+        parse_toml(&body, &src)?
+    };
     Ok(Parsed { table, source: src })
 }
 
 fn parse_json(text: &str, src: &str) -> Result<serde_json::Map<String, Value>, FfiError> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(other) => Err(FfiError::config(format!("config {src}: expected an object, found {other}"))),
-        Err(e) => Err(FfiError::config(format!("config {src}: malformed JSON: {e}"))),
+        Ok(other) => Err(FfiError::config(format!(
+            "config {src}: expected an object, found {other}"
+        ))),
+        Err(e) => Err(FfiError::config(format!(
+            "config {src}: malformed JSON: {e}"
+        ))),
     }
 }
 
 fn parse_toml(text: &str, src: &str) -> Result<serde_json::Map<String, Value>, FfiError> {
-    let table: toml::Table =
-        toml::from_str(text).map_err(|e| FfiError::config(format!("config {src}: malformed TOML: {}", e.message())))?;
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|e| FfiError::config(format!("config {src}: malformed TOML: {}", e.message())))?;
     match serde_json::to_value(table) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(FfiError::config(format!("config {src}: expected a table"))),
@@ -160,7 +200,8 @@ fn parse_toml(text: &str, src: &str) -> Result<serde_json::Map<String, Value>, F
 }
 
 fn as_str<'v>(key: &str, v: &'v Value) -> Result<&'v str, String> {
-    v.as_str().ok_or_else(|| format!("key `{key}` must be a string, found {v}"))
+    v.as_str()
+        .ok_or_else(|| format!("key `{key}` must be a string, found {v}"))
 }
 
 fn as_bool(key: &str, v: &Value) -> Result<bool, String> {
@@ -213,16 +254,24 @@ mod tests {
     #[test]
     fn json_and_toml_text_set_the_same_options() {
         let mut a = Config::default();
-        a.load(Some(r#"{"io_mode": "buffered", "writer_buffer_bytes": "64KiB", "path": "x"}"#)).unwrap();
+        a.load(Some(
+            r#"{"io_mode": "buffered", "writer_buffer_bytes": "64KiB", "path": "x"}"#,
+        ))
+        .unwrap();
         let mut b = Config::default();
-        b.load(Some("io_mode = \"buffered\"\nwriter_buffer_bytes = 65536\npath = \"x\"")).unwrap();
+        b.load(Some(
+            "io_mode = \"buffered\"\nwriter_buffer_bytes = 65536\npath = \"x\"",
+        ))
+        .unwrap();
         assert_eq!(a.to_json(), b.to_json());
         assert_eq!(a.options.writer_buffer_bytes, 65536);
     }
 
     #[test]
     fn unknown_key_is_an_error_that_names_it() {
-        let e = Config::default().load(Some(r#"{"io_mod": "direct"}"#)).unwrap_err();
+        let e = Config::default()
+            .load(Some(r#"{"io_mod": "direct"}"#))
+            .unwrap_err();
         assert!(e.message.contains("unknown key `io_mod`"), "{}", e.message);
         assert!(e.message.contains("io_mode"), "{}", e.message);
     }
@@ -231,15 +280,25 @@ mod tests {
     fn bad_value_is_an_error_and_applies_nothing() {
         let mut c = Config::default();
         let before = c.to_json();
-        let e = c.load(Some(r#"{"writer_buffer_bytes": 1, "io_mode": "fast"}"#)).unwrap_err();
+        let e = c
+            .load(Some(r#"{"writer_buffer_bytes": 1, "io_mode": "fast"}"#))
+            .unwrap_err();
         assert!(e.message.contains("fast"), "{}", e.message);
         assert_eq!(c.to_json(), before);
     }
 
     #[test]
     fn malformed_text_is_an_error() {
-        assert!(Config::default().load(Some("{ not json")).unwrap_err().message.contains("malformed JSON"));
-        assert!(Config::default().load(Some("io_mode = = 1")).unwrap_err().message.contains("malformed TOML"));
+        assert!(Config::default()
+            .load(Some("{ not json"))
+            .unwrap_err()
+            .message
+            .contains("malformed JSON"));
+        assert!(Config::default()
+            .load(Some("io_mode = = 1"))
+            .unwrap_err()
+            .message
+            .contains("malformed TOML"));
     }
 
     #[test]
@@ -251,7 +310,9 @@ mod tests {
         c.load(Some(p.to_str().unwrap())).unwrap();
         assert!(c.options.fallback_to_buffered);
         let missing = dir.path().join("missing.json");
-        let e = Config::default().load(Some(missing.to_str().unwrap())).unwrap_err();
+        let e = Config::default()
+            .load(Some(missing.to_str().unwrap()))
+            .unwrap_err();
         assert!(e.message.contains("cannot read"), "{}", e.message);
     }
 

@@ -1,9 +1,9 @@
 //! `strata_db_t` and the entry points that act on an open database: open,
 //! close, put, get, delete, write, sync, flush, stats.
 //!
-//! Invariants: a `strata_db_t` always holds an open `strata::Db`;
+//! Invariants: a `strata_db_t` always holds an open `engine::Db`;
 //! `strata_close` consumes the handle whatever the outcome.
-//! Thread-safety: `strata::Db` is shared by reference, so any number of
+//! Thread-safety: `engine::Db` is shared by reference, so any number of
 //! threads may call these concurrently, except `strata_close`.
 
 use std::ffi::{c_char, c_int};
@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use crate::batch::strata_writebatch_t;
 use crate::config::Config;
 use crate::debug_json::debug_to_json;
-use crate::error::{strata_error_t, FfiError, STRATA_BUFFER_TOO_SMALL, STRATA_NOT_FOUND, STRATA_OK};
+use crate::engine;
+use crate::error::{
+    strata_error_t, FfiError, STRATA_BUFFER_TOO_SMALL, STRATA_NOT_FOUND, STRATA_OK,
+};
 use crate::guard::{bytes, guard, guard_ptr, handle, key, opt_str};
 use crate::malloc_copy;
 use crate::options::strata_options_t;
@@ -20,7 +23,7 @@ use crate::options::strata_options_t;
 /// An open database. Opaque in C.
 #[allow(non_camel_case_types)]
 pub struct strata_db_t {
-    db: strata::Db,
+    db: engine::Db,
     path: PathBuf,
 }
 
@@ -34,7 +37,7 @@ fn open(path: Option<&str>, config: &Config) -> Result<*mut strata_db_t, FfiErro
             ))
         }
     };
-    let db = strata::Db::open(&path, config.options.clone())?;
+    let db = engine::Db::open(&path, config.options.clone())?;
     Ok(Box::into_raw(Box::new(strata_db_t { db, path })))
 }
 
@@ -81,7 +84,10 @@ pub unsafe extern "C" fn strata_open_with_options(
 /// # Safety
 /// `db` is null or a live handle that no other thread is using.
 #[no_mangle]
-pub unsafe extern "C" fn strata_close(db: *mut strata_db_t, err: *mut *mut strata_error_t) -> c_int {
+pub unsafe extern "C" fn strata_close(
+    db: *mut strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> c_int {
     guard(err, || {
         if db.is_null() {
             return Err(FfiError::invalid("db is a null pointer"));
@@ -97,7 +103,10 @@ pub unsafe extern "C" fn strata_close(db: *mut strata_db_t, err: *mut *mut strat
 /// # Safety
 /// `db` is null or a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn strata_db_path(db: *const strata_db_t, err: *mut *mut strata_error_t) -> *mut c_char {
+pub unsafe extern "C" fn strata_db_path(
+    db: *const strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> *mut c_char {
     guard_ptr(err, || {
         let h = handle("db", db)?;
         Ok(malloc_copy(h.path.display().to_string().as_bytes())?.cast())
@@ -121,9 +130,9 @@ pub unsafe extern "C" fn strata_put(
 ) -> c_int {
     guard(err, || {
         let h = handle("db", db)?;
-        let mut b = strata::WriteBatch::new();
+        let mut b = engine::WriteBatch::new();
         b.put(key(key_ptr, key_len)?, bytes("value", value, value_len)?);
-        h.db.write(&b, strata::WriteOptions { sync: sync != 0 })?;
+        h.db.write(&b, engine::WriteOptions { sync: sync != 0 })?;
         Ok(STRATA_OK)
     })
 }
@@ -142,9 +151,9 @@ pub unsafe extern "C" fn strata_delete(
 ) -> c_int {
     guard(err, || {
         let h = handle("db", db)?;
-        let mut b = strata::WriteBatch::new();
+        let mut b = engine::WriteBatch::new();
         b.delete(key(key_ptr, key_len)?);
-        h.db.write(&b, strata::WriteOptions { sync: sync != 0 })?;
+        h.db.write(&b, engine::WriteOptions { sync: sync != 0 })?;
         Ok(STRATA_OK)
     })
 }
@@ -165,7 +174,8 @@ pub unsafe extern "C" fn strata_write(
     guard(err, || {
         let h = handle("db", db)?;
         let b = handle("batch", batch)?;
-        let at = h.db.write(&b.batch, strata::WriteOptions { sync: sync != 0 })?;
+        let at =
+            h.db.write(&b.batch, engine::WriteOptions { sync: sync != 0 })?;
         if let Some(out) = lsn.as_mut() {
             *out = at;
         }
@@ -195,9 +205,13 @@ pub unsafe extern "C" fn strata_get(
     guard(err, || {
         let h = handle("db", db)?;
         let k = key(key_ptr, key_len)?;
-        let out_len = value_len.as_mut().ok_or_else(|| FfiError::invalid("value_len is a null pointer"))?;
+        let out_len = value_len
+            .as_mut()
+            .ok_or_else(|| FfiError::invalid("value_len is a null pointer"))?;
         if buf.is_null() && buf_len != 0 {
-            return Err(FfiError::invalid(format!("buf is a null pointer with buf_len = {buf_len}")));
+            return Err(FfiError::invalid(format!(
+                "buf is a null pointer with buf_len = {buf_len}"
+            )));
         }
         match h.db.get(k)? {
             None => {
@@ -237,8 +251,12 @@ pub unsafe extern "C" fn strata_get_alloc(
     guard(err, || {
         let h = handle("db", db)?;
         let k = key(key_ptr, key_len)?;
-        let out = value.as_mut().ok_or_else(|| FfiError::invalid("value is a null pointer"))?;
-        let out_len = value_len.as_mut().ok_or_else(|| FfiError::invalid("value_len is a null pointer"))?;
+        let out = value
+            .as_mut()
+            .ok_or_else(|| FfiError::invalid("value is a null pointer"))?;
+        let out_len = value_len
+            .as_mut()
+            .ok_or_else(|| FfiError::invalid("value_len is a null pointer"))?;
         *out = std::ptr::null_mut();
         *out_len = 0;
         match h.db.get(k)? {
@@ -257,7 +275,10 @@ pub unsafe extern "C" fn strata_get_alloc(
 /// # Safety
 /// `db` a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn strata_sync(db: *const strata_db_t, err: *mut *mut strata_error_t) -> c_int {
+pub unsafe extern "C" fn strata_sync(
+    db: *const strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> c_int {
     guard(err, || {
         handle("db", db)?.db.sync()?;
         Ok(STRATA_OK)
@@ -269,7 +290,10 @@ pub unsafe extern "C" fn strata_sync(db: *const strata_db_t, err: *mut *mut stra
 /// # Safety
 /// `db` a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn strata_flush(db: *const strata_db_t, err: *mut *mut strata_error_t) -> c_int {
+pub unsafe extern "C" fn strata_flush(
+    db: *const strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> c_int {
     guard(err, || {
         handle("db", db)?.db.flush()?;
         Ok(STRATA_OK)
@@ -282,11 +306,13 @@ pub unsafe extern "C" fn strata_flush(db: *const strata_db_t, err: *mut *mut str
 /// # Safety
 /// `db` a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn strata_stats_json(db: *const strata_db_t, err: *mut *mut strata_error_t) -> *mut c_char {
+pub unsafe extern "C" fn strata_stats_json(
+    db: *const strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> *mut c_char {
     guard_ptr(err, || {
         let h = handle("db", db)?;
         let stats = format!("{:?}", h.db.stats());
         Ok(malloc_copy(debug_to_json(&stats).to_string().as_bytes())?.cast())
     })
 }
-

@@ -11,7 +11,10 @@
 use serde_json::{Map, Number, Value};
 
 pub fn debug_to_json(text: &str) -> Value {
-    let mut p = Parser { s: text.as_bytes(), i: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+    };
     match p.value() {
         Some(v) if p.at_end() => v,
         _ => serde_json::json!({ "debug": text }),
@@ -52,7 +55,9 @@ impl Parser<'_> {
     fn ident(&mut self) -> Option<String> {
         self.ws();
         let start = self.i;
-        while self.i < self.s.len() && (self.s[self.i].is_ascii_alphanumeric() || b"_:".contains(&self.s[self.i])) {
+        while self.i < self.s.len()
+            && (self.s[self.i].is_ascii_alphanumeric() || b"_:".contains(&self.s[self.i]))
+        {
             // `::` inside paths is part of the name; a single `:` ends a field name.
             if self.s[self.i] == b':' && self.s.get(self.i + 1) != Some(&b':') {
                 break;
@@ -88,7 +93,11 @@ impl Parser<'_> {
                     Some(b'(') => {
                         self.i += 1;
                         let mut items = self.seq(b')')?;
-                        Some(if items.len() == 1 { items.pop()? } else { Value::Array(items) })
+                        Some(if items.len() == 1 {
+                            items.pop()?
+                        } else {
+                            Value::Array(items)
+                        })
                     }
                     _ => Some(match name.as_str() {
                         "None" => Value::Null,
@@ -159,10 +168,14 @@ impl Parser<'_> {
 
     fn number(&mut self) -> Option<Value> {
         let start = self.i;
-        while self.i < self.s.len() && (self.s[self.i].is_ascii_digit() || b"-+.eE_".contains(&self.s[self.i])) {
+        while self.i < self.s.len()
+            && (self.s[self.i].is_ascii_digit() || b"-+.eE_".contains(&self.s[self.i]))
+        {
             self.i += 1;
         }
-        let num = std::str::from_utf8(&self.s[start..self.i]).ok()?.replace('_', "");
+        let num = std::str::from_utf8(&self.s[start..self.i])
+            .ok()?
+            .replace('_', "");
         let unit_start = self.i;
         while self.i < self.s.len() && !b",)]} ".contains(&self.s[self.i]) {
             self.i += 1;
@@ -177,7 +190,10 @@ impl Parser<'_> {
         if let Ok(n) = num.parse::<i64>() {
             return Some(Value::Number(n.into()));
         }
-        num.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number)
+        num.parse::<f64>()
+            .ok()
+            .and_then(Number::from_f64)
+            .map(Value::Number)
     }
 
     fn string(&mut self) -> Option<String> {
@@ -251,7 +267,10 @@ mod tests {
             mode: Mode::DirectRw,
             last: Some(7),
             none: None,
-            per_class: vec![Inner { ops: 1, bytes: 4096 }],
+            per_class: vec![Inner {
+                ops: 1,
+                bytes: 4096,
+            }],
             path: "/a \"b\"".into(),
             took: Duration::from_micros(1500),
             map: [("k".to_string(), 1)].into_iter().collect(),

@@ -47,8 +47,14 @@ pub struct FfiError {
 
 impl FfiError {
     pub fn new(code: c_int, message: impl Into<String>) -> Self {
-        debug_assert!(code != STRATA_OK && code != STRATA_NOT_FOUND, "not an error code: {code}");
-        FfiError { code, message: message.into() }
+        debug_assert!(
+            code != STRATA_OK && code != STRATA_NOT_FOUND,
+            "not an error code: {code}"
+        );
+        FfiError {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -85,7 +91,10 @@ impl strata_error_t {
         // replace them rather than lose the message.
         let text = e.message.replace('\0', "\\0");
         let message = CString::new(text).unwrap_or_default();
-        Box::new(strata_error_t { code: e.code, message })
+        Box::new(strata_error_t {
+            code: e.code,
+            message,
+        })
     }
 }
 

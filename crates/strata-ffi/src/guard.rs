@@ -54,7 +54,10 @@ fn panic_error(payload: Box<dyn std::any::Any + Send>) -> FfiError {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic payload".to_string());
-    FfiError::new(STRATA_PANIC, format!("internal error (panic caught at the C boundary): {what}"))
+    FfiError::new(
+        STRATA_PANIC,
+        format!("internal error (panic caught at the C boundary): {what}"),
+    )
 }
 
 /// Largest length a C caller may pass for one buffer; Rust slices cannot
@@ -67,15 +70,23 @@ pub(crate) const BUFFER_BYTES_MAX: usize = isize::MAX as usize;
 /// # Safety
 /// When non-null, `ptr` points to `len` readable bytes that stay valid and
 /// unmodified for the returned lifetime.
-pub(crate) unsafe fn bytes<'a>(what: &str, ptr: *const c_char, len: usize) -> Result<&'a [u8], FfiError> {
+pub(crate) unsafe fn bytes<'a>(
+    what: &str,
+    ptr: *const c_char,
+    len: usize,
+) -> Result<&'a [u8], FfiError> {
     if len > BUFFER_BYTES_MAX {
-        return Err(FfiError::invalid(format!("{what}_len = {len} is larger than the largest buffer ({BUFFER_BYTES_MAX} bytes)")));
+        return Err(FfiError::invalid(format!(
+            "{what}_len = {len} is larger than the largest buffer ({BUFFER_BYTES_MAX} bytes)"
+        )));
     }
     if ptr.is_null() {
         if len == 0 {
             return Ok(&[]);
         }
-        return Err(FfiError::invalid(format!("{what} is a null pointer with {what}_len = {len}")));
+        return Err(FfiError::invalid(format!(
+            "{what} is a null pointer with {what}_len = {len}"
+        )));
     }
     Ok(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
 }
@@ -98,7 +109,10 @@ pub(crate) unsafe fn key<'a>(ptr: *const c_char, len: usize) -> Result<&'a [u8],
 ///
 /// # Safety
 /// When non-null, `ptr` is a NUL-terminated string valid for the call.
-pub(crate) unsafe fn opt_str<'a>(what: &str, ptr: *const c_char) -> Result<Option<&'a str>, FfiError> {
+pub(crate) unsafe fn opt_str<'a>(
+    what: &str,
+    ptr: *const c_char,
+) -> Result<Option<&'a str>, FfiError> {
     if ptr.is_null() {
         return Ok(None);
     }
@@ -113,7 +127,8 @@ pub(crate) unsafe fn opt_str<'a>(what: &str, ptr: *const c_char) -> Result<Optio
 /// # Safety
 /// When non-null, `ptr` is a live handle of type `T` from this library.
 pub(crate) unsafe fn handle<'a, T>(what: &str, ptr: *const T) -> Result<&'a T, FfiError> {
-    ptr.as_ref().ok_or_else(|| FfiError::invalid(format!("{what} is a null pointer")))
+    ptr.as_ref()
+        .ok_or_else(|| FfiError::invalid(format!("{what} is a null pointer")))
 }
 
 /// A mutable reference from a C handle pointer; null is an error.
@@ -121,5 +136,6 @@ pub(crate) unsafe fn handle<'a, T>(what: &str, ptr: *const T) -> Result<&'a T, F
 /// # Safety
 /// When non-null, `ptr` is a live handle of type `T` not used concurrently.
 pub(crate) unsafe fn handle_mut<'a, T>(what: &str, ptr: *mut T) -> Result<&'a mut T, FfiError> {
-    ptr.as_mut().ok_or_else(|| FfiError::invalid(format!("{what} is a null pointer")))
+    ptr.as_mut()
+        .ok_or_else(|| FfiError::invalid(format!("{what} is a null pointer")))
 }

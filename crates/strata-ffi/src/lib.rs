@@ -21,7 +21,8 @@
 //!
 //! Modules: `error` (status codes, `strata_error_t`), `guard` (the panic and
 //! pointer checks), `config` (JSON/TOML/env configuration), `options`,
-//! `batch`, `db` (the entry points), `debug_json` (stats as JSON).
+//! `batch`, `db` (the entry points), `debug_json` (stats as JSON), `engine`
+//! (the engine API this crate is written against).
 
 #![allow(clippy::missing_safety_doc)] // each entry point states its contract in strata.h
 
@@ -29,6 +30,7 @@ mod batch;
 mod config;
 mod db;
 mod debug_json;
+mod engine;
 mod error;
 mod guard;
 mod options;
@@ -67,7 +69,10 @@ pub(crate) fn malloc_copy(bytes: &[u8]) -> Result<*mut u8, FfiError> {
     unsafe {
         let p = libc::malloc(bytes.len() + 1).cast::<u8>();
         if p.is_null() {
-            return Err(FfiError::new(STRATA_ERROR, format!("out of memory allocating {} bytes", bytes.len() + 1)));
+            return Err(FfiError::new(
+                STRATA_ERROR,
+                format!("out of memory allocating {} bytes", bytes.len() + 1),
+            ));
         }
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
         *p.add(bytes.len()) = 0;

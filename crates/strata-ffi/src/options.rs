@@ -20,7 +20,9 @@ pub struct strata_options_t {
 /// New options holding the engine's defaults. Never null.
 #[no_mangle]
 pub extern "C" fn strata_options_create() -> *mut strata_options_t {
-    Box::into_raw(Box::new(strata_options_t { config: Config::default() }))
+    Box::into_raw(Box::new(strata_options_t {
+        config: Config::default(),
+    }))
 }
 
 /// Frees options. Null is allowed.
@@ -69,7 +71,8 @@ pub unsafe extern "C" fn strata_options_set(
     guard(err, || {
         let opts = handle_mut("opts", opts)?;
         let key = opt_str("key", key)?.ok_or_else(|| FfiError::invalid("key is a null pointer"))?;
-        let value = opt_str("value", value)?.ok_or_else(|| FfiError::invalid("value is a null pointer"))?;
+        let value =
+            opt_str("value", value)?.ok_or_else(|| FfiError::invalid("value is a null pointer"))?;
         opts.config.set(key, value)?;
         Ok(STRATA_OK)
     })
