@@ -1,0 +1,311 @@
+//! The delta layer file: every version of the keys of a key range × LSN range,
+//! sorted by (key, lsn), as written by a flush of a frozen in-memory layer (L0)
+//! or by compaction (L1).
+//!
+//! This module owns the on-disk format (the constants below, documented byte
+//! for byte in `docs/format.md`, section "Delta layer file"); [`writer`] builds
+//! a file and [`reader`] opens, verifies and queries one.
+//!
+//! File layout, in order, with no gaps (a reader checks that every section
+//! starts where the previous one ends, so no byte escapes a checksum):
+//!
+//! ```text
+//! header (HEADER_BYTES) | data block 0 | … | data block n-1 | block index | bloom filter | key range | footer
+//! ```
+//!
+//! Invariants the writer establishes and the reader checks:
+//! - entries are in strictly ascending (key, lsn) order, across blocks too;
+//! - every key is `1..=KEY_BYTES_MAX` bytes, every value `0..=VALUE_BYTES_MAX`,
+//!   a `Delete` has an empty value;
+//! - a data block holds at least one entry; it exceeds the writer's target
+//!   size only when it holds a single entry larger than the target;
+//! - every byte is covered by a crc32c: the header and the footer by their own,
+//!   each data block by its own (seeded with the block's file offset, so a
+//!   block read from the wrong place fails), the block index, the bloom filter
+//!   and the key range by checksums kept in the footer.
+//!
+//! All integers are fixed-width little-endian; file offsets and section
+//! lengths are `u64`, lengths inside a block are `u16`/`u32` bounded by the
+//! `_MAX` constants.
+
+pub(crate) mod reader;
+pub(crate) mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use crate::error::{Corruption, Result};
+
+/// A log sequence number: the version of a write.
+pub(crate) type Lsn = u64;
+
+/// What an entry records for its (key, lsn).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ValueKind {
+    /// The key holds the value.
+    Put = 1,
+    /// A tombstone: the key was deleted at this LSN. Its value is empty.
+    Delete = 2,
+}
+
+impl ValueKind {
+    /// The kind for an on-disk byte, or `None` for an unknown byte.
+    pub(crate) fn from_u8(byte: u8) -> Option<Self> {
+        match byte {
+            1 => Some(ValueKind::Put),
+            2 => Some(ValueKind::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// Where a layer writer's bytes go: appended in order. The engine implements
+/// it over its direct-I/O `BufferedWriter`.
+pub(crate) trait LayerSink {
+    fn append(&mut self, bytes: &[u8]) -> Result<()>;
+}
+
+/// Positional reads of a finished layer file. The engine implements it over
+/// its io layer (which handles O_DIRECT alignment itself).
+///
+/// `read_at` returns exactly `len` bytes or an error; `file_len` is the exact
+/// length the writer produced (not padded to the direct-I/O alignment).
+pub(crate) trait ReadAt {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    fn file_len(&self) -> u64;
+    fn path(&self) -> &Path;
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for std::sync::Arc<T> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        (**self).read_at(offset, len)
+    }
+    fn file_len(&self) -> u64 {
+        (**self).file_len()
+    }
+    fn path(&self) -> &Path {
+        (**self).path()
+    }
+}
+
+/// What a delta layer holds, from the writer's `finish` or the reader's footer.
+///
+/// For a layer without entries, `key_min` and `key_max` are empty and the LSNs
+/// are 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeltaLayerSummary {
+    /// The smallest key in the layer.
+    pub(crate) key_min: Vec<u8>,
+    /// The largest key in the layer (inclusive).
+    pub(crate) key_max: Vec<u8>,
+    /// The smallest LSN of any entry.
+    pub(crate) lsn_min: Lsn,
+    /// The largest LSN of any entry (inclusive).
+    pub(crate) lsn_max: Lsn,
+    /// Entries (versions, tombstones included).
+    pub(crate) entries: u64,
+    /// Distinct keys.
+    pub(crate) distinct_keys: u64,
+    /// Data blocks.
+    pub(crate) blocks: u64,
+    /// Exact length of the file in bytes.
+    pub(crate) file_bytes: u64,
+}
+
+// ---------------------------------------------------------------------------
+// Limits.
+
+/// The format version this build writes and the newest it reads.
+pub(crate) const DELTA_FORMAT_VERSION: u32 = 1;
+/// Longest key.
+pub(crate) const KEY_BYTES_MAX: usize = 4096;
+/// Largest value the format holds (the engine's `Options` limit must not exceed it).
+pub(crate) const VALUE_BYTES_MAX: usize = 64 << 20;
+/// Smallest data-block target size a writer accepts (tests use it to get many blocks).
+pub(crate) const BLOCK_BYTES_TARGET_MIN: usize = 64;
+/// Largest data-block target size a writer accepts.
+pub(crate) const BLOCK_BYTES_TARGET_MAX: usize = 16 << 20;
+/// Most data blocks in one file.
+pub(crate) const BLOCK_COUNT_MAX: u64 = u32::MAX as u64;
+/// Largest footer any version may write; the reader refuses to read more.
+pub(crate) const FOOTER_BYTES_MAX: usize = 4096;
+
+// ---------------------------------------------------------------------------
+// Header: the first HEADER_BYTES of the file.
+
+pub(crate) const HEADER_MAGIC: [u8; 8] = *b"STRDELTA";
+pub(crate) const HEADER_MAGIC_OFFSET: usize = 0;
+pub(crate) const HEADER_VERSION_OFFSET: usize = HEADER_MAGIC_OFFSET + 8;
+pub(crate) const HEADER_FLAGS_OFFSET: usize = HEADER_VERSION_OFFSET + 4;
+pub(crate) const HEADER_BLOCK_BYTES_TARGET_OFFSET: usize = HEADER_FLAGS_OFFSET + 4;
+/// crc32c of header bytes `0..HEADER_CRC_OFFSET`.
+pub(crate) const HEADER_CRC_OFFSET: usize = HEADER_BLOCK_BYTES_TARGET_OFFSET + 4;
+pub(crate) const HEADER_BYTES: usize = HEADER_CRC_OFFSET + 4;
+
+// ---------------------------------------------------------------------------
+// Data block: a block header, then `entry_count` entries.
+
+pub(crate) const BLOCK_PAYLOAD_LEN_OFFSET: usize = 0;
+pub(crate) const BLOCK_ENTRY_COUNT_OFFSET: usize = BLOCK_PAYLOAD_LEN_OFFSET + 4;
+/// crc32c of (the block's file offset as u64 LE ‖ block bytes `0..BLOCK_CRC_OFFSET` ‖ payload).
+pub(crate) const BLOCK_CRC_OFFSET: usize = BLOCK_ENTRY_COUNT_OFFSET + 4;
+pub(crate) const BLOCK_HEADER_BYTES: usize = BLOCK_CRC_OFFSET + 4;
+
+// Entry, inside a block payload: header, key suffix, value. The key is the
+// first `shared` bytes of the previous entry's key followed by the suffix; the
+// first entry of a block has `shared` = 0.
+pub(crate) const ENTRY_SHARED_LEN_OFFSET: usize = 0;
+pub(crate) const ENTRY_SUFFIX_LEN_OFFSET: usize = ENTRY_SHARED_LEN_OFFSET + 2;
+pub(crate) const ENTRY_LSN_OFFSET: usize = ENTRY_SUFFIX_LEN_OFFSET + 2;
+pub(crate) const ENTRY_KIND_OFFSET: usize = ENTRY_LSN_OFFSET + 8;
+pub(crate) const ENTRY_VALUE_LEN_OFFSET: usize = ENTRY_KIND_OFFSET + 1;
+pub(crate) const ENTRY_HEADER_BYTES: usize = ENTRY_VALUE_LEN_OFFSET + 4;
+
+/// Largest encoded entry.
+pub(crate) const ENTRY_BYTES_MAX: usize = ENTRY_HEADER_BYTES + KEY_BYTES_MAX + VALUE_BYTES_MAX;
+/// Largest block payload: a full target, or one entry of the largest size.
+pub(crate) const BLOCK_PAYLOAD_BYTES_MAX: usize = if ENTRY_BYTES_MAX > BLOCK_BYTES_TARGET_MAX {
+    ENTRY_BYTES_MAX
+} else {
+    BLOCK_BYTES_TARGET_MAX
+};
+/// Largest block, header included.
+pub(crate) const BLOCK_BYTES_MAX: usize = BLOCK_HEADER_BYTES + BLOCK_PAYLOAD_BYTES_MAX;
+/// Smallest block: a header and one entry with a one-byte key and an empty value.
+pub(crate) const BLOCK_BYTES_MIN: usize = BLOCK_HEADER_BYTES + ENTRY_HEADER_BYTES + 1;
+/// Most entries in one block (every entry takes at least its header).
+pub(crate) const BLOCK_ENTRIES_MAX: usize = BLOCK_PAYLOAD_BYTES_MAX / ENTRY_HEADER_BYTES;
+
+// ---------------------------------------------------------------------------
+// Block index: one entry per data block, in block order.
+
+pub(crate) const INDEX_BLOCK_OFFSET_OFFSET: usize = 0;
+pub(crate) const INDEX_BLOCK_LEN_OFFSET: usize = INDEX_BLOCK_OFFSET_OFFSET + 8;
+pub(crate) const INDEX_FIRST_LSN_OFFSET: usize = INDEX_BLOCK_LEN_OFFSET + 8;
+pub(crate) const INDEX_FIRST_KEY_LEN_OFFSET: usize = INDEX_FIRST_LSN_OFFSET + 8;
+/// Bytes of an index entry before its first key.
+pub(crate) const INDEX_ENTRY_HEADER_BYTES: usize = INDEX_FIRST_KEY_LEN_OFFSET + 2;
+
+// ---------------------------------------------------------------------------
+// Key range section: key_min and key_max.
+
+pub(crate) const KEYS_MIN_LEN_OFFSET: usize = 0;
+pub(crate) const KEYS_MAX_LEN_OFFSET: usize = KEYS_MIN_LEN_OFFSET + 2;
+/// Bytes before key_min; key_max follows key_min.
+pub(crate) const KEYS_HEADER_BYTES: usize = KEYS_MAX_LEN_OFFSET + 2;
+
+// ---------------------------------------------------------------------------
+// Footer: the last FOOTER_BYTES of the file. Its last FOOTER_TAIL_BYTES
+// (length, version, magic, crc) keep their layout in every future version, so
+// that any reader can verify the footer and then refuse a newer version.
+
+pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"STRDLEND";
+pub(crate) const FOOTER_ENTRY_COUNT_OFFSET: usize = 0;
+pub(crate) const FOOTER_DISTINCT_KEYS_OFFSET: usize = FOOTER_ENTRY_COUNT_OFFSET + 8;
+pub(crate) const FOOTER_BLOCK_COUNT_OFFSET: usize = FOOTER_DISTINCT_KEYS_OFFSET + 8;
+pub(crate) const FOOTER_LSN_MIN_OFFSET: usize = FOOTER_BLOCK_COUNT_OFFSET + 8;
+pub(crate) const FOOTER_LSN_MAX_OFFSET: usize = FOOTER_LSN_MIN_OFFSET + 8;
+pub(crate) const FOOTER_INDEX_OFFSET_OFFSET: usize = FOOTER_LSN_MAX_OFFSET + 8;
+pub(crate) const FOOTER_INDEX_LEN_OFFSET: usize = FOOTER_INDEX_OFFSET_OFFSET + 8;
+pub(crate) const FOOTER_BLOOM_OFFSET_OFFSET: usize = FOOTER_INDEX_LEN_OFFSET + 8;
+pub(crate) const FOOTER_BLOOM_LEN_OFFSET: usize = FOOTER_BLOOM_OFFSET_OFFSET + 8;
+pub(crate) const FOOTER_KEYS_OFFSET_OFFSET: usize = FOOTER_BLOOM_LEN_OFFSET + 8;
+pub(crate) const FOOTER_KEYS_LEN_OFFSET: usize = FOOTER_KEYS_OFFSET_OFFSET + 8;
+pub(crate) const FOOTER_INDEX_CRC_OFFSET: usize = FOOTER_KEYS_LEN_OFFSET + 8;
+pub(crate) const FOOTER_BLOOM_CRC_OFFSET: usize = FOOTER_INDEX_CRC_OFFSET + 4;
+pub(crate) const FOOTER_KEYS_CRC_OFFSET: usize = FOOTER_BLOOM_CRC_OFFSET + 4;
+pub(crate) const FOOTER_FLAGS_OFFSET: usize = FOOTER_KEYS_CRC_OFFSET + 4;
+/// Start of the version-independent tail.
+pub(crate) const FOOTER_LEN_OFFSET: usize = FOOTER_FLAGS_OFFSET + 4;
+pub(crate) const FOOTER_VERSION_OFFSET: usize = FOOTER_LEN_OFFSET + 4;
+pub(crate) const FOOTER_MAGIC_OFFSET: usize = FOOTER_VERSION_OFFSET + 4;
+/// crc32c of footer bytes `0..FOOTER_CRC_OFFSET`.
+pub(crate) const FOOTER_CRC_OFFSET: usize = FOOTER_MAGIC_OFFSET + 8;
+pub(crate) const FOOTER_BYTES: usize = FOOTER_CRC_OFFSET + 4;
+/// The version-independent tail: footer length, version, magic, crc.
+pub(crate) const FOOTER_TAIL_BYTES: usize = FOOTER_BYTES - FOOTER_LEN_OFFSET;
+
+/// Shortest file a reader looks into: a header and a footer tail.
+pub(crate) const FILE_BYTES_MIN: usize = HEADER_BYTES + FOOTER_TAIL_BYTES;
+
+const _: () = assert!(HEADER_BYTES == 24);
+const _: () = assert!(BLOCK_HEADER_BYTES == 12);
+const _: () = assert!(ENTRY_HEADER_BYTES == 17);
+const _: () = assert!(INDEX_ENTRY_HEADER_BYTES == 26);
+const _: () = assert!(FOOTER_BYTES == 124 && FOOTER_TAIL_BYTES == 20);
+const _: () = assert!(FOOTER_BYTES <= FOOTER_BYTES_MAX);
+const _: () = assert!(
+    KEY_BYTES_MAX <= u16::MAX as usize,
+    "key lengths are u16 on disk"
+);
+const _: () = assert!(
+    BLOCK_PAYLOAD_BYTES_MAX <= u32::MAX as usize,
+    "payload lengths are u32 on disk"
+);
+const _: () = assert!(
+    BLOCK_ENTRIES_MAX <= u32::MAX as usize,
+    "entry counts are u32 on disk"
+);
+const _: () = assert!(
+    VALUE_BYTES_MAX <= u32::MAX as usize,
+    "value lengths are u32 on disk"
+);
+const _: () = assert!(BLOCK_BYTES_TARGET_MIN > ENTRY_HEADER_BYTES);
+const _: () = assert!(
+    BLOCK_BYTES_TARGET_MAX <= u32::MAX as usize,
+    "the target is u32 in the header"
+);
+
+// ---------------------------------------------------------------------------
+// Little helpers shared by the writer and the reader.
+
+/// `u16` at `at` in `bytes`, or `None` when it does not fit.
+pub(crate) fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
+    let b = bytes.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes([b[0], b[1]]))
+}
+
+/// `u32` at `at` in `bytes`, or `None` when it does not fit.
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    let mut word = [0u8; 4];
+    word.copy_from_slice(b);
+    Some(u32::from_le_bytes(word))
+}
+
+/// `u64` at `at` in `bytes`, or `None` when it does not fit.
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let b = bytes.get(at..at.checked_add(8)?)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(b);
+    Some(u64::from_le_bytes(word))
+}
+
+/// The one checked conversion from an on-disk `u64` length or offset to `usize`.
+pub(crate) fn usize_from_u64(value: u64, file: &Path, offset: u64, what: &str) -> Result<usize> {
+    usize::try_from(value).map_err(|_| {
+        Corruption::new(
+            file,
+            offset,
+            format!("{what} {value} does not fit in memory"),
+        )
+        .into()
+    })
+}
+
+/// `usize` to the on-disk `u64`: lossless on every supported target.
+pub(crate) fn u64_from_usize(value: usize) -> u64 {
+    const _: () = assert!(usize::BITS <= u64::BITS);
+    value as u64
+}
+
+/// The crc32c of a data block: seeded with its file offset so that a block
+/// read from (or written to) the wrong offset fails its check.
+pub(crate) fn block_crc(block_offset: u64, header_prefix: &[u8], payload: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&block_offset.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc, header_prefix);
+    crc32c::crc32c_append(crc, payload)
+}

@@ -1,0 +1,874 @@
+//! Opens, verifies and queries a delta layer file.
+//!
+//! `open` reads and verifies the footer, the header, the block index, the
+//! bloom filter and the key range, and keeps the index and the filter in
+//! memory (`index_memory_bytes` reports what they cost); after that, a `get`
+//! costs no device access when the filter rules the key out and exactly one
+//! data-block read otherwise, and a range scan reads its blocks lazily, one at
+//! a time.
+//!
+//! Every check failure is a [`Corruption`] naming the file and the byte offset
+//! of the field, block or section that failed; a length or offset read from
+//! disk is checked to lie inside the file before anything is allocated for it.
+//! A data block is verified (crc32c, seeded with its offset) before any of its
+//! bytes is interpreted, and its entries are checked again as they are decoded
+//! (lengths, kinds, ascending order, first entry equal to the index's).
+//!
+//! Thread-safety: the reader is immutable after `open`; it is `Send + Sync`
+//! when its [`ReadAt`] is, and any number of threads may `get` and scan at once.
+
+use std::cmp::Ordering;
+use std::ops::{Bound, Deref, Range};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{
+    block_crc, u16_at, u32_at, u64_at, u64_from_usize, usize_from_u64, DeltaLayerSummary, Lsn,
+    ReadAt, ValueKind, BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX,
+    BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET, BLOCK_ENTRY_COUNT_OFFSET,
+    BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_LEN_OFFSET, DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES,
+    ENTRY_KIND_OFFSET, ENTRY_LSN_OFFSET, ENTRY_SHARED_LEN_OFFSET, ENTRY_SUFFIX_LEN_OFFSET,
+    ENTRY_VALUE_LEN_OFFSET, FILE_BYTES_MIN, FOOTER_BLOCK_COUNT_OFFSET, FOOTER_BLOOM_CRC_OFFSET,
+    FOOTER_BLOOM_LEN_OFFSET, FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES, FOOTER_BYTES_MAX,
+    FOOTER_CRC_OFFSET, FOOTER_DISTINCT_KEYS_OFFSET, FOOTER_ENTRY_COUNT_OFFSET, FOOTER_FLAGS_OFFSET,
+    FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET, FOOTER_INDEX_OFFSET_OFFSET,
+    FOOTER_KEYS_CRC_OFFSET, FOOTER_KEYS_LEN_OFFSET, FOOTER_KEYS_OFFSET_OFFSET, FOOTER_LEN_OFFSET,
+    FOOTER_LSN_MAX_OFFSET, FOOTER_LSN_MIN_OFFSET, FOOTER_MAGIC, FOOTER_MAGIC_OFFSET,
+    FOOTER_TAIL_BYTES, FOOTER_VERSION_OFFSET, HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES,
+    HEADER_CRC_OFFSET, HEADER_FLAGS_OFFSET, HEADER_MAGIC, HEADER_MAGIC_OFFSET,
+    HEADER_VERSION_OFFSET, INDEX_BLOCK_LEN_OFFSET, INDEX_BLOCK_OFFSET_OFFSET,
+    INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET, INDEX_FIRST_LSN_OFFSET,
+    KEYS_HEADER_BYTES, KEYS_MAX_LEN_OFFSET, KEYS_MIN_LEN_OFFSET, KEY_BYTES_MAX, VALUE_BYTES_MAX,
+};
+use crate::error::{Corruption, Error, Result};
+use crate::layer::bloom::BloomFilter;
+
+/// One entry of a range scan: key, lsn, kind, value.
+pub(crate) type DeltaEntry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
+
+/// Where a data block is and what it starts with.
+#[derive(Debug)]
+struct BlockHandle {
+    first_key: Box<[u8]>,
+    first_lsn: Lsn,
+    offset: u64,
+    len_bytes: u64,
+}
+
+/// An open delta layer file. See the module documentation.
+#[derive(Debug)]
+pub(crate) struct DeltaLayerReader<R: ReadAt> {
+    file: R,
+    summary: DeltaLayerSummary,
+    /// One handle per data block, ascending by (first_key, first_lsn), blocks contiguous.
+    index: Vec<BlockHandle>,
+    bloom: BloomFilter,
+}
+
+fn corrupt(file: &Path, offset: u64, what: impl Into<String>) -> Error {
+    Corruption::new(file, offset, what).into()
+}
+
+fn check_crc(file: &Path, offset: u64, what: &str, expected: u32, found: u32) -> Result<()> {
+    if expected != found {
+        return Err(Corruption::checksum(
+            file,
+            offset,
+            format!("{what} checksum mismatch"),
+            expected,
+            found,
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Reads exactly `len` bytes at `offset`, checking the range lies inside the file first.
+fn read_checked<R: ReadAt>(file: &R, offset: u64, len: u64, what: &str) -> Result<Vec<u8>> {
+    let path = file.path();
+    let end = offset.checked_add(len);
+    if !matches!(end, Some(end) if end <= file.file_len()) {
+        return Err(corrupt(
+            path,
+            offset,
+            format!(
+                "{what} of {len} bytes at offset {offset} extends past the end of the {}-byte file",
+                file.file_len()
+            ),
+        ));
+    }
+    let len_usize = usize_from_u64(len, path, offset, what)?;
+    let bytes = file.read_at(offset, len_usize)?;
+    if bytes.len() != len_usize {
+        return Err(corrupt(
+            path,
+            offset,
+            format!(
+                "short read of {what}: asked {len} bytes, got {}",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+impl<R: ReadAt> DeltaLayerReader<R> {
+    /// Reads and verifies the footer, the header, the block index, the bloom
+    /// filter and the key range; keeps the index and the filter in memory.
+    pub(crate) fn open(file: R) -> Result<Self> {
+        let path = file.path();
+        let file_len = file.file_len();
+        if file_len < u64_from_usize(FILE_BYTES_MIN) {
+            return Err(corrupt(
+                path,
+                0,
+                format!(
+                    "file is {file_len} bytes; a delta layer is at least {FILE_BYTES_MIN} bytes"
+                ),
+            ));
+        }
+
+        // Footer: one read of the last FOOTER_BYTES, which hold the footer of
+        // this version; the version-independent tail says how long it is.
+        let last_len = file_len.min(u64_from_usize(FOOTER_BYTES));
+        let last = read_checked(&file, file_len - last_len, last_len, "footer")?;
+        let tail_at = last.len() - FOOTER_TAIL_BYTES;
+        let tail_offset = file_len - u64_from_usize(FOOTER_TAIL_BYTES);
+        let footer_len = u32_at(&last, tail_at).unwrap_or(0);
+        if (footer_len as usize) < FOOTER_TAIL_BYTES
+            || footer_len as usize > FOOTER_BYTES_MAX
+            || u64::from(footer_len) > file_len - u64_from_usize(HEADER_BYTES)
+        {
+            return Err(corrupt(
+                path,
+                tail_offset,
+                format!("footer length {footer_len} is impossible"),
+            ));
+        }
+        let footer_offset = file_len - u64::from(footer_len);
+        let footer = match last.len().checked_sub(footer_len as usize) {
+            Some(start) => last[start..].to_vec(),
+            // A longer footer (a newer version's): read it to verify it.
+            None => read_checked(&file, footer_offset, u64::from(footer_len), "footer")?,
+        };
+        let crc_at = footer.len() - 4;
+        let stored = u32_at(&footer, crc_at).unwrap_or(0);
+        check_crc(
+            path,
+            footer_offset,
+            "footer",
+            stored,
+            crc32c::crc32c(&footer[..crc_at]),
+        )?;
+        let tail = &footer[footer.len() - FOOTER_TAIL_BYTES..];
+        let field = |at: usize| footer_offset + u64_from_usize(at);
+        if tail[FOOTER_MAGIC_OFFSET - FOOTER_LEN_OFFSET..FOOTER_CRC_OFFSET - FOOTER_LEN_OFFSET]
+            != FOOTER_MAGIC
+        {
+            return Err(corrupt(
+                path,
+                field(FOOTER_MAGIC_OFFSET),
+                "footer magic is not a delta layer's",
+            ));
+        }
+        let version = u32_at(tail, FOOTER_VERSION_OFFSET - FOOTER_LEN_OFFSET).unwrap_or(0);
+        if version > DELTA_FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: DELTA_FORMAT_VERSION,
+            });
+        }
+        if version != DELTA_FORMAT_VERSION {
+            return Err(corrupt(
+                path,
+                field(FOOTER_VERSION_OFFSET),
+                format!("format version {version} is invalid"),
+            ));
+        }
+        if footer.len() != FOOTER_BYTES {
+            return Err(corrupt(
+                path,
+                field(0),
+                format!(
+                    "footer is {} bytes, version 1 has {FOOTER_BYTES}",
+                    footer.len()
+                ),
+            ));
+        }
+        let f64_ = |at: usize| u64_at(&footer, at).unwrap_or(0);
+        let f32_ = |at: usize| u32_at(&footer, at).unwrap_or(0);
+        let entries = f64_(FOOTER_ENTRY_COUNT_OFFSET);
+        let distinct_keys = f64_(FOOTER_DISTINCT_KEYS_OFFSET);
+        let block_count = f64_(FOOTER_BLOCK_COUNT_OFFSET);
+        let lsn_min = f64_(FOOTER_LSN_MIN_OFFSET);
+        let lsn_max = f64_(FOOTER_LSN_MAX_OFFSET);
+        let index_offset = f64_(FOOTER_INDEX_OFFSET_OFFSET);
+        let index_len = f64_(FOOTER_INDEX_LEN_OFFSET);
+        let bloom_offset = f64_(FOOTER_BLOOM_OFFSET_OFFSET);
+        let bloom_len = f64_(FOOTER_BLOOM_LEN_OFFSET);
+        let keys_offset = f64_(FOOTER_KEYS_OFFSET_OFFSET);
+        let keys_len = f64_(FOOTER_KEYS_LEN_OFFSET);
+        let flags = f32_(FOOTER_FLAGS_OFFSET);
+        if flags != 0 {
+            return Err(corrupt(
+                path,
+                field(FOOTER_FLAGS_OFFSET),
+                format!("unknown footer flags {flags:#x}"),
+            ));
+        }
+        // The sections follow each other without gaps, ending at the footer.
+        for (start, len, next, at, what) in [
+            (
+                index_offset,
+                index_len,
+                bloom_offset,
+                FOOTER_INDEX_OFFSET_OFFSET,
+                "block index",
+            ),
+            (
+                bloom_offset,
+                bloom_len,
+                keys_offset,
+                FOOTER_BLOOM_OFFSET_OFFSET,
+                "bloom filter",
+            ),
+            (
+                keys_offset,
+                keys_len,
+                footer_offset,
+                FOOTER_KEYS_OFFSET_OFFSET,
+                "key range",
+            ),
+        ] {
+            if start.checked_add(len) != Some(next) {
+                return Err(corrupt(
+                    path,
+                    field(at),
+                    format!("{what} at {start} of {len} bytes does not end where the next section starts ({next})"),
+                ));
+            }
+        }
+        if index_offset < u64_from_usize(HEADER_BYTES) {
+            return Err(corrupt(
+                path,
+                field(FOOTER_INDEX_OFFSET_OFFSET),
+                "block index overlaps the header",
+            ));
+        }
+        let counts_consistent = lsn_min <= lsn_max
+            && block_count <= BLOCK_COUNT_MAX
+            && block_count <= entries
+            && distinct_keys <= entries
+            && (entries == 0) == (block_count == 0)
+            && (entries == 0) == (distinct_keys == 0)
+            // Every index entry takes at least its header and a one-byte key.
+            && block_count.checked_mul(u64_from_usize(INDEX_ENTRY_HEADER_BYTES + 1)).is_some_and(|b| b <= index_len);
+        if !counts_consistent {
+            return Err(corrupt(
+                path,
+                field(FOOTER_ENTRY_COUNT_OFFSET),
+                format!(
+                    "inconsistent counts: {entries} entries, {distinct_keys} distinct keys, {block_count} blocks, \
+                     {index_len} index bytes, LSNs {lsn_min}..={lsn_max}"
+                ),
+            ));
+        }
+
+        // Header.
+        let header = read_checked(&file, 0, u64_from_usize(HEADER_BYTES), "header")?;
+        let stored = u32_at(&header, HEADER_CRC_OFFSET).unwrap_or(0);
+        check_crc(
+            path,
+            0,
+            "header",
+            stored,
+            crc32c::crc32c(&header[..HEADER_CRC_OFFSET]),
+        )?;
+        if header[HEADER_MAGIC_OFFSET..HEADER_MAGIC_OFFSET + 8] != HEADER_MAGIC {
+            return Err(corrupt(path, 0, "header magic is not a delta layer's"));
+        }
+        let header_version = u32_at(&header, HEADER_VERSION_OFFSET).unwrap_or(0);
+        if header_version != version {
+            return Err(corrupt(
+                path,
+                u64_from_usize(HEADER_VERSION_OFFSET),
+                format!("header version {header_version} differs from footer version {version}"),
+            ));
+        }
+        let header_flags = u32_at(&header, HEADER_FLAGS_OFFSET).unwrap_or(0);
+        if header_flags != 0 {
+            return Err(corrupt(
+                path,
+                u64_from_usize(HEADER_FLAGS_OFFSET),
+                format!("unknown header flags {header_flags:#x}"),
+            ));
+        }
+        let block_bytes_target =
+            u32_at(&header, HEADER_BLOCK_BYTES_TARGET_OFFSET).unwrap_or(0) as usize;
+        if !(BLOCK_BYTES_TARGET_MIN..=BLOCK_BYTES_TARGET_MAX).contains(&block_bytes_target) {
+            return Err(corrupt(
+                path,
+                u64_from_usize(HEADER_BLOCK_BYTES_TARGET_OFFSET),
+                format!("block size target {block_bytes_target} is out of range"),
+            ));
+        }
+
+        // Block index, bloom filter and key range: contiguous, read at once.
+        let meta = read_checked(
+            &file,
+            index_offset,
+            footer_offset - index_offset,
+            "block index, bloom filter and key range",
+        )?;
+        // The chain check above makes these lengths sum to meta.len().
+        let index_len_usize = usize_from_u64(
+            index_len,
+            path,
+            field(FOOTER_INDEX_LEN_OFFSET),
+            "index length",
+        )?;
+        let bloom_len_usize = usize_from_u64(
+            bloom_len,
+            path,
+            field(FOOTER_BLOOM_LEN_OFFSET),
+            "bloom length",
+        )?;
+        let split = meta
+            .split_at_checked(index_len_usize)
+            .and_then(|(index, rest)| {
+                rest.split_at_checked(bloom_len_usize)
+                    .map(|(bloom, keys)| (index, bloom, keys))
+            });
+        let Some((index_bytes, bloom_bytes, keys)) = split else {
+            return Err(corrupt(
+                path,
+                index_offset,
+                "section lengths exceed the sections",
+            ));
+        };
+        // Block index.
+        check_crc(
+            path,
+            index_offset,
+            "block index",
+            f32_(FOOTER_INDEX_CRC_OFFSET),
+            crc32c::crc32c(index_bytes),
+        )?;
+        let index = decode_index(
+            index_bytes,
+            path,
+            index_offset,
+            block_count,
+            lsn_min,
+            lsn_max,
+        )?;
+
+        // Bloom filter.
+        check_crc(
+            path,
+            bloom_offset,
+            "bloom filter",
+            f32_(FOOTER_BLOOM_CRC_OFFSET),
+            crc32c::crc32c(bloom_bytes),
+        )?;
+        let bloom = BloomFilter::decode(bloom_bytes, path, bloom_offset)?;
+
+        // Key range.
+        check_crc(
+            path,
+            keys_offset,
+            "key range",
+            f32_(FOOTER_KEYS_CRC_OFFSET),
+            crc32c::crc32c(keys),
+        )?;
+        let (key_min, key_max) = decode_keys(keys, path, keys_offset)?;
+        let keys_consistent = match (index.first(), index.last()) {
+            (Some(first), Some(last)) => {
+                !key_min.is_empty() && *first.first_key == *key_min && *last.first_key <= *key_max
+            }
+            _ => key_min.is_empty() && key_max.is_empty(),
+        };
+        if !keys_consistent {
+            return Err(corrupt(
+                path,
+                keys_offset,
+                "key range disagrees with the block index",
+            ));
+        }
+
+        let summary = DeltaLayerSummary {
+            key_min,
+            key_max,
+            lsn_min,
+            lsn_max,
+            entries,
+            distinct_keys,
+            blocks: block_count,
+            file_bytes: file_len,
+        };
+        Ok(DeltaLayerReader {
+            file,
+            summary,
+            index,
+            bloom,
+        })
+    }
+
+    /// What the layer holds.
+    pub(crate) fn summary(&self) -> &DeltaLayerSummary {
+        &self.summary
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The file the reader reads.
+    pub(crate) fn file(&self) -> &R {
+        &self.file
+    }
+
+    /// Memory held by the block index and the bloom filter.
+    pub(crate) fn index_memory_bytes(&self) -> usize {
+        let handles = self.index.capacity() * std::mem::size_of::<BlockHandle>();
+        let keys: usize = self.index.iter().map(|h| h.first_key.len()).sum();
+        handles + keys + self.bloom.memory_bytes()
+    }
+
+    /// The newest version of `key` with lsn <= `lsn`, or `None`.
+    ///
+    /// Bloom-filtered; reads at most one data block, even when the key's
+    /// versions straddle blocks: the block to read is the last one whose first
+    /// (key, lsn) is <= (`key`, `lsn`), and it holds the last entry <= that.
+    pub(crate) fn get(&self, key: &[u8], lsn: Lsn) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        if key.is_empty()
+            || key.len() > KEY_BYTES_MAX
+            || self.index.is_empty()
+            || key < self.summary.key_min.as_slice()
+            || key > self.summary.key_max.as_slice()
+            || !self.bloom.may_contain(key)
+        {
+            return Ok(None);
+        }
+        let after = self
+            .index
+            .partition_point(|h| (&*h.first_key, h.first_lsn) <= (key, lsn));
+        let Some(handle) = after.checked_sub(1).and_then(|i| self.index.get(i)) else {
+            return Ok(None); // (key, lsn) sorts before the first entry
+        };
+        let mut block = self.read_block(handle)?;
+        let mut found: Option<(Lsn, ValueKind, Range<usize>)> = None;
+        while let Some(entry) = block.next_entry()? {
+            match block.key().cmp(key) {
+                Ordering::Less => {}
+                Ordering::Equal if entry.lsn <= lsn => {
+                    found = Some((entry.lsn, entry.kind, entry.value))
+                }
+                Ordering::Equal | Ordering::Greater => break,
+            }
+        }
+        Ok(found.map(|(lsn, kind, value)| (lsn, kind, block.bytes[value].to_vec())))
+    }
+
+    /// All entries (every version) with key in the range, ascending by (key,
+    /// lsn), reading blocks lazily.
+    pub(crate) fn range(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<DeltaRangeIter<'_, R>> {
+        Ok(DeltaRangeIter {
+            scan: Scan::new(self, start, end),
+        })
+    }
+
+    /// [`Self::range`] for a reader held in an `Arc`: the scan keeps the reader alive.
+    pub(crate) fn range_owned(
+        self: &Arc<Self>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<DeltaRangeIterOwned<R>> {
+        Ok(DeltaRangeIterOwned {
+            scan: Scan::new(Arc::clone(self), start, end),
+        })
+    }
+
+    /// Reads and verifies the data block `handle` points at.
+    fn read_block(&self, handle: &BlockHandle) -> Result<BlockCursor> {
+        let path = self.file.path();
+        let bytes = read_checked(&self.file, handle.offset, handle.len_bytes, "data block")?;
+        let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
+        let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
+        let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
+        // The index (verified) says the block is at least BLOCK_BYTES_MIN long.
+        let found = block_crc(
+            handle.offset,
+            &bytes[..BLOCK_CRC_OFFSET],
+            &bytes[BLOCK_HEADER_BYTES..],
+        );
+        check_crc(path, handle.offset, "data block", stored, found)?;
+        if BLOCK_HEADER_BYTES + payload_len != bytes.len() {
+            return Err(corrupt(
+                path,
+                handle.offset,
+                format!(
+                    "block payload length {payload_len} disagrees with the index's block length {}",
+                    bytes.len()
+                ),
+            ));
+        }
+        if entry_count == 0 || entry_count as usize > payload_len / ENTRY_HEADER_BYTES {
+            return Err(corrupt(
+                path,
+                handle.offset,
+                format!("block entry count {entry_count} is impossible"),
+            ));
+        }
+        Ok(BlockCursor {
+            bytes,
+            path: path.to_path_buf(),
+            block_offset: handle.offset,
+            pos: BLOCK_HEADER_BYTES,
+            remaining: entry_count,
+            key: Vec::new(),
+            lsn: 0,
+            first_expected: Some((handle.first_key.clone(), handle.first_lsn)),
+        })
+    }
+}
+
+/// Decodes and checks the block index.
+fn decode_index(
+    bytes: &[u8],
+    path: &Path,
+    index_offset: u64,
+    block_count: u64,
+    lsn_min: Lsn,
+    lsn_max: Lsn,
+) -> Result<Vec<BlockHandle>> {
+    // The footer check bounded block_count by index_len, which lies inside the file.
+    let count = usize_from_u64(block_count, path, index_offset, "block count")?;
+    let mut index: Vec<BlockHandle> = Vec::with_capacity(count);
+    let mut pos = 0usize;
+    let mut next_block_offset = u64_from_usize(HEADER_BYTES);
+    for block_index in 0..count {
+        let at = index_offset + u64_from_usize(pos);
+        let bad =
+            |what: String| corrupt(path, at, format!("block index entry {block_index}: {what}"));
+        let offset = u64_at(bytes, pos + INDEX_BLOCK_OFFSET_OFFSET)
+            .ok_or_else(|| bad("truncated".into()))?;
+        let len_bytes =
+            u64_at(bytes, pos + INDEX_BLOCK_LEN_OFFSET).ok_or_else(|| bad("truncated".into()))?;
+        let first_lsn =
+            u64_at(bytes, pos + INDEX_FIRST_LSN_OFFSET).ok_or_else(|| bad("truncated".into()))?;
+        let key_len = u16_at(bytes, pos + INDEX_FIRST_KEY_LEN_OFFSET)
+            .ok_or_else(|| bad("truncated".into()))? as usize;
+        let key_start = pos + INDEX_ENTRY_HEADER_BYTES;
+        let first_key = bytes
+            .get(key_start..key_start + key_len)
+            .ok_or_else(|| bad("key truncated".into()))?;
+        if offset != next_block_offset {
+            return Err(bad(format!(
+                "block offset {offset}, expected {next_block_offset}"
+            )));
+        }
+        if !(u64_from_usize(BLOCK_BYTES_MIN)..=u64_from_usize(BLOCK_BYTES_MAX)).contains(&len_bytes)
+        {
+            return Err(bad(format!("block length {len_bytes} is out of range")));
+        }
+        if first_key.is_empty() || first_key.len() > KEY_BYTES_MAX {
+            return Err(bad(format!("first key length {key_len} is out of range")));
+        }
+        if !(lsn_min..=lsn_max).contains(&first_lsn) {
+            return Err(bad(format!(
+                "first LSN {first_lsn} is outside the layer's {lsn_min}..={lsn_max}"
+            )));
+        }
+        if let Some(prev) = index.last() {
+            if (&*prev.first_key, prev.first_lsn) >= (first_key, first_lsn) {
+                return Err(bad("first keys are not ascending".into()));
+            }
+        }
+        next_block_offset = offset
+            .checked_add(len_bytes)
+            .ok_or_else(|| bad("block end overflows".into()))?;
+        index.push(BlockHandle {
+            first_key: first_key.into(),
+            first_lsn,
+            offset,
+            len_bytes,
+        });
+        pos = key_start + key_len;
+    }
+    if pos != bytes.len() {
+        return Err(corrupt(
+            path,
+            index_offset + u64_from_usize(pos),
+            "trailing bytes after the last index entry",
+        ));
+    }
+    if next_block_offset != index_offset {
+        return Err(corrupt(
+            path,
+            index_offset,
+            format!("data blocks end at {next_block_offset}, but the block index starts at {index_offset}"),
+        ));
+    }
+    Ok(index)
+}
+
+/// Decodes the key range section: (key_min, key_max).
+fn decode_keys(bytes: &[u8], path: &Path, offset: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let bad = |what: &str| corrupt(path, offset, format!("key range: {what}"));
+    let min_len = u16_at(bytes, KEYS_MIN_LEN_OFFSET).ok_or_else(|| bad("truncated"))? as usize;
+    let max_len = u16_at(bytes, KEYS_MAX_LEN_OFFSET).ok_or_else(|| bad("truncated"))? as usize;
+    if min_len > KEY_BYTES_MAX
+        || max_len > KEY_BYTES_MAX
+        || KEYS_HEADER_BYTES + min_len + max_len != bytes.len()
+    {
+        return Err(bad("key lengths disagree with the section length"));
+    }
+    let key_min = bytes[KEYS_HEADER_BYTES..KEYS_HEADER_BYTES + min_len].to_vec();
+    let key_max = bytes[KEYS_HEADER_BYTES + min_len..].to_vec();
+    if key_min > key_max {
+        return Err(bad("key_min is greater than key_max"));
+    }
+    Ok((key_min, key_max))
+}
+
+/// The fixed part of a decoded entry; its key is [`BlockCursor::key`].
+struct EntryMeta {
+    lsn: Lsn,
+    kind: ValueKind,
+    /// The value's bytes in [`BlockCursor::bytes`].
+    value: Range<usize>,
+}
+
+/// Walks the entries of one verified data block, checking each.
+struct BlockCursor {
+    /// The whole block, header included.
+    bytes: Vec<u8>,
+    path: std::path::PathBuf,
+    block_offset: u64,
+    /// Position of the next entry in `bytes`.
+    pos: usize,
+    /// Entries not yet decoded.
+    remaining: u32,
+    /// Key and LSN of the last decoded entry.
+    key: Vec<u8>,
+    lsn: Lsn,
+    /// The index's (first key, first lsn), until the first entry is checked against it.
+    first_expected: Option<(Box<[u8]>, Lsn)>,
+}
+
+impl BlockCursor {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn next_entry(&mut self) -> Result<Option<EntryMeta>> {
+        let at = self.block_offset + u64_from_usize(self.pos);
+        if self.remaining == 0 {
+            if self.pos != self.bytes.len() {
+                return Err(corrupt(
+                    &self.path,
+                    at,
+                    "trailing bytes after the block's last entry",
+                ));
+            }
+            return Ok(None);
+        }
+        let bad = |what: String| corrupt(&self.path, at, format!("data block entry: {what}"));
+        let header = self
+            .bytes
+            .get(self.pos..self.pos + ENTRY_HEADER_BYTES)
+            .ok_or_else(|| bad("header past the end of the block".into()))?;
+        let shared = u16_at(header, ENTRY_SHARED_LEN_OFFSET).unwrap_or(0) as usize;
+        let suffix_len = u16_at(header, ENTRY_SUFFIX_LEN_OFFSET).unwrap_or(0) as usize;
+        let lsn = u64_at(header, ENTRY_LSN_OFFSET).unwrap_or(0);
+        let kind_byte = header[ENTRY_KIND_OFFSET];
+        let value_len = u32_at(header, ENTRY_VALUE_LEN_OFFSET).unwrap_or(0) as usize;
+        let first = self.first_expected.is_some();
+        if shared > self.key.len() || (first && shared != 0) {
+            return Err(bad(format!(
+                "shared prefix {shared} longer than the previous key"
+            )));
+        }
+        let key_len = shared + suffix_len;
+        if key_len == 0 || key_len > KEY_BYTES_MAX {
+            return Err(bad(format!("key length {key_len} out of range")));
+        }
+        let kind = ValueKind::from_u8(kind_byte)
+            .ok_or_else(|| bad(format!("unknown kind {kind_byte}")))?;
+        if value_len > VALUE_BYTES_MAX || (kind == ValueKind::Delete && value_len != 0) {
+            return Err(bad(format!(
+                "value length {value_len} is invalid for {kind:?}"
+            )));
+        }
+        let suffix_start = self.pos + ENTRY_HEADER_BYTES;
+        let value_start = suffix_start + suffix_len;
+        let end = value_start + value_len;
+        if end > self.bytes.len() {
+            return Err(bad("runs past the end of the block".into()));
+        }
+        let suffix = &self.bytes[suffix_start..value_start];
+        if !first {
+            let order = suffix.cmp(&self.key[shared..]).then(lsn.cmp(&self.lsn));
+            if order != Ordering::Greater {
+                return Err(bad("entries are not in ascending (key, lsn) order".into()));
+            }
+        }
+        self.key.truncate(shared);
+        self.key.extend_from_slice(suffix);
+        self.lsn = lsn;
+        if let Some((first_key, first_lsn)) = self.first_expected.take() {
+            if *first_key != *self.key || first_lsn != lsn {
+                return Err(bad("first entry differs from the block index".into()));
+            }
+        }
+        self.pos = end;
+        self.remaining -= 1;
+        Ok(Some(EntryMeta {
+            lsn,
+            kind,
+            value: value_start..end,
+        }))
+    }
+}
+
+/// The scan state shared by the borrowing and the owning range iterators.
+struct Scan<P> {
+    reader: P,
+    /// The next block to read.
+    next_block: usize,
+    block: Option<BlockCursor>,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    /// Set at the end of the range or after an error.
+    done: bool,
+}
+
+impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
+    fn new(reader: P, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Self {
+        let index = &reader.index;
+        // The first block that can hold an entry in range: the versions of the
+        // start key may begin in the block before the one whose first key it is.
+        let next_block = match start {
+            Bound::Unbounded => 0,
+            Bound::Included(s) => index
+                .partition_point(|h| &*h.first_key < s)
+                .saturating_sub(1),
+            Bound::Excluded(s) => index
+                .partition_point(|h| &*h.first_key <= s)
+                .saturating_sub(1),
+        };
+        let empty = match (start, end) {
+            (Bound::Included(s), Bound::Included(e)) => s > e,
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e) | Bound::Included(e)) => {
+                s >= e
+            }
+            _ => false,
+        };
+        let start = start.map(<[u8]>::to_vec);
+        let end = end.map(<[u8]>::to_vec);
+        // A range that misses the layer's key range reads nothing.
+        let summary = &reader.summary;
+        let misses = index.is_empty()
+            || !before_end(&end, &summary.key_min)
+            || !after_start(&start, &summary.key_max);
+        Scan {
+            next_block,
+            block: None,
+            start,
+            end,
+            done: empty || misses,
+            reader,
+        }
+    }
+
+    fn next_item(&mut self) -> Result<Option<DeltaEntry>> {
+        loop {
+            let block = match &mut self.block {
+                Some(block) => block,
+                None => {
+                    let Some(handle) = self.reader.index.get(self.next_block) else {
+                        return Ok(None);
+                    };
+                    if !before_end(&self.end, &handle.first_key) {
+                        return Ok(None);
+                    }
+                    let block = self.reader.read_block(handle)?;
+                    self.next_block += 1;
+                    self.block.insert(block)
+                }
+            };
+            let Some(entry) = block.next_entry()? else {
+                self.block = None;
+                continue;
+            };
+            let key = block.key();
+            if !before_end(&self.end, key) {
+                return Ok(None);
+            }
+            if after_start(&self.start, key) {
+                let value = block.bytes[entry.value].to_vec();
+                return Ok(Some((block.key.clone(), entry.lsn, entry.kind, value)));
+            }
+        }
+    }
+
+    fn next(&mut self) -> Option<Result<DeltaEntry>> {
+        if self.done {
+            return None;
+        }
+        let item = self.next_item().transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+            self.block = None;
+        }
+        item
+    }
+}
+
+fn after_start(start: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+    match start {
+        Bound::Unbounded => true,
+        Bound::Included(s) => key >= s.as_slice(),
+        Bound::Excluded(s) => key > s.as_slice(),
+    }
+}
+
+fn before_end(end: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+    match end {
+        Bound::Unbounded => true,
+        Bound::Included(e) => key <= e.as_slice(),
+        Bound::Excluded(e) => key < e.as_slice(),
+    }
+}
+
+/// A range scan borrowing its reader. Yields `(key, lsn, kind, value)`
+/// ascending by (key, lsn); after an error it yields nothing more.
+pub(crate) struct DeltaRangeIter<'a, R: ReadAt> {
+    scan: Scan<&'a DeltaLayerReader<R>>,
+}
+
+impl<R: ReadAt> Iterator for DeltaRangeIter<'_, R> {
+    type Item = Result<DeltaEntry>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.scan.next()
+    }
+}
+
+/// A range scan holding its reader in an `Arc`, for scans that outlive a borrow.
+pub(crate) struct DeltaRangeIterOwned<R: ReadAt> {
+    scan: Scan<Arc<DeltaLayerReader<R>>>,
+}
+
+impl<R: ReadAt> Iterator for DeltaRangeIterOwned<R> {
+    type Item = Result<DeltaEntry>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.scan.next()
+    }
+}

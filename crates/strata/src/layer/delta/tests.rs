@@ -1,0 +1,1008 @@
+//! Tests of the delta layer writer and reader: a `BTreeMap` model, order and
+//! limit checks, and corruption of a real file byte by byte.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::reader::{DeltaEntry, DeltaLayerReader, DeltaRangeIterOwned};
+use super::writer::DeltaLayerWriter;
+use super::*;
+use crate::error::{Error, InvalidInput};
+
+// ---------------------------------------------------------------------------
+// Sinks and files.
+
+impl LayerSink for Vec<u8> {
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// An in-memory layer file that counts its reads.
+#[derive(Debug)]
+struct MemFile {
+    bytes: Vec<u8>,
+    path: PathBuf,
+    reads: AtomicUsize,
+}
+
+impl MemFile {
+    fn new(bytes: Vec<u8>) -> Self {
+        MemFile {
+            bytes,
+            path: PathBuf::from("mem/layer.delta"),
+            reads: AtomicUsize::new(0),
+        }
+    }
+    fn reads(&self) -> usize {
+        self.reads.load(AtomicOrdering::Relaxed)
+    }
+}
+
+impl ReadAt for MemFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.reads.fetch_add(1, AtomicOrdering::Relaxed);
+        let start = usize::try_from(offset).expect("test offsets fit");
+        let bytes = self.bytes.get(start..start + len).ok_or_else(|| {
+            Error::io(
+                &self.path,
+                "read",
+                std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            )
+        })?;
+        Ok(bytes.to_vec())
+    }
+    fn file_len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+struct FileSink {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl LayerSink for FileSink {
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        self.file
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, "write", e))
+    }
+}
+
+#[derive(Debug)]
+struct FileReader {
+    file: std::fs::File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl FileReader {
+    fn open(path: &Path) -> Self {
+        let file = std::fs::File::open(path).expect("open layer file");
+        let len = file.metadata().expect("stat").len();
+        FileReader {
+            file,
+            path: path.to_path_buf(),
+            len,
+        }
+    }
+}
+
+impl ReadAt for FileReader {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| Error::io(&self.path, "read", e))?;
+        Ok(buf)
+    }
+    fn file_len(&self) -> u64 {
+        self.len
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The model.
+
+type Model = BTreeMap<(Vec<u8>, Lsn), (ValueKind, Vec<u8>)>;
+
+fn model_get(model: &Model, key: &[u8], lsn: Lsn) -> Option<(Lsn, ValueKind, Vec<u8>)> {
+    let ((k, l), (kind, value)) = model.range(..=(key.to_vec(), lsn)).next_back()?;
+    (k.as_slice() == key).then(|| (*l, *kind, value.clone()))
+}
+
+fn model_range(model: &Model, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<DeltaEntry> {
+    let after_start = |k: &[u8]| match start {
+        Bound::Unbounded => true,
+        Bound::Included(s) => k >= s,
+        Bound::Excluded(s) => k > s,
+    };
+    let before_end = |k: &[u8]| match end {
+        Bound::Unbounded => true,
+        Bound::Included(e) => k <= e,
+        Bound::Excluded(e) => k < e,
+    };
+    model
+        .iter()
+        .filter(|((k, _), _)| after_start(k) && before_end(k))
+        .map(|((k, l), (kind, v))| (k.clone(), *l, *kind, v.clone()))
+        .collect()
+}
+
+fn write_layer<S: LayerSink>(sink: S, model: &Model, block_bytes: usize) -> (S, DeltaLayerSummary) {
+    let mut writer = DeltaLayerWriter::new(sink, block_bytes).expect("writer");
+    for ((key, lsn), (kind, value)) in model {
+        writer.add(key, *lsn, *kind, value).expect("add");
+    }
+    writer.finish().expect("finish")
+}
+
+fn build(model: &Model, block_bytes: usize) -> (Vec<u8>, DeltaLayerSummary) {
+    write_layer(Vec::new(), model, block_bytes)
+}
+
+fn open_mem(bytes: Vec<u8>) -> DeltaLayerReader<MemFile> {
+    DeltaLayerReader::open(MemFile::new(bytes)).expect("open")
+}
+
+fn collect_range<R: ReadAt>(
+    reader: &DeltaLayerReader<R>,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> Vec<DeltaEntry> {
+    reader
+        .range(start, end)
+        .expect("range")
+        .collect::<Result<Vec<_>>>()
+        .expect("scan")
+}
+
+fn put(model: &mut Model, key: &[u8], lsn: Lsn, value: &[u8]) {
+    model.insert((key.to_vec(), lsn), (ValueKind::Put, value.to_vec()));
+}
+
+/// A small layer with many blocks, shared prefixes, several versions per key,
+/// tombstones, an empty value and a value larger than a block.
+fn small_model() -> Model {
+    let mut model = Model::new();
+    for i in 0..24u64 {
+        let key = format!("key-{:03}", i * 7).into_bytes();
+        for v in 0..(i % 4 + 1) {
+            let lsn = 10 + i + v * 100;
+            if (i + v) % 5 == 3 {
+                model.insert((key.clone(), lsn), (ValueKind::Delete, Vec::new()));
+            } else {
+                let value = format!("value {i} v{v}")
+                    .repeat((i % 3) as usize)
+                    .into_bytes();
+                model.insert((key.clone(), lsn), (ValueKind::Put, value));
+            }
+        }
+    }
+    put(&mut model, b"key-050-big", 7, &[0xab; 300]);
+    model
+}
+
+const SMALL_BLOCK_BYTES: usize = 128;
+
+// ---------------------------------------------------------------------------
+// Round trips.
+
+#[test]
+fn reader_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<DeltaLayerReader<MemFile>>();
+    assert_send_sync::<DeltaRangeIterOwned<MemFile>>();
+}
+
+#[test]
+fn small_layer_round_trips_and_summaries_agree() {
+    let model = small_model();
+    let (bytes, written) = build(&model, SMALL_BLOCK_BYTES);
+    assert_eq!(written.file_bytes, bytes.len() as u64);
+    assert!(
+        written.blocks > 10,
+        "the test wants many blocks, got {}",
+        written.blocks
+    );
+    let reader = open_mem(bytes);
+    assert_eq!(
+        reader.file().reads(),
+        3,
+        "open reads the footer, the header and the metadata sections once each"
+    );
+    assert_eq!(reader.summary(), &written);
+    assert_eq!(written.entries, model.len() as u64);
+    assert_eq!(
+        written.key_min,
+        model
+            .keys()
+            .next()
+            .map(|(k, _)| k.clone())
+            .unwrap_or_default()
+    );
+    assert_eq!(
+        written.key_max,
+        model
+            .keys()
+            .next_back()
+            .map(|(k, _)| k.clone())
+            .unwrap_or_default()
+    );
+    for (key, lsn) in model.keys() {
+        for at in [lsn - 1, *lsn, lsn + 1, lsn + 99, Lsn::MAX] {
+            assert_eq!(
+                reader.get(key, at).expect("get"),
+                model_get(&model, key, at),
+                "{key:?} at {at}"
+            );
+        }
+    }
+    assert_eq!(
+        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+        model_range(&model, Bound::Unbounded, Bound::Unbounded)
+    );
+    assert!(reader.index_memory_bytes() > 0);
+}
+
+#[test]
+fn get_reads_one_block_when_versions_straddle_blocks() {
+    let mut model = Model::new();
+    put(&mut model, b"a", 1, b"before");
+    for lsn in 1..=200u64 {
+        put(
+            &mut model,
+            b"straddler",
+            lsn * 2,
+            format!("v{lsn}").as_bytes(),
+        );
+    }
+    put(&mut model, b"z", 1, b"after");
+    let (bytes, summary) = build(&model, 64);
+    assert!(summary.blocks > 20);
+    let reader = open_mem(bytes);
+    for lsn in 0..=402u64 {
+        let before = reader.file().reads();
+        let got = reader.get(b"straddler", lsn).expect("get");
+        assert_eq!(got, model_get(&model, b"straddler", lsn), "at {lsn}");
+        assert!(
+            reader.file().reads() - before <= 1,
+            "get at {lsn} read {} blocks",
+            reader.file().reads() - before
+        );
+    }
+    let scanned = collect_range(
+        &reader,
+        Bound::Included(b"straddler"),
+        Bound::Included(b"straddler"),
+    );
+    assert_eq!(scanned.len(), 200);
+}
+
+#[test]
+fn get_of_absent_keys_rarely_reads() {
+    let mut model = Model::new();
+    for i in 0..2000u32 {
+        put(&mut model, format!("present-{i:05}").as_bytes(), 5, b"v");
+    }
+    let (bytes, _) = build(&model, 4096);
+    let reader = open_mem(bytes);
+    let before = reader.file().reads();
+    for i in 0..2000u32 {
+        assert_eq!(
+            reader
+                .get(format!("present-{i:05}x").as_bytes(), 10)
+                .expect("get"),
+            None
+        );
+    }
+    let reads = reader.file().reads() - before;
+    assert!(
+        reads < 60,
+        "{reads} block reads for 2000 absent keys: the bloom filter is not filtering"
+    );
+}
+
+#[test]
+fn empty_layer_round_trips() {
+    let (bytes, summary) = build(&Model::new(), 4096);
+    assert_eq!(summary.entries, 0);
+    let reader = open_mem(bytes);
+    assert_eq!(reader.summary(), &summary);
+    assert_eq!(reader.get(b"k", 5).expect("get"), None);
+    assert!(collect_range(&reader, Bound::Unbounded, Bound::Unbounded).is_empty());
+}
+
+#[test]
+fn largest_key_and_a_value_larger_than_a_block_round_trip() {
+    let mut model = Model::new();
+    let long_a = vec![b'a'; KEY_BYTES_MAX];
+    let mut long_b = vec![b'a'; KEY_BYTES_MAX - 1];
+    long_b.push(b'b');
+    put(&mut model, &long_a, 1, &vec![7u8; 100_000]);
+    put(&mut model, &long_a, 2, b"");
+    put(&mut model, &long_b, 1, b"small");
+    model.insert((long_b.clone(), 3), (ValueKind::Delete, Vec::new()));
+    let (bytes, summary) = build(&model, 16 << 10);
+    assert_eq!(
+        summary.blocks, 2,
+        "the 100 kB value gets a block of its own, the other three share one"
+    );
+    let reader = open_mem(bytes);
+    for (key, lsn) in model.keys() {
+        assert_eq!(
+            reader.get(key, *lsn).expect("get"),
+            model_get(&model, key, *lsn)
+        );
+    }
+    assert_eq!(
+        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+        model_range(&model, Bound::Unbounded, Bound::Unbounded)
+    );
+}
+
+#[test]
+fn range_owned_outlives_the_callers_arc() {
+    let model = small_model();
+    let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
+    let reader = Arc::new(open_mem(bytes));
+    let scan = reader
+        .range_owned(Bound::Included(b"key-030"), Bound::Excluded(b"key-100"))
+        .expect("range");
+    drop(reader);
+    let got = scan.collect::<Result<Vec<_>>>().expect("scan");
+    assert_eq!(
+        got,
+        model_range(
+            &model,
+            Bound::Included(b"key-030"),
+            Bound::Excluded(b"key-100")
+        )
+    );
+    assert!(!got.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Writer input checks.
+
+#[test]
+fn out_of_order_and_duplicate_entries_are_errors_and_the_writer_stays_usable() {
+    let mut writer = DeltaLayerWriter::new(Vec::new(), 4096).expect("writer");
+    writer.add(b"b", 5, ValueKind::Put, b"1").expect("first");
+    let duplicate = writer
+        .add(b"b", 5, ValueKind::Put, b"2")
+        .expect_err("duplicate (key, lsn)");
+    assert!(
+        matches!(
+            duplicate,
+            Error::InvalidInput(InvalidInput::LsnNotIncreasing { lsn: 5, last: 5 })
+        ),
+        "{duplicate}"
+    );
+    let older = writer
+        .add(b"b", 4, ValueKind::Put, b"2")
+        .expect_err("older lsn");
+    assert!(
+        matches!(
+            older,
+            Error::InvalidInput(InvalidInput::LsnNotIncreasing { lsn: 4, last: 5 })
+        ),
+        "{older}"
+    );
+    let smaller_key = writer
+        .add(b"a", 9, ValueKind::Put, b"2")
+        .expect_err("smaller key");
+    assert!(
+        matches!(smaller_key, Error::InvalidInput(_)),
+        "{smaller_key}"
+    );
+    writer
+        .add(b"b", 6, ValueKind::Delete, b"")
+        .expect("newer version");
+    writer
+        .add(b"c", 1, ValueKind::Put, b"3")
+        .expect("next key, lower lsn");
+    let (bytes, summary) = writer.finish().expect("finish");
+    assert_eq!(summary.entries, 3);
+    assert_eq!((summary.lsn_min, summary.lsn_max), (1, 6));
+    let reader = open_mem(bytes);
+    assert_eq!(
+        reader.get(b"b", 5).expect("get"),
+        Some((5, ValueKind::Put, b"1".to_vec()))
+    );
+    assert_eq!(
+        reader.get(b"b", 9).expect("get"),
+        Some((6, ValueKind::Delete, Vec::new()))
+    );
+    assert_eq!(reader.get(b"c", 0).expect("get"), None);
+}
+
+#[test]
+fn limits_are_enforced_on_add_and_new() {
+    assert!(DeltaLayerWriter::new(Vec::new(), BLOCK_BYTES_TARGET_MIN - 1).is_err());
+    assert!(DeltaLayerWriter::new(Vec::new(), BLOCK_BYTES_TARGET_MAX + 1).is_err());
+    let mut writer = DeltaLayerWriter::new(Vec::new(), BLOCK_BYTES_TARGET_MIN).expect("writer");
+    assert!(matches!(
+        writer.add(b"", 1, ValueKind::Put, b""),
+        Err(Error::InvalidInput(InvalidInput::KeyEmpty { .. }))
+    ));
+    let too_long = vec![b'k'; KEY_BYTES_MAX + 1];
+    assert!(matches!(
+        writer.add(&too_long, 1, ValueKind::Put, b""),
+        Err(Error::InvalidInput(InvalidInput::KeyTooLong { .. }))
+    ));
+    assert!(matches!(
+        writer.add(b"k", 1, ValueKind::Delete, b"x"),
+        Err(Error::InvalidInput(InvalidInput::ValueTooLarge {
+            max: 0,
+            ..
+        }))
+    ));
+    let too_large = vec![0u8; VALUE_BYTES_MAX + 1];
+    assert!(matches!(
+        writer.add(b"k", 1, ValueKind::Put, &too_large),
+        Err(Error::InvalidInput(InvalidInput::ValueTooLarge { .. }))
+    ));
+    writer
+        .add(b"k", 1, ValueKind::Put, b"ok")
+        .expect("valid after invalid");
+    assert_eq!(writer.finish().expect("finish").1.entries, 1);
+}
+
+struct FailingSink {
+    appends_left: usize,
+}
+
+impl LayerSink for FailingSink {
+    fn append(&mut self, _bytes: &[u8]) -> Result<()> {
+        if self.appends_left == 0 {
+            return Err(Error::io(
+                "failing",
+                "write",
+                std::io::Error::other("injected"),
+            ));
+        }
+        self.appends_left -= 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failed_sink_poisons_the_writer() {
+    let mut writer =
+        DeltaLayerWriter::new(FailingSink { appends_left: 1 }, 64).expect("header fits");
+    writer
+        .add(b"a", 1, ValueKind::Put, &[0; 40])
+        .expect("buffered");
+    let err = writer
+        .add(b"b", 1, ValueKind::Put, &[0; 40])
+        .expect_err("block write fails");
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(matches!(
+        writer.add(b"c", 1, ValueKind::Put, b""),
+        Err(Error::Poisoned(_))
+    ));
+    assert!(matches!(writer.finish(), Err(Error::Poisoned(_))));
+}
+
+// ---------------------------------------------------------------------------
+// Versions and hostile lengths.
+
+/// Rewrites a footer field and the footer's crc, as a newer or a hostile writer would.
+fn patch_footer(bytes: &mut [u8], field_offset: usize, value: &[u8]) {
+    let footer_start = bytes.len() - FOOTER_BYTES;
+    bytes[footer_start + field_offset..footer_start + field_offset + value.len()]
+        .copy_from_slice(value);
+    let crc = crc32c::crc32c(&bytes[footer_start..footer_start + FOOTER_CRC_OFFSET]);
+    bytes[footer_start + FOOTER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn a_newer_format_version_is_unsupported_not_corrupt() {
+    let (mut bytes, _) = build(&small_model(), SMALL_BLOCK_BYTES);
+    patch_footer(
+        &mut bytes,
+        FOOTER_VERSION_OFFSET,
+        &(DELTA_FORMAT_VERSION + 1).to_le_bytes(),
+    );
+    let err = DeltaLayerReader::open(MemFile::new(bytes)).expect_err("newer version");
+    assert!(
+        matches!(
+            err,
+            Error::UnsupportedVersion {
+                found: 2,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn hostile_lengths_are_rejected_before_allocating() {
+    let (good, _) = build(&small_model(), SMALL_BLOCK_BYTES);
+    for (field, value) in [
+        (FOOTER_INDEX_LEN_OFFSET, u64::MAX / 2),
+        (FOOTER_INDEX_OFFSET_OFFSET, u64::MAX - 3),
+        (FOOTER_BLOCK_COUNT_OFFSET, 1 << 40),
+        (FOOTER_BLOOM_LEN_OFFSET, 1 << 40),
+        (FOOTER_KEYS_LEN_OFFSET, u64::MAX),
+    ] {
+        let mut bytes = good.clone();
+        patch_footer(&mut bytes, field, &value.to_le_bytes());
+        let err = DeltaLayerReader::open(MemFile::new(bytes)).expect_err("hostile length");
+        assert!(err.is_corruption(), "field {field}: {err}");
+    }
+    let mut bytes = good.clone();
+    patch_footer(&mut bytes, FOOTER_LEN_OFFSET, &u32::MAX.to_le_bytes());
+    assert!(DeltaLayerReader::open(MemFile::new(bytes))
+        .expect_err("footer length")
+        .is_corruption());
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    let (good, _) = build(&small_model(), SMALL_BLOCK_BYTES);
+    for len in 0..good.len() {
+        let err =
+            DeltaLayerReader::open(MemFile::new(good[..len].to_vec())).expect_err("truncated");
+        assert!(err.is_corruption(), "truncated to {len}: {err}");
+    }
+}
+
+#[test]
+fn a_truncated_real_file_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("truncated.delta");
+    let file = std::fs::File::create(&path).expect("create");
+    let (sink, summary) = write_layer(
+        FileSink {
+            file,
+            path: path.clone(),
+        },
+        &small_model(),
+        SMALL_BLOCK_BYTES,
+    );
+    sink.file.set_len(summary.file_bytes - 1).expect("truncate");
+    let err = DeltaLayerReader::open(FileReader::open(&path)).expect_err("truncated");
+    assert!(err.is_corruption(), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Corruption, byte by byte, of a real file.
+
+/// Runs every query against a reader of a possibly corrupted file. Returns
+/// whether any query reported the corruption; panics on a wrong answer.
+fn queries_detect_corruption(
+    path: &Path,
+    model: &Model,
+    summary: &DeltaLayerSummary,
+    flipped_at: u64,
+    what: &str,
+) -> bool {
+    let check_err = |err: Error| {
+        match &err {
+            Error::Corruption(c) => {
+                assert_eq!(c.file, path, "{what}: {err}");
+                // The error names the start of the header, footer, section or
+                // block that holds the bad byte, or a field before it.
+                assert!(
+                    c.offset < summary.file_bytes && c.offset <= flipped_at,
+                    "{what}: the error names offset {} : {err}",
+                    c.offset
+                );
+            }
+            _ => panic!("{what}: not a corruption error: {err}"),
+        }
+        true
+    };
+    let reader = match DeltaLayerReader::open(FileReader::open(path)) {
+        Ok(reader) => reader,
+        Err(err) => return check_err(err),
+    };
+    assert_eq!(reader.summary(), summary, "{what}: wrong summary");
+    let mut detected = false;
+    let mut probe_keys: Vec<Vec<u8>> = model.keys().map(|(k, _)| k.clone()).collect();
+    probe_keys.dedup();
+    probe_keys.push(b"key-0".to_vec());
+    probe_keys.push(b"absent".to_vec());
+    for key in &probe_keys {
+        for lsn in [0, 15, 30, 120, 250, Lsn::MAX] {
+            match reader.get(key, lsn) {
+                Ok(got) => assert_eq!(
+                    got,
+                    model_get(model, key, lsn),
+                    "{what}: wrong get({key:?}, {lsn})"
+                ),
+                Err(err) => detected |= check_err(err),
+            }
+        }
+    }
+    let expected = model_range(model, Bound::Unbounded, Bound::Unbounded);
+    let mut scanned = 0;
+    for item in reader
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .expect("range")
+    {
+        match item {
+            Ok(entry) => {
+                assert_eq!(
+                    Some(&entry),
+                    expected.get(scanned),
+                    "{what}: wrong scan entry {scanned}"
+                );
+                scanned += 1;
+            }
+            Err(err) => {
+                detected |= check_err(err);
+                break;
+            }
+        }
+    }
+    if !detected {
+        assert_eq!(
+            scanned,
+            expected.len(),
+            "{what}: scan ended early without an error"
+        );
+    }
+    detected
+}
+
+#[test]
+fn every_flipped_byte_of_a_real_file_is_detected_and_never_answers_wrong() {
+    let model = small_model();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("layer.delta");
+    let file = std::fs::File::create(&path).expect("create");
+    let (sink, summary) = write_layer(
+        FileSink {
+            file,
+            path: path.clone(),
+        },
+        &model,
+        SMALL_BLOCK_BYTES,
+    );
+    drop(sink);
+    let good = std::fs::read(&path).expect("read back");
+    assert!(!queries_detect_corruption(
+        &path,
+        &model,
+        &summary,
+        u64::MAX,
+        "intact file"
+    ));
+
+    let patcher = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open for patching");
+    for (pos, &byte) in good.iter().enumerate() {
+        for flip in [1u8 << (pos % 8), 0xff] {
+            patcher
+                .write_all_at(&[byte ^ flip], pos as u64)
+                .expect("flip");
+            let what = format!("byte {pos} ^ {flip:#04x}");
+            // The format has no padding: every byte is under a checksum, so every flip must be caught.
+            assert!(
+                queries_detect_corruption(&path, &model, &summary, pos as u64, &what),
+                "{what}: went unnoticed"
+            );
+        }
+        patcher.write_all_at(&[byte], pos as u64).expect("restore");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Model-based property test.
+
+fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => prop::collection::vec(prop::sample::select(b"abc".to_vec()), 1..8),
+        1 => prop::collection::vec(any::<u8>(), 1..64),
+        1 => (prop::sample::select(b"abc".to_vec()), prop::sample::select(vec![KEY_BYTES_MAX - 1, KEY_BYTES_MAX]))
+            .prop_map(|(b, n)| vec![b; n]),
+    ]
+}
+
+fn value_strategy() -> impl Strategy<Value = (ValueKind, Vec<u8>)> {
+    prop_oneof![
+        2 => Just((ValueKind::Delete, Vec::new())),
+        2 => Just((ValueKind::Put, Vec::new())),
+        6 => prop::collection::vec(any::<u8>(), 1..48).prop_map(|v| (ValueKind::Put, v)),
+        1 => prop::collection::vec(any::<u8>(), 200..1500).prop_map(|v| (ValueKind::Put, v)),
+    ]
+}
+
+fn model_strategy() -> impl Strategy<Value = Model> {
+    prop::collection::btree_map(
+        key_strategy(),
+        prop::collection::btree_map(0..64u64, value_strategy(), 1..8),
+        0..40,
+    )
+    .prop_map(|keys| {
+        keys.into_iter()
+            .flat_map(|(key, versions)| {
+                versions
+                    .into_iter()
+                    .map(move |(lsn, kv)| ((key.clone(), lsn), kv))
+            })
+            .collect()
+    })
+}
+
+fn bound_strategy() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        1 => Just(Bound::Unbounded),
+        3 => key_strategy().prop_map(Bound::Included),
+        3 => key_strategy().prop_map(Bound::Excluded),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_layers_match_the_btreemap_model(
+        model in model_strategy(),
+        block_bytes in prop::sample::select(vec![64usize, 100, 256, 4096]),
+        probes in prop::collection::vec((key_strategy(), 0..70u64), 0..40),
+        ranges in prop::collection::vec((bound_strategy(), bound_strategy()), 1..8),
+    ) {
+        let (bytes, written) = build(&model, block_bytes);
+        let reader = open_mem(bytes);
+        prop_assert_eq!(reader.summary(), &written);
+        prop_assert_eq!(written.entries, model.len() as u64);
+
+        let mut queries: Vec<(Vec<u8>, Lsn)> = probes;
+        for (key, lsn) in model.keys() {
+            queries.extend([(key.clone(), lsn.saturating_sub(1)), (key.clone(), *lsn), (key.clone(), lsn + 1)]);
+        }
+        for (key, lsn) in &queries {
+            let before = reader.file().reads();
+            let got = reader.get(key, *lsn).expect("get");
+            prop_assert_eq!(got, model_get(&model, key, *lsn), "get({:?}, {})", key, lsn);
+            prop_assert!(reader.file().reads() - before <= 1, "get read more than one block");
+        }
+        for (start, end) in &ranges {
+            let start = start.as_ref().map(Vec::as_slice);
+            let end = end.as_ref().map(Vec::as_slice);
+            prop_assert_eq!(collect_range(&reader, start, end), model_range(&model, start, end));
+        }
+    }
+}
+
+/// (offset, length) of every data block, read from the file with the format constants.
+fn block_extents(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let footer = &bytes[bytes.len() - FOOTER_BYTES..];
+    let index_offset = u64_at(footer, FOOTER_INDEX_OFFSET_OFFSET).expect("field") as usize;
+    let block_count = u64_at(footer, FOOTER_BLOCK_COUNT_OFFSET).expect("field");
+    let mut pos = index_offset;
+    let mut blocks = vec![];
+    for _ in 0..block_count {
+        let offset = u64_at(bytes, pos + INDEX_BLOCK_OFFSET_OFFSET).expect("offset") as usize;
+        let len = u64_at(bytes, pos + INDEX_BLOCK_LEN_OFFSET).expect("len") as usize;
+        let key_len = u16_at(bytes, pos + INDEX_FIRST_KEY_LEN_OFFSET).expect("key len") as usize;
+        blocks.push((offset, len));
+        pos += INDEX_ENTRY_HEADER_BYTES + key_len;
+    }
+    blocks
+}
+
+#[test]
+fn a_valid_block_at_the_wrong_offset_is_detected() {
+    // Equal-sized entries give equal-sized blocks that can be swapped.
+    let mut model = Model::new();
+    for i in 0..40u32 {
+        put(&mut model, format!("k{i:03}").as_bytes(), 1, b"0123456789");
+    }
+    let (good, _) = build(&model, 96);
+    let blocks = block_extents(&good);
+    let (a, b) = (blocks[1], blocks[2]);
+    assert_eq!(a.1, b.1, "the test needs two blocks of one size");
+    let mut swapped = good.clone();
+    swapped[a.0..a.0 + a.1].copy_from_slice(&good[b.0..b.0 + b.1]);
+    swapped[b.0..b.0 + b.1].copy_from_slice(&good[a.0..a.0 + a.1]);
+    let reader = open_mem(swapped);
+    let err = reader.get(b"k004", 1).expect_err("misdirected block");
+    match err {
+        Error::Corruption(c) => {
+            assert!(
+                c.expected.is_some() && c.found.is_some(),
+                "a checksum error: {c}"
+            );
+            assert!(c.offset == a.0 as u64 || c.offset == b.0 as u64, "{c}");
+        }
+        other => panic!("not a corruption: {other}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_corruption_of_random_layers_never_answers_wrong(
+        model in model_strategy(),
+        block_bytes in prop::sample::select(vec![64usize, 256]),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 1..=255u8), 1..12),
+    ) {
+        let (good, _) = build(&model, block_bytes);
+        for (index, xor) in flips {
+            let pos = index.index(good.len());
+            let mut bytes = good.clone();
+            bytes[pos] ^= xor;
+            let reader = match DeltaLayerReader::open(MemFile::new(bytes)) {
+                Ok(reader) => reader,
+                Err(err) => {
+                    prop_assert!(err.is_corruption(), "byte {}: {}", pos, err);
+                    continue;
+                }
+            };
+            let mut detected = false;
+            for (key, lsn) in model.keys() {
+                match reader.get(key, *lsn) {
+                    Ok(got) => prop_assert_eq!(got, model_get(&model, key, *lsn)),
+                    Err(err) => {
+                        prop_assert!(err.is_corruption(), "byte {}: {}", pos, err);
+                        detected = true;
+                    }
+                }
+            }
+            let mut scanned = vec![];
+            for item in reader.range(Bound::Unbounded, Bound::Unbounded).expect("range") {
+                match item {
+                    Ok(entry) => scanned.push(entry),
+                    Err(err) => {
+                        prop_assert!(err.is_corruption(), "byte {}: {}", pos, err);
+                        detected = true;
+                        break;
+                    }
+                }
+            }
+            let expected = model_range(&model, Bound::Unbounded, Bound::Unbounded);
+            prop_assert_eq!(&scanned[..], &expected[..scanned.len()]);
+            prop_assert!(detected, "flip of byte {} went unnoticed", pos);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// docs/format.md agrees with the code.
+
+const FORMAT_DOC: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/format.md"));
+
+#[test]
+fn format_doc_tables_match_the_constants() {
+    use crate::layer::bloom::{
+        BLOOM_BITS_OFFSET, BLOOM_BIT_COUNT_OFFSET, BLOOM_HASH_COUNT_MAX, BLOOM_HASH_COUNT_OFFSET,
+    };
+    let section = FORMAT_DOC
+        .split("## Delta layer file")
+        .nth(1)
+        .expect("the delta layer section");
+    let cells =
+        |line: &str| -> Vec<String> { line.split('|').map(|c| c.trim().to_string()).collect() };
+    let offsets: &[(&str, usize)] = &[
+        ("HEADER_MAGIC_OFFSET", HEADER_MAGIC_OFFSET),
+        ("HEADER_VERSION_OFFSET", HEADER_VERSION_OFFSET),
+        ("HEADER_FLAGS_OFFSET", HEADER_FLAGS_OFFSET),
+        (
+            "HEADER_BLOCK_BYTES_TARGET_OFFSET",
+            HEADER_BLOCK_BYTES_TARGET_OFFSET,
+        ),
+        ("HEADER_CRC_OFFSET", HEADER_CRC_OFFSET),
+        ("HEADER_BYTES", HEADER_BYTES),
+        ("BLOCK_PAYLOAD_LEN_OFFSET", BLOCK_PAYLOAD_LEN_OFFSET),
+        ("BLOCK_ENTRY_COUNT_OFFSET", BLOCK_ENTRY_COUNT_OFFSET),
+        ("BLOCK_CRC_OFFSET", BLOCK_CRC_OFFSET),
+        ("BLOCK_HEADER_BYTES", BLOCK_HEADER_BYTES),
+        ("ENTRY_SHARED_LEN_OFFSET", ENTRY_SHARED_LEN_OFFSET),
+        ("ENTRY_SUFFIX_LEN_OFFSET", ENTRY_SUFFIX_LEN_OFFSET),
+        ("ENTRY_LSN_OFFSET", ENTRY_LSN_OFFSET),
+        ("ENTRY_KIND_OFFSET", ENTRY_KIND_OFFSET),
+        ("ENTRY_VALUE_LEN_OFFSET", ENTRY_VALUE_LEN_OFFSET),
+        ("ENTRY_HEADER_BYTES", ENTRY_HEADER_BYTES),
+        ("INDEX_BLOCK_OFFSET_OFFSET", INDEX_BLOCK_OFFSET_OFFSET),
+        ("INDEX_BLOCK_LEN_OFFSET", INDEX_BLOCK_LEN_OFFSET),
+        ("INDEX_FIRST_LSN_OFFSET", INDEX_FIRST_LSN_OFFSET),
+        ("INDEX_FIRST_KEY_LEN_OFFSET", INDEX_FIRST_KEY_LEN_OFFSET),
+        ("INDEX_ENTRY_HEADER_BYTES", INDEX_ENTRY_HEADER_BYTES),
+        ("BLOOM_HASH_COUNT_OFFSET", BLOOM_HASH_COUNT_OFFSET),
+        ("BLOOM_BIT_COUNT_OFFSET", BLOOM_BIT_COUNT_OFFSET),
+        ("BLOOM_BITS_OFFSET", BLOOM_BITS_OFFSET),
+        ("KEYS_MIN_LEN_OFFSET", KEYS_MIN_LEN_OFFSET),
+        ("KEYS_MAX_LEN_OFFSET", KEYS_MAX_LEN_OFFSET),
+        ("KEYS_HEADER_BYTES", KEYS_HEADER_BYTES),
+        ("FOOTER_ENTRY_COUNT_OFFSET", FOOTER_ENTRY_COUNT_OFFSET),
+        ("FOOTER_DISTINCT_KEYS_OFFSET", FOOTER_DISTINCT_KEYS_OFFSET),
+        ("FOOTER_BLOCK_COUNT_OFFSET", FOOTER_BLOCK_COUNT_OFFSET),
+        ("FOOTER_LSN_MIN_OFFSET", FOOTER_LSN_MIN_OFFSET),
+        ("FOOTER_LSN_MAX_OFFSET", FOOTER_LSN_MAX_OFFSET),
+        ("FOOTER_INDEX_OFFSET_OFFSET", FOOTER_INDEX_OFFSET_OFFSET),
+        ("FOOTER_INDEX_LEN_OFFSET", FOOTER_INDEX_LEN_OFFSET),
+        ("FOOTER_BLOOM_OFFSET_OFFSET", FOOTER_BLOOM_OFFSET_OFFSET),
+        ("FOOTER_BLOOM_LEN_OFFSET", FOOTER_BLOOM_LEN_OFFSET),
+        ("FOOTER_KEYS_OFFSET_OFFSET", FOOTER_KEYS_OFFSET_OFFSET),
+        ("FOOTER_KEYS_LEN_OFFSET", FOOTER_KEYS_LEN_OFFSET),
+        ("FOOTER_INDEX_CRC_OFFSET", FOOTER_INDEX_CRC_OFFSET),
+        ("FOOTER_BLOOM_CRC_OFFSET", FOOTER_BLOOM_CRC_OFFSET),
+        ("FOOTER_KEYS_CRC_OFFSET", FOOTER_KEYS_CRC_OFFSET),
+        ("FOOTER_FLAGS_OFFSET", FOOTER_FLAGS_OFFSET),
+        ("FOOTER_LEN_OFFSET", FOOTER_LEN_OFFSET),
+        ("FOOTER_VERSION_OFFSET", FOOTER_VERSION_OFFSET),
+        ("FOOTER_MAGIC_OFFSET", FOOTER_MAGIC_OFFSET),
+        ("FOOTER_CRC_OFFSET", FOOTER_CRC_OFFSET),
+        ("FOOTER_BYTES", FOOTER_BYTES),
+    ];
+    for (name, value) in offsets {
+        let needle = format!("`{name}`");
+        // Byte-table rows: the first cell is the offset.
+        let rows: Vec<Vec<String>> = section
+            .lines()
+            .filter(|l| l.starts_with('|') && l.contains(&needle))
+            .map(cells)
+            .filter(|c| c.get(1).is_some_and(|o| o.parse::<usize>().is_ok()))
+            .collect();
+        assert!(
+            !rows.is_empty(),
+            "docs/format.md has no byte-table row for {name}"
+        );
+        for row in rows {
+            assert_eq!(
+                row[1],
+                value.to_string(),
+                "docs/format.md gives {name} the wrong offset"
+            );
+        }
+    }
+    // Limits table: the first cell is the constant, the second its value.
+    let limits: &[(&str, usize)] = &[
+        ("KEY_BYTES_MAX", KEY_BYTES_MAX),
+        ("BLOCK_BYTES_TARGET_MIN", BLOCK_BYTES_TARGET_MIN),
+        ("BLOCK_BYTES_MIN", BLOCK_BYTES_MIN),
+        ("FOOTER_BYTES_MAX", FOOTER_BYTES_MAX),
+        ("BLOOM_HASH_COUNT_MAX", BLOOM_HASH_COUNT_MAX as usize),
+    ];
+    for (name, value) in limits {
+        let needle = format!("`{name}`");
+        let row = section
+            .lines()
+            .map(cells)
+            .find(|c| c.get(1) == Some(&needle))
+            .unwrap_or_else(|| panic!("docs/format.md has no limits row for {name}"));
+        assert_eq!(
+            row[2],
+            value.to_string(),
+            "docs/format.md gives {name} the wrong value"
+        );
+    }
+    assert_eq!(VALUE_BYTES_MAX, 64 << 20, "the limits table says 64 MiB");
+    assert_eq!(
+        BLOCK_BYTES_TARGET_MAX,
+        16 << 20,
+        "the limits table says 16 MiB"
+    );
+    for magic in [HEADER_MAGIC, FOOTER_MAGIC] {
+        let magic = format!("`{}`", String::from_utf8_lossy(&magic));
+        assert!(
+            section.contains(&magic),
+            "docs/format.md does not give the magic {magic}"
+        );
+    }
+}

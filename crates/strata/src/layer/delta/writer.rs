@@ -1,0 +1,382 @@
+//! Builds a delta layer file from entries given in ascending (key, lsn) order.
+//!
+//! Called by the flush of a frozen in-memory layer (L0) and by compaction. The
+//! writer streams: it holds one data block, the encoded block index and one
+//! 8-byte hash per distinct key (for the bloom filter) in memory, and appends
+//! each finished block to its [`LayerSink`] in one call.
+//!
+//! Invariants: entries are strictly ascending by (key, lsn) — an entry that is
+//! not is refused with an error and nothing is written for it; a block is
+//! closed before it would exceed the target size, and an entry larger than the
+//! target gets a block of its own. After the sink fails, the writer refuses
+//! every further call (the file is incomplete and must be discarded).
+//!
+//! Thread-safety: a writer is used by one thread at a time (`Send` when the
+//! sink is).
+
+use std::cmp::Ordering;
+
+use super::{
+    block_crc, u64_from_usize, DeltaLayerSummary, LayerSink, Lsn, ValueKind,
+    BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET,
+    BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_LEN_OFFSET, DELTA_FORMAT_VERSION,
+    ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC, HEADER_BYTES,
+    HEADER_CRC_OFFSET, HEADER_MAGIC, KEY_BYTES_MAX, VALUE_BYTES_MAX,
+};
+use crate::error::{Error, InvalidInput, Result};
+use crate::layer::bloom::{bloom_hash, BloomFilter};
+
+/// Writes one delta layer file. See the module documentation.
+pub(crate) struct DeltaLayerWriter<S: LayerSink> {
+    sink: S,
+    /// In `BLOCK_BYTES_TARGET_MIN..=BLOCK_BYTES_TARGET_MAX`.
+    block_bytes_target: usize,
+    /// Bytes appended to the sink so far: the file offset of the next block.
+    offset: u64,
+    /// The open block: `BLOCK_HEADER_BYTES` reserved for its header, then the payload.
+    block: Vec<u8>,
+    /// Entries in the open block.
+    block_entries: u32,
+    /// First key and LSN of the open block; meaningful when `block_entries > 0`.
+    block_first_key: Vec<u8>,
+    block_first_lsn: Lsn,
+    /// The encoded block index of the blocks written so far.
+    index: Vec<u8>,
+    block_count: u64,
+    /// The last entry added; meaningful when `entries > 0`.
+    last_key: Vec<u8>,
+    last_lsn: Lsn,
+    key_min: Vec<u8>,
+    lsn_min: Lsn,
+    lsn_max: Lsn,
+    entries: u64,
+    /// One `bloom_hash` per distinct key.
+    key_hashes: Vec<u64>,
+    /// Set when the sink failed: the file is incomplete.
+    failed: bool,
+}
+
+impl<S: LayerSink> DeltaLayerWriter<S> {
+    /// Starts a file on `sink` (appends its header) with data blocks of about
+    /// `block_size_bytes`.
+    pub(crate) fn new(mut sink: S, block_size_bytes: usize) -> Result<Self> {
+        if !(BLOCK_BYTES_TARGET_MIN..=BLOCK_BYTES_TARGET_MAX).contains(&block_size_bytes) {
+            return Err(InvalidInput::OptionOutOfRange {
+                option: "block_size_bytes",
+                value: u64_from_usize(block_size_bytes),
+                why: "the delta layer block size is BLOCK_BYTES_TARGET_MIN..=BLOCK_BYTES_TARGET_MAX (64 B..=16 MiB)",
+            }
+            .into());
+        }
+        let mut header = Vec::with_capacity(HEADER_BYTES);
+        header.extend_from_slice(&HEADER_MAGIC);
+        header.extend_from_slice(&DELTA_FORMAT_VERSION.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes()); // flags
+        header.extend_from_slice(&(block_size_bytes as u32).to_le_bytes()); // <= BLOCK_BYTES_TARGET_MAX
+        debug_assert_eq!(header.len(), HEADER_CRC_OFFSET);
+        header.extend_from_slice(&crc32c::crc32c(&header).to_le_bytes());
+        debug_assert_eq!(header.len(), HEADER_BYTES);
+        sink.append(&header)?;
+
+        let mut block = Vec::with_capacity(BLOCK_HEADER_BYTES + block_size_bytes);
+        block.resize(BLOCK_HEADER_BYTES, 0);
+        Ok(DeltaLayerWriter {
+            sink,
+            block_bytes_target: block_size_bytes,
+            offset: u64_from_usize(HEADER_BYTES),
+            block,
+            block_entries: 0,
+            block_first_key: Vec::new(),
+            block_first_lsn: 0,
+            index: Vec::new(),
+            block_count: 0,
+            last_key: Vec::new(),
+            last_lsn: 0,
+            key_min: Vec::new(),
+            lsn_min: Lsn::MAX,
+            lsn_max: 0,
+            entries: 0,
+            key_hashes: Vec::new(),
+            failed: false,
+        })
+    }
+
+    /// Adds an entry. Entries must come in ascending (key, lsn) order,
+    /// strictly: a duplicate (key, lsn) or an out-of-order entry is an error,
+    /// and the writer stays usable.
+    pub(crate) fn add(
+        &mut self,
+        key: &[u8],
+        lsn: Lsn,
+        kind: ValueKind,
+        value: &[u8],
+    ) -> Result<()> {
+        self.check_not_failed()?;
+        if key.is_empty() {
+            return Err(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX }.into());
+        }
+        if key.len() > KEY_BYTES_MAX {
+            return Err(InvalidInput::KeyTooLong {
+                len: key.len(),
+                max: KEY_BYTES_MAX,
+            }
+            .into());
+        }
+        if value.len() > VALUE_BYTES_MAX {
+            return Err(InvalidInput::ValueTooLarge {
+                len: value.len(),
+                max: VALUE_BYTES_MAX,
+            }
+            .into());
+        }
+        if kind == ValueKind::Delete && !value.is_empty() {
+            return Err(InvalidInput::ValueTooLarge {
+                len: value.len(),
+                max: 0,
+            }
+            .into());
+        }
+        let new_key = if self.entries == 0 {
+            true
+        } else {
+            match key.cmp(&self.last_key) {
+                Ordering::Greater => true,
+                Ordering::Equal if lsn > self.last_lsn => false,
+                Ordering::Equal => {
+                    return Err(InvalidInput::LsnNotIncreasing {
+                        lsn,
+                        last: self.last_lsn,
+                    }
+                    .into());
+                }
+                Ordering::Less => return Err(key_out_of_order(self.entries)),
+            }
+        };
+
+        let entry_full_bytes = ENTRY_HEADER_BYTES + key.len() + value.len();
+        if entry_full_bytes > self.block_bytes_target {
+            // Too large to share a block: it gets one of its own.
+            self.finish_block()?;
+            self.push_entry(key, lsn, kind, value);
+            self.finish_block()?;
+        } else {
+            let shared = self.shared_prefix_bytes(key);
+            let entry_bytes = entry_full_bytes - shared;
+            if self.block_entries > 0
+                && self.block.len() - BLOCK_HEADER_BYTES + entry_bytes > self.block_bytes_target
+            {
+                self.finish_block()?;
+            }
+            self.push_entry(key, lsn, kind, value);
+        }
+
+        if self.entries == 0 {
+            self.key_min.extend_from_slice(key);
+        }
+        if new_key {
+            self.key_hashes.push(bloom_hash(key));
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.last_lsn = lsn;
+        self.lsn_min = self.lsn_min.min(lsn);
+        self.lsn_max = self.lsn_max.max(lsn);
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Writes the last block, the block index, the bloom filter, the key range
+    /// and the footer; returns the sink and what the file holds.
+    pub(crate) fn finish(mut self) -> Result<(S, DeltaLayerSummary)> {
+        self.check_not_failed()?;
+        self.finish_block()?;
+
+        let index_offset = self.offset;
+        let index = std::mem::take(&mut self.index);
+        let index_crc = crc32c::crc32c(&index);
+        self.append(&index)?;
+
+        let bloom_offset = self.offset;
+        let mut bloom = Vec::new();
+        BloomFilter::build(&self.key_hashes).encode(&mut bloom);
+        let bloom_crc = crc32c::crc32c(&bloom);
+        self.append(&bloom)?;
+
+        let keys_offset = self.offset;
+        let (key_max, lsn_min) = if self.entries == 0 {
+            (Vec::new(), 0)
+        } else {
+            (std::mem::take(&mut self.last_key), self.lsn_min)
+        };
+        let mut keys = Vec::with_capacity(4 + self.key_min.len() + key_max.len());
+        keys.extend_from_slice(&(self.key_min.len() as u16).to_le_bytes()); // <= KEY_BYTES_MAX
+        keys.extend_from_slice(&(key_max.len() as u16).to_le_bytes());
+        keys.extend_from_slice(&self.key_min);
+        keys.extend_from_slice(&key_max);
+        let keys_crc = crc32c::crc32c(&keys);
+        self.append(&keys)?;
+
+        let mut footer = Vec::with_capacity(FOOTER_BYTES);
+        for field in [
+            self.entries,
+            u64_from_usize(self.key_hashes.len()),
+            self.block_count,
+            lsn_min,
+            self.lsn_max,
+            index_offset,
+            u64_from_usize(index.len()),
+            bloom_offset,
+            u64_from_usize(bloom.len()),
+            keys_offset,
+            u64_from_usize(keys.len()),
+        ] {
+            footer.extend_from_slice(&field.to_le_bytes());
+        }
+        for field in [
+            index_crc,
+            bloom_crc,
+            keys_crc,
+            0, /* flags */
+            FOOTER_BYTES as u32,
+            DELTA_FORMAT_VERSION,
+        ] {
+            footer.extend_from_slice(&field.to_le_bytes());
+        }
+        footer.extend_from_slice(&FOOTER_MAGIC);
+        debug_assert_eq!(footer.len(), FOOTER_CRC_OFFSET);
+        footer.extend_from_slice(&crc32c::crc32c(&footer).to_le_bytes());
+        debug_assert_eq!(footer.len(), FOOTER_BYTES);
+        self.append(&footer)?;
+
+        let summary = DeltaLayerSummary {
+            key_min: std::mem::take(&mut self.key_min),
+            key_max,
+            lsn_min,
+            lsn_max: self.lsn_max,
+            entries: self.entries,
+            distinct_keys: u64_from_usize(self.key_hashes.len()),
+            blocks: self.block_count,
+            file_bytes: self.offset,
+        };
+        Ok((self.sink, summary))
+    }
+
+    /// Bytes appended to the sink so far.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.offset
+    }
+
+    fn check_not_failed(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Poisoned(
+                "the delta layer writer's sink failed earlier; the file is incomplete".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes `key` shares with the previous entry of the open block.
+    fn shared_prefix_bytes(&self, key: &[u8]) -> usize {
+        if self.block_entries == 0 {
+            return 0;
+        }
+        key.iter()
+            .zip(&self.last_key)
+            .take_while(|(a, b)| a == b)
+            .count()
+    }
+
+    fn push_entry(&mut self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
+        let shared = self.shared_prefix_bytes(key);
+        if self.block_entries == 0 {
+            self.block_first_key.clear();
+            self.block_first_key.extend_from_slice(key);
+            self.block_first_lsn = lsn;
+        }
+        let suffix = &key[shared..];
+        // Lengths were checked against KEY_BYTES_MAX (u16) and VALUE_BYTES_MAX (u32) by `add`.
+        self.block.extend_from_slice(&(shared as u16).to_le_bytes());
+        self.block
+            .extend_from_slice(&(suffix.len() as u16).to_le_bytes());
+        self.block.extend_from_slice(&lsn.to_le_bytes());
+        self.block.push(kind as u8);
+        self.block
+            .extend_from_slice(&(value.len() as u32).to_le_bytes());
+        self.block.extend_from_slice(suffix);
+        self.block.extend_from_slice(value);
+        self.block_entries += 1;
+        // `last_key` is the previous entry's key while pushing; `add` updates it
+        // after, but an own-block entry is finished before that: keep the two in step.
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+    }
+
+    /// Closes the open block (if it holds entries): fills its header, appends
+    /// it, records it in the index.
+    fn finish_block(&mut self) -> Result<()> {
+        if self.block_entries == 0 {
+            return Ok(());
+        }
+        if self.block_count >= BLOCK_COUNT_MAX {
+            return Err(InvalidInput::OptionOutOfRange {
+                option: "delta layer size",
+                value: self.block_count,
+                why: "a delta layer holds at most BLOCK_COUNT_MAX data blocks; flush or compact into smaller layers",
+            }
+            .into());
+        }
+        let payload_len = self.block.len() - BLOCK_HEADER_BYTES;
+        debug_assert!(payload_len <= super::BLOCK_PAYLOAD_BYTES_MAX);
+        self.block[BLOCK_PAYLOAD_LEN_OFFSET..BLOCK_PAYLOAD_LEN_OFFSET + 4]
+            .copy_from_slice(&(payload_len as u32).to_le_bytes());
+        self.block[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
+            .copy_from_slice(&self.block_entries.to_le_bytes());
+        let crc = block_crc(
+            self.offset,
+            &self.block[..BLOCK_CRC_OFFSET],
+            &self.block[BLOCK_HEADER_BYTES..],
+        );
+        self.block[BLOCK_CRC_OFFSET..BLOCK_CRC_OFFSET + 4].copy_from_slice(&crc.to_le_bytes());
+
+        let block_offset = self.offset;
+        let block_len = u64_from_usize(self.block.len());
+        let block = std::mem::take(&mut self.block);
+        let appended = self.append(&block);
+        self.block = block;
+        appended?;
+
+        self.index.extend_from_slice(&block_offset.to_le_bytes());
+        self.index.extend_from_slice(&block_len.to_le_bytes());
+        self.index
+            .extend_from_slice(&self.block_first_lsn.to_le_bytes());
+        self.index
+            .extend_from_slice(&(self.block_first_key.len() as u16).to_le_bytes());
+        self.index.extend_from_slice(&self.block_first_key);
+        self.block_count += 1;
+
+        self.block.truncate(BLOCK_HEADER_BYTES);
+        self.block_entries = 0;
+        Ok(())
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        if let Err(e) = self.sink.append(bytes) {
+            self.failed = true;
+            return Err(e);
+        }
+        self.offset += u64_from_usize(bytes.len());
+        Ok(())
+    }
+}
+
+/// The error for a key smaller than the previous one.
+// TODO(integrator): error.rs has no variant for an out-of-order key; a
+// dedicated `InvalidInput::KeyOutOfOrder` would read better than this.
+fn key_out_of_order(entry_index: u64) -> Error {
+    InvalidInput::OptionOutOfRange {
+        option: "DeltaLayerWriter::add entry order",
+        value: entry_index,
+        why: "entries must come in strictly ascending (key, lsn) order; this key is smaller than the previous one",
+    }
+    .into()
+}
