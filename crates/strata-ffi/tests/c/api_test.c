@@ -1,0 +1,248 @@
+/*
+ * api_test.c — exercises strata.h from C, linked against libstrata_ffi.so.
+ *
+ *   gcc -Wall -Werror -I crates/strata-ffi/include api_test.c -L<dir> -lstrata_ffi -o api_test
+ *   ./api_test <empty directory on a filesystem that accepts O_DIRECT>
+ *
+ * Each CHECK that fails prints the line and the claim and makes the program
+ * exit 1. The last line is "c api tests: N checks passed, M failed".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strata.h"
+
+static int checks_passed, checks_failed;
+
+#define CHECK(cond, what)                                                          \
+	do {                                                                       \
+		if (cond) {                                                        \
+			checks_passed++;                                           \
+		} else {                                                           \
+			checks_failed++;                                           \
+			fprintf(stderr, "FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, what, #cond); \
+		}                                                                  \
+	} while (0)
+
+/* Expects a call to have failed with `code` and a non-empty message; frees it. */
+static void expect_error(strata_error_t **err, int status, int code, const char *what)
+{
+	CHECK(status == code, what);
+	CHECK(*err != NULL, what);
+	CHECK(strata_error_code(*err) == code, what);
+	CHECK(strlen(strata_error_message(*err)) > 0, what);
+	if (*err && status != code)
+		fprintf(stderr, "  got status %d: %s\n", status, strata_error_message(*err));
+	strata_error_free(*err);
+	*err = NULL;
+}
+
+static strata_db_t *open_db(const char *dir)
+{
+	strata_error_t *err = NULL;
+	/* TOML text; buffered so that the test runs on any filesystem. */
+	strata_db_t *db = strata_open(dir, "io_mode = \"buffered\"\n", &err);
+
+	if (!db)
+		fprintf(stderr, "open %s: %s\n", dir, strata_error_message(err));
+	strata_error_free(err);
+	return db;
+}
+
+static void test_put_get_delete(strata_db_t *db)
+{
+	strata_error_t *err = NULL;
+	char buf[64];
+	size_t len = 0;
+	char *value = NULL;
+	int rc;
+
+	CHECK(strata_put(db, "k1", 2, "hello", 5, 0, &err) == STRATA_OK, "put");
+	CHECK(err == NULL, "put sets no error");
+	rc = strata_get(db, "k1", 2, buf, sizeof(buf), &len, &err);
+	CHECK(rc == STRATA_OK && len == 5 && memcmp(buf, "hello", 5) == 0, "get returns the value");
+
+	rc = strata_get(db, "k1", 2, buf, 2, &len, &err);
+	CHECK(rc == STRATA_BUFFER_TOO_SMALL && len == 5, "short buffer reports the length needed");
+	strata_error_free(err);
+	err = NULL;
+
+	rc = strata_get_alloc(db, "k1", 2, &value, &len, &err);
+	CHECK(rc == STRATA_OK && value && len == 5 && strcmp(value, "hello") == 0, "get_alloc returns a copy");
+	strata_free(value);
+
+	CHECK(strata_put(db, "empty", 5, NULL, 0, 0, &err) == STRATA_OK, "an empty value with a null pointer");
+	rc = strata_get_alloc(db, "empty", 5, &value, &len, &err);
+	CHECK(rc == STRATA_OK && value != NULL && len == 0, "an empty value reads back as empty, not missing");
+	strata_free(value);
+
+	CHECK(strata_delete(db, "k1", 2, 1, &err) == STRATA_OK, "delete (sync)");
+	rc = strata_get(db, "k1", 2, buf, sizeof(buf), &len, &err);
+	CHECK(rc == STRATA_NOT_FOUND && len == 0 && err == NULL, "deleted key is not found, no error set");
+	rc = strata_get_alloc(db, "never", 5, &value, &len, &err);
+	CHECK(rc == STRATA_NOT_FOUND && value == NULL && err == NULL, "get_alloc of a missing key");
+}
+
+static void test_batch(strata_db_t *db)
+{
+	strata_error_t *err = NULL;
+	strata_writebatch_t *b = strata_writebatch_create();
+	uint64_t lsn1 = 0, lsn2 = 0;
+	char key[16], buf[16];
+	size_t len;
+	int i, ok = 1;
+
+	for (i = 0; i < 100; i++) {
+		snprintf(key, sizeof(key), "b%03d", i);
+		CHECK(strata_writebatch_put(b, key, strlen(key), key, strlen(key), &err) == STRATA_OK, "batch put");
+	}
+	CHECK(strata_writebatch_delete(b, "b050", 4, &err) == STRATA_OK, "batch delete");
+	CHECK(strata_writebatch_count(b) == 101, "batch counts its entries");
+	CHECK(strata_write(db, b, 0, &lsn1, &err) == STRATA_OK, "write batch");
+	strata_writebatch_clear(b);
+	CHECK(strata_writebatch_count(b) == 0, "clear empties the batch");
+	CHECK(strata_writebatch_put(b, "b000", 4, "new", 3, &err) == STRATA_OK, "batch put after clear");
+	CHECK(strata_write(db, b, 1, &lsn2, &err) == STRATA_OK, "write batch (sync)");
+	CHECK(lsn2 > lsn1, "LSNs increase");
+	strata_writebatch_destroy(b);
+
+	for (i = 1; i < 100; i++) {
+		snprintf(key, sizeof(key), "b%03d", i);
+		int rc = strata_get(db, key, strlen(key), buf, sizeof(buf), &len, &err);
+		if (i == 50)
+			ok &= rc == STRATA_NOT_FOUND;
+		else
+			ok &= rc == STRATA_OK && len == strlen(key) && memcmp(buf, key, len) == 0;
+	}
+	CHECK(ok, "every batch entry reads back; the deleted one is gone");
+	CHECK(strata_get(db, "b000", 4, buf, sizeof(buf), &len, &err) == STRATA_OK && len == 3 &&
+		      memcmp(buf, "new", 3) == 0,
+	      "the later batch wins");
+}
+
+static void test_bad_arguments(strata_db_t *db)
+{
+	strata_error_t *err = NULL;
+	char buf[8];
+	size_t len;
+
+	expect_error(&err, strata_put(NULL, "k", 1, "v", 1, 0, &err), STRATA_INVALID_ARGUMENT, "null db");
+	expect_error(&err, strata_put(db, NULL, 1, "v", 1, 0, &err), STRATA_INVALID_ARGUMENT, "null key");
+	expect_error(&err, strata_put(db, "k", 0, "v", 1, 0, &err), STRATA_INVALID_ARGUMENT, "empty key");
+	expect_error(&err, strata_put(db, "k", 1, NULL, 5, 0, &err), STRATA_INVALID_ARGUMENT,
+		     "null value with a length");
+	expect_error(&err, strata_put(db, "k", (size_t)-1, "v", 1, 0, &err), STRATA_INVALID_ARGUMENT,
+		     "absurd key length");
+	expect_error(&err, strata_get(db, "k", 1, buf, sizeof(buf), NULL, &err), STRATA_INVALID_ARGUMENT,
+		     "null value_len");
+	expect_error(&err, strata_get(db, "k", 1, NULL, 8, &len, &err), STRATA_INVALID_ARGUMENT,
+		     "null buffer with a length");
+	expect_error(&err, strata_write(db, NULL, 0, NULL, &err), STRATA_INVALID_ARGUMENT, "null batch");
+	expect_error(&err, strata_writebatch_put(NULL, "k", 1, "v", 1, &err), STRATA_INVALID_ARGUMENT,
+		     "null batch put");
+	expect_error(&err, strata_sync(NULL, &err), STRATA_INVALID_ARGUMENT, "null db sync");
+	expect_error(&err, strata_close(NULL, &err), STRATA_INVALID_ARGUMENT, "null db close");
+	CHECK(strata_stats_json(NULL, &err) == NULL, "stats of a null db is null");
+	expect_error(&err, STRATA_INVALID_ARGUMENT, STRATA_INVALID_ARGUMENT, "stats of a null db sets an error");
+
+	/* A null err is allowed: the status alone reports the failure. */
+	CHECK(strata_put(db, NULL, 1, "v", 1, 0, NULL) == STRATA_INVALID_ARGUMENT, "null err slot");
+
+	/* An error left in the slot is freed and replaced, not leaked. */
+	strata_put(db, NULL, 1, "v", 1, 0, &err);
+	CHECK(strata_put(NULL, "k", 1, "v", 1, 0, &err) == STRATA_INVALID_ARGUMENT && err != NULL,
+	      "a second error replaces the first");
+	strata_error_free(err);
+	err = NULL;
+
+	CHECK(strcmp(strata_error_message(NULL), "") == 0, "message of a null error is empty");
+	CHECK(strata_error_code(NULL) == STRATA_OK, "code of a null error is OK");
+}
+
+static void test_config_errors(const char *dir)
+{
+	strata_error_t *err = NULL;
+	strata_options_t *opts;
+	char *json;
+
+	CHECK(strata_open(dir, "{\"io_mode\": \"fast\"}", &err) == NULL, "bad io_mode refuses to open");
+	CHECK(err && strata_error_code(err) == STRATA_CONFIG_ERROR && strstr(strata_error_message(err), "fast"),
+	      "the message names the bad value");
+	strata_error_free(err);
+	err = NULL;
+
+	CHECK(strata_open(dir, "{\"io_mod\": \"direct\"}", &err) == NULL, "unknown key refuses to open");
+	CHECK(err && strstr(strata_error_message(err), "io_mod"), "the message names the unknown key");
+	strata_error_free(err);
+	err = NULL;
+
+	CHECK(strata_open(dir, "{ not json", &err) == NULL && err && strata_error_code(err) == STRATA_CONFIG_ERROR,
+	      "malformed JSON refuses to open");
+	strata_error_free(err);
+	err = NULL;
+
+	CHECK(strata_open(NULL, "io_mode = \"buffered\"", &err) == NULL && err &&
+		      strata_error_code(err) == STRATA_INVALID_ARGUMENT,
+	      "no path anywhere is an error");
+	strata_error_free(err);
+	err = NULL;
+
+	opts = strata_options_create();
+	CHECK(strata_options_set(opts, "writer_buffer_bytes", "256KiB", &err) == STRATA_OK, "options_set size");
+	expect_error(&err, strata_options_set(opts, "nope", "1", &err), STRATA_CONFIG_ERROR, "options_set unknown key");
+	json = strata_options_to_json(opts, &err);
+	CHECK(json && strstr(json, "\"writer_buffer_bytes\":262144"), "options_to_json shows the set value");
+	strata_free(json);
+	strata_options_destroy(opts);
+}
+
+int main(int argc, char **argv)
+{
+	strata_error_t *err = NULL;
+	strata_db_t *db;
+	char buf[16], *stats;
+	size_t len = 0;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s <empty dir>\n", argv[0]);
+		return 2;
+	}
+	CHECK(strata_version() && strlen(strata_version()) > 0, "version string");
+	test_config_errors(argv[1]);
+
+	db = open_db(argv[1]);
+	CHECK(db != NULL, "open");
+	if (!db)
+		goto out;
+	test_put_get_delete(db);
+	test_batch(db);
+	test_bad_arguments(db);
+	CHECK(strata_put(db, "persist", 7, "across-reopen", 13, 0, &err) == STRATA_OK, "put before close");
+	CHECK(strata_sync(db, &err) == STRATA_OK, "sync");
+	CHECK(strata_flush(db, &err) == STRATA_OK, "flush");
+	stats = strata_stats_json(db, &err);
+	CHECK(stats && stats[0] == '{', "stats is a JSON object");
+	strata_free(stats);
+	CHECK(strata_close(db, &err) == STRATA_OK, "close");
+	if (err)
+		fprintf(stderr, "  %s\n", strata_error_message(err));
+
+	/* Reopen: everything written before close is there. */
+	db = open_db(argv[1]);
+	CHECK(db != NULL, "reopen");
+	if (!db)
+		goto out;
+	CHECK(strata_get(db, "persist", 7, buf, sizeof(buf), &len, &err) == STRATA_OK && len == 13 &&
+		      memcmp(buf, "across-reopen", 13) == 0,
+	      "a value persists across close and reopen");
+	CHECK(strata_get(db, "b007", 4, buf, sizeof(buf), &len, &err) == STRATA_OK && len == 4,
+	      "a batch persists across close and reopen");
+	CHECK(strata_get(db, "k1", 2, buf, sizeof(buf), &len, &err) == STRATA_NOT_FOUND,
+	      "a delete persists across close and reopen");
+	CHECK(strata_close(db, &err) == STRATA_OK, "close after reopen");
+out:
+	strata_error_free(err);
+	printf("c api tests: %d checks passed, %d failed\n", checks_passed, checks_failed);
+	return checks_failed ? 1 : 0;
+}
