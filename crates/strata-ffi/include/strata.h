@@ -37,7 +37,12 @@
  *   layer_size_bytes_max  size: integer, or string like "64MiB"
  *   writer_buffer_bytes   size
  *   value_size_bytes_max  size
- *   fallback_to_buffered  true | false
+ *   fallback_to_buffered  true | false (use buffered I/O where O_DIRECT is refused)
+ *   alignment_bytes       direct-I/O alignment override (power of two); null/"none": the kernel's
+ *   history_lsns          versions kept below the last LSN; null/"none": all
+ *   delta_block_bytes     target data block size of delta layers
+ *   background_flush      true | false
+ *   create_if_missing     true | false
  * Unknown keys and bad values are STRATA_CONFIG_ERROR with a message naming
  * the key and the source.
  */

@@ -39,6 +39,20 @@ pub const KEYS: &[(&str, &str)] = &[
         "bytes, integer or string with suffix",
     ),
     ("fallback_to_buffered", "true | false"),
+    (
+        "alignment_bytes",
+        "direct-I/O alignment override, a power of two; null or \"none\" = the kernel's",
+    ),
+    (
+        "history_lsns",
+        "versions kept readable below the last LSN; null or \"none\" = all",
+    ),
+    (
+        "delta_block_bytes",
+        "target data block size of delta layers, bytes",
+    ),
+    ("background_flush", "true | false"),
+    ("create_if_missing", "true | false"),
 ];
 
 /// Engine options plus the database path a configuration may carry.
@@ -98,6 +112,23 @@ impl Config {
             "writer_buffer_bytes" => o.writer_buffer_bytes = as_usize(key, value)?,
             "value_size_bytes_max" => o.value_size_bytes_max = as_usize(key, value)?,
             "fallback_to_buffered" => o.fallback_to_buffered = as_bool(key, value)?,
+            "alignment_bytes" => {
+                o.alignment_bytes = if as_none(value) {
+                    None
+                } else {
+                    Some(as_usize(key, value)?)
+                }
+            }
+            "history_lsns" => {
+                o.history_lsns = if as_none(value) {
+                    None
+                } else {
+                    Some(as_bytes(key, value)?)
+                }
+            }
+            "delta_block_bytes" => o.delta_block_bytes = as_usize(key, value)?,
+            "background_flush" => o.background_flush = as_bool(key, value)?,
+            "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
                 return Err(format!(
@@ -120,6 +151,11 @@ impl Config {
             "writer_buffer_bytes": o.writer_buffer_bytes,
             "value_size_bytes_max": o.value_size_bytes_max,
             "fallback_to_buffered": o.fallback_to_buffered,
+            "alignment_bytes": o.alignment_bytes,
+            "history_lsns": o.history_lsns,
+            "delta_block_bytes": o.delta_block_bytes,
+            "background_flush": o.background_flush,
+            "create_if_missing": o.create_if_missing,
         })
     }
 }
@@ -202,6 +238,15 @@ fn parse_toml(text: &str, src: &str) -> Result<serde_json::Map<String, Value>, F
 fn as_str<'v>(key: &str, v: &'v Value) -> Result<&'v str, String> {
     v.as_str()
         .ok_or_else(|| format!("key `{key}` must be a string, found {v}"))
+}
+
+/// JSON null, or the strings "none" / "" (TOML has no null).
+fn as_none(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty() || s.eq_ignore_ascii_case("none"),
+        _ => false,
+    }
 }
 
 fn as_bool(key: &str, v: &Value) -> Result<bool, String> {
@@ -314,6 +359,21 @@ mod tests {
             .load(Some(missing.to_str().unwrap()))
             .unwrap_err();
         assert!(e.message.contains("cannot read"), "{}", e.message);
+    }
+
+    #[test]
+    fn optional_keys_take_none() {
+        let mut c = Config::default();
+        c.load(Some(r#"{"alignment_bytes": 4096, "history_lsns": "1000"}"#))
+            .unwrap();
+        assert_eq!(c.options.alignment_bytes, Some(4096));
+        assert_eq!(c.options.history_lsns, Some(1000));
+        c.load(Some("alignment_bytes = \"none\"\nhistory_lsns = \"\""))
+            .unwrap();
+        assert_eq!(c.options.alignment_bytes, None);
+        assert_eq!(c.options.history_lsns, None);
+        c.set("background_flush", "false").unwrap();
+        assert!(!c.options.background_flush);
     }
 
     #[test]

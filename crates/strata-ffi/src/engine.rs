@@ -29,6 +29,11 @@ mod pending {
         pub writer_buffer_bytes: usize,
         pub value_size_bytes_max: usize,
         pub fallback_to_buffered: bool,
+        pub alignment_bytes: Option<usize>,
+        pub history_lsns: Option<u64>,
+        pub delta_block_bytes: usize,
+        pub background_flush: bool,
+        pub create_if_missing: bool,
     }
 
     impl Default for Options {
@@ -39,7 +44,12 @@ mod pending {
                 layer_size_bytes_max: 64 << 20,
                 writer_buffer_bytes: 1 << 20,
                 value_size_bytes_max: 16 << 20,
-                fallback_to_buffered: false,
+                fallback_to_buffered: true,
+                alignment_bytes: None,
+                history_lsns: None,
+                delta_block_bytes: 16 << 10,
+                background_flush: true,
+                create_if_missing: true,
             }
         }
     }
