@@ -1,1 +1,25 @@
-fn main() {}
+//! The `strata` command. This file only parses and dispatches; each
+//! subcommand lives in its own module (`lab.rs`, …).
+
+mod lab;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "strata", version, about = "strata: a versioned key-value engine built for direct I/O")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Measure strata against the device and peer engines.
+    Lab(lab::LabArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Lab(args) => lab::main(args),
+    }
+}

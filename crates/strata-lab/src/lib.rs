@@ -1,1 +1,355 @@
-//! The strata lab.
+//! The strata lab: measures strata against the device it runs on and
+//! against the engines people would pick instead, side by side in one run
+//! (see LAB.md and docs/lab.md).
+//!
+//! - [`engine`]: the `Engine` trait and its adapters (strata, RocksDB,
+//!   fjall, redb, LMDB);
+//! - [`device`]: the device line every bandwidth is compared with;
+//! - [`io_exp`], [`ingest`], [`bulk`]: the experiments;
+//! - [`results`]: the JSON written per experiment; [`report`] and [`plot`]:
+//!   the HTML report made from it.
+//!
+//! [`run`] is what `strata lab run` calls. Experiments run one after the
+//! other on a fresh directory that is removed at the end.
+
+pub mod bulk;
+pub mod device;
+pub mod engine;
+pub mod ingest;
+pub mod io_exp;
+pub mod machine;
+pub mod plot;
+pub mod progress;
+pub mod report;
+pub mod results;
+pub mod sys;
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::engine::{EngineConfig, EngineKind};
+use crate::machine::Machine;
+use crate::results::{DeviceLine, ExperimentResult, MetricSpec, Row, SCHEMA_VERSION};
+
+/// The experiments `strata lab run` knows, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Experiment {
+    Device,
+    Io,
+    Ingest,
+    Bulk,
+}
+
+impl Experiment {
+    pub const ALL: [Experiment; 4] = [Experiment::Device, Experiment::Io, Experiment::Ingest, Experiment::Bulk];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Device => "device",
+            Experiment::Io => "io",
+            Experiment::Ingest => "ingest",
+            Experiment::Bulk => "bulk",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Experiment::Device => "device — sequential bandwidth of the disk (the device line)",
+            Experiment::Io => "io — strata's io layer (BufferedWriter, 1 MiB buffer) in every mode and engine",
+            Experiment::Ingest => "ingest — the write path (Neon bench_ingest matrix)",
+            Experiment::Bulk => "bulk — a large ingest end to end (Neon test_bulk_insert)",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Experiment> {
+        match Experiment::ALL.iter().find(|e| e.name() == name) {
+            Some(e) => Ok(*e),
+            None => bail!("unknown experiment {name:?}; known: device, io, ingest, bulk"),
+        }
+    }
+
+    /// Sort key of an experiment name (unknown names last).
+    pub fn order_of(name: &str) -> usize {
+        Experiment::ALL.iter().position(|e| e.name() == name).unwrap_or(usize::MAX)
+    }
+}
+
+/// What `strata lab run` was asked for.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Empty: every experiment.
+    pub experiments: Vec<Experiment>,
+    pub quick: bool,
+    /// Empty: every engine compiled into this binary.
+    pub engines: Vec<EngineKind>,
+    /// Where engines and probes write; a fresh subfolder is used and removed.
+    pub data_dir: PathBuf,
+    /// Where the JSON results and report.html go.
+    pub out_dir: PathBuf,
+}
+
+/// Runs the experiments, writes their results and the report; returns the
+/// report's path. An experiment that fails is reported and the others still
+/// run; the run then ends with an error.
+pub fn run(config: &RunConfig) -> Result<PathBuf> {
+    let mut experiments = if config.experiments.is_empty() { Experiment::ALL.to_vec() } else { config.experiments.clone() };
+    // The device line is measured in every run: the others compare with it.
+    if !experiments.contains(&Experiment::Device) {
+        experiments.push(Experiment::Device);
+    }
+    experiments.sort();
+    experiments.dedup();
+
+    let engines = if config.engines.is_empty() {
+        EngineKind::ALL.iter().copied().filter(|k| k.is_compiled()).collect()
+    } else {
+        for kind in &config.engines {
+            if !kind.is_compiled() {
+                bail!(
+                    "engine {} is not compiled into this binary: rebuild with `--features {}` (e.g. cargo run --release -p strata-cli --features {} -- lab run …)",
+                    kind.name(),
+                    kind.feature(),
+                    kind.feature()
+                );
+            }
+        }
+        config.engines.clone()
+    };
+
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("create data directory {}", config.data_dir.display()))?;
+    let data_dir = config.data_dir.join(format!("run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data_dir);
+    std::fs::create_dir_all(&data_dir)?;
+    std::fs::create_dir_all(&config.out_dir)
+        .with_context(|| format!("create results directory {}", config.out_dir.display()))?;
+
+    let ctx = RunContext {
+        quick: config.quick,
+        machine: Machine::describe(&data_dir),
+        git_commit: machine::git_commit(),
+        data_dir: data_dir.clone(),
+        out_dir: config.out_dir.clone(),
+    };
+    eprintln!(
+        "strata lab: {} on {} ({}), engines: {}, {} mode",
+        experiments.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
+        ctx.machine.filesystem.device,
+        ctx.machine.filesystem.fs_type,
+        engines.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        if config.quick { "quick" } else { "full" }
+    );
+
+    let mut failures = Vec::new();
+    let mut device_line: Option<DeviceLine> = None;
+    for experiment in experiments {
+        progress::heading(experiment.title());
+        let outcome = match experiment {
+            Experiment::Device => run_device(&ctx).map(|(result, line)| {
+                device_line = Some(line);
+                result
+            }),
+            Experiment::Io => run_io(&ctx, device_line.as_ref()),
+            Experiment::Ingest => run_ingest(&ctx, &engines, device_line.as_ref()),
+            Experiment::Bulk => run_bulk(&ctx, &engines, device_line.as_ref()),
+        };
+        match outcome.and_then(|result| result.save(&ctx.out_dir)) {
+            Ok(path) => eprintln!("  results: {}", path.display()),
+            Err(err) => {
+                eprintln!("  {} failed: {err:#}", experiment.name());
+                failures.push(format!("{}: {err:#}", experiment.name()));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&data_dir);
+
+    let report = report::write_report(&ctx.out_dir)?;
+    println!("report: {}", report.display());
+    if !failures.is_empty() {
+        bail!("{} experiment(s) failed: {}", failures.len(), failures.join("; "));
+    }
+    Ok(report)
+}
+
+struct RunContext {
+    quick: bool,
+    machine: Machine,
+    git_commit: Option<String>,
+    data_dir: PathBuf,
+    out_dir: PathBuf,
+}
+
+impl RunContext {
+    fn result(
+        &self,
+        experiment: Experiment,
+        started: (String, Instant),
+        device_line: Option<&DeviceLine>,
+        metrics: Vec<MetricSpec>,
+        plot_metrics: &[&str],
+        options: BTreeMap<String, serde_json::Value>,
+        rows: Vec<Row>,
+        notes: Vec<String>,
+    ) -> ExperimentResult {
+        ExperimentResult {
+            schema_version: SCHEMA_VERSION,
+            experiment: experiment.name().to_string(),
+            title: experiment.title().to_string(),
+            started_at_utc: started.0,
+            duration_s: started.1.elapsed().as_secs_f64(),
+            quick: self.quick,
+            git_commit: self.git_commit.clone(),
+            machine: self.machine.clone(),
+            options,
+            device_line: device_line.cloned(),
+            primary_metric: plot_metrics[0].to_string(),
+            metrics,
+            plot_metrics: plot_metrics.iter().map(|s| s.to_string()).collect(),
+            rows,
+            notes,
+        }
+    }
+}
+
+fn started() -> (String, Instant) {
+    (machine::utc_now(), Instant::now())
+}
+
+fn options(pairs: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::Value> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn run_device(ctx: &RunContext) -> Result<(ExperimentResult, DeviceLine)> {
+    let t = started();
+    let params = device::DeviceParams::new(ctx.quick);
+    let outcome = device::run(&ctx.data_dir, params)?;
+    eprintln!(
+        "  device line: write {:.0} MiB/s, read {:.0} MiB/s{}",
+        outcome.line.write_mib_s,
+        outcome.line.read_mib_s,
+        match (outcome.line.fio_write_mib_s, outcome.line.fio_read_mib_s) {
+            (Some(w), Some(r)) => format!(" (fio: {w:.0} / {r:.0})"),
+            _ => String::new(),
+        }
+    );
+    let opts = options(&[
+        ("file_bytes", params.file_bytes.into()),
+        ("block_bytes", (device::BLOCK_BYTES as u64).into()),
+        ("repeats", params.repeats.into()),
+        ("method", "O_DIRECT pwrite/pread, fdatasync at end of write".into()),
+    ]);
+    let result = ctx.result(
+        Experiment::Device,
+        t,
+        Some(&outcome.line),
+        device::metrics(),
+        &["mib_s"],
+        opts,
+        outcome.rows,
+        outcome.notes,
+    );
+    Ok((result, outcome.line))
+}
+
+fn run_io(ctx: &RunContext, device_line: Option<&DeviceLine>) -> Result<ExperimentResult> {
+    let t = started();
+    let params = io_exp::IoParams::new(ctx.quick);
+    let mut notes = Vec::new();
+    let device = device_line.map(|l| (l.write_mib_s, l.read_mib_s));
+    let rows = io_exp::run(&params, &ctx.data_dir, device, &mut notes)?;
+    if rows.is_empty() {
+        bail!("no io configuration ran: {}", notes.join("; "));
+    }
+    let opts = options(&[
+        ("file_bytes", params.file_bytes.into()),
+        ("write_sizes_bytes", serde_json::json!(params.write_sizes_bytes)),
+        ("writer_capacity_bytes", (io_exp::WRITER_CAPACITY_BYTES as u64).into()),
+        ("read_block_bytes", (io_exp::READ_BLOCK_BYTES as u64).into()),
+    ]);
+    Ok(ctx.result(Experiment::Io, t, device_line, io_exp::metrics(), &["write_mib_s", "read_mib_s"], opts, rows, notes))
+}
+
+fn run_ingest(ctx: &RunContext, engines: &[EngineKind], device_line: Option<&DeviceLine>) -> Result<ExperimentResult> {
+    let t = started();
+    let params = ingest::IngestParams::new(ctx.quick);
+    let configs: Vec<EngineConfig> = engines
+        .iter()
+        .flat_map(|kind| kind.io_modes().iter().map(|mode| EngineConfig { kind: *kind, io_mode: *mode }))
+        .collect();
+    let mut notes = Vec::new();
+    let rows = ingest::run(&configs, params, &ctx.data_dir, device_line.map(|l| l.write_mib_s), &mut notes)?;
+    if rows.is_empty() {
+        bail!("no engine completed ingest: {}", notes.join("; "));
+    }
+    let opts = options(&[
+        ("volume_bytes", params.volume_bytes.into()),
+        ("repeats", params.repeats.into()),
+        ("batch_puts", (workload::BATCH_PUTS as u64).into()),
+        ("key_len_bytes", (workload::KEY_LEN_BYTES as u64).into()),
+        ("reader_window_keys", ingest::READER_WINDOW_KEYS.into()),
+    ]);
+    Ok(ctx.result(Experiment::Ingest, t, device_line, ingest::metrics(), &["mib_s", "puts_s"], opts, rows, notes))
+}
+
+fn run_bulk(ctx: &RunContext, engines: &[EngineKind], device_line: Option<&DeviceLine>) -> Result<ExperimentResult> {
+    let t = started();
+    let params = bulk::BulkParams::new(ctx.quick);
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for kind in engines {
+        let config = EngineConfig { kind: *kind, io_mode: kind.default_io_mode() };
+        match bulk::run_engine(&config, &params, &ctx.data_dir) {
+            Ok(row) => {
+                eprintln!(
+                    "  bulk {:<8} insert {:.1} s, WA {:.2}, recovery {:.2} s, recovered {:.3}, RSS {:.0} MiB",
+                    kind.name(),
+                    row.metrics.get("insert_s").copied().unwrap_or(f64::NAN),
+                    row.metrics.get("write_amp").copied().unwrap_or(f64::NAN),
+                    row.metrics.get("recovery_s").copied().unwrap_or(f64::NAN),
+                    row.metrics.get("recovered_fraction").copied().unwrap_or(f64::NAN),
+                    row.metrics.get("peak_rss_mib").copied().unwrap_or(f64::NAN),
+                );
+                rows.push(row);
+            }
+            Err(err) => {
+                eprintln!("  bulk {} failed: {err:#}", kind.name());
+                notes.push(format!("bulk {} failed: {err:#}", kind.name()));
+            }
+        }
+    }
+    if rows.is_empty() {
+        bail!("no engine completed bulk: {}", notes.join("; "));
+    }
+    let opts = options(&[
+        ("volume_bytes", params.volume_bytes.into()),
+        ("value_len_bytes", (params.value_len_bytes as u64).into()),
+        ("key_layout", params.layout.label().into()),
+        ("ingested_bytes", params.ingested_bytes().into()),
+    ]);
+    Ok(ctx.result(
+        Experiment::Bulk,
+        t,
+        device_line,
+        bulk::metrics(),
+        &["insert_mib_s", "write_amp", "recovery_s", "peak_rss_mib"],
+        opts,
+        rows,
+        notes,
+    ))
+}
+
+/// Entry of the hidden `strata lab bulk-child` subcommand.
+pub fn bulk_child_main(spec: &str) -> Result<()> {
+    bulk::child_main(spec)
+}
+
+/// `strata lab report DIR`.
+pub fn report_main(dir: &Path) -> Result<PathBuf> {
+    let path = report::write_report(dir)?;
+    println!("report: {}", path.display());
+    Ok(path)
+}

@@ -60,6 +60,14 @@ impl Progress {
         }
     }
 
+    /// Prints a line above the bar (or plainly).
+    pub fn println(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     /// Ends the task with a one-line outcome, kept on screen.
     pub fn finish(self, outcome: &str) {
         match self.bar {

@@ -34,6 +34,9 @@ pub struct ExperimentResult {
     pub primary_metric: String,
     /// The metrics rows carry, in display order.
     pub metrics: Vec<MetricSpec>,
+    /// Keys of the metrics the report plots (the primary one first).
+    #[serde(default)]
+    pub plot_metrics: Vec<String>,
     pub rows: Vec<Row>,
     /// Anything the reader should know (skipped engines, fallbacks…).
     pub notes: Vec<String>,
@@ -245,6 +248,7 @@ pub(crate) mod tests {
             }),
             primary_metric: "mib_s".to_string(),
             metrics: vec![spec, MetricSpec::new("puts_s", "Puts", "puts/s", true)],
+            plot_metrics: vec!["mib_s".to_string(), "puts_s".to_string()],
             rows: vec![
                 Row::new("100 B Sequential", "strata", "DirectRw").metric("mib_s", 100.0).metric("puts_s", 1e6),
                 Row::new("100 B Sequential", "rocksdb", "Buffered").metric("mib_s", 50.0),

@@ -73,7 +73,8 @@ impl Engine for LmdbEngine {
     fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<u64> {
         let txn = self.env.read_txn()?;
         let mut n = 0u64;
-        for item in self.db.range(&txn, &(start..end))? {
+        let range = (std::ops::Bound::Included(start), std::ops::Bound::Excluded(end));
+        for item in self.db.range(&txn, &range)? {
             if n as usize >= limit {
                 break;
             }

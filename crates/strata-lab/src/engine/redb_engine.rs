@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
 use super::{Engine, EngineConfig, EngineKind, EngineWriteStats};
 use crate::workload::Batch;

@@ -1,0 +1,71 @@
+//! `strata lab …`: argument parsing for the lab; the work is in strata-lab.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use strata_lab::engine::EngineKind;
+use strata_lab::{Experiment, RunConfig};
+
+#[derive(Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Run experiments (default: all of device, io, ingest, bulk), write one
+    /// JSON per experiment and report.html into the results directory.
+    Run {
+        /// Experiments to run: device, io, ingest, bulk (device always runs:
+        /// it is the line the others are compared with).
+        experiments: Vec<String>,
+        /// Small sizes: the whole set in a few minutes on 2 cores.
+        #[arg(long)]
+        quick: bool,
+        /// Comma-separated engines: strata,rocksdb,fjall,redb,lmdb (default:
+        /// every engine compiled in; rocksdb needs `--features rocksdb`).
+        #[arg(long, value_delimiter = ',')]
+        engines: Vec<String>,
+        /// Directory the engines write to (a fresh subfolder is used and
+        /// removed). Must be on a real disk: tmpfs refuses O_DIRECT.
+        #[arg(long, default_value = "lab-data")]
+        dir: PathBuf,
+        /// Results directory (default: lab-results/<UTC time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Write report.html from a results directory.
+    Report {
+        /// A directory of results JSON written by `strata lab run`.
+        results_dir: PathBuf,
+    },
+    /// Internal: the child process of the bulk experiment.
+    #[command(hide = true)]
+    BulkChild { spec: String },
+}
+
+pub fn main(args: LabArgs) -> Result<()> {
+    match args.command {
+        LabCommand::Run { experiments, quick, engines, dir, out } => {
+            let experiments = experiments.iter().map(|e| Experiment::parse(e)).collect::<Result<Vec<_>>>()?;
+            let engines = engines
+                .iter()
+                .filter(|e| !e.trim().is_empty())
+                .map(|e| EngineKind::parse(e))
+                .collect::<Result<Vec<_>>>()?;
+            let out_dir = out.unwrap_or_else(|| {
+                let stamp = strata_lab::machine::utc_now().replace(':', "");
+                PathBuf::from("lab-results").join(stamp)
+            });
+            strata_lab::run(&RunConfig { experiments, quick, engines, data_dir: dir, out_dir })?;
+            Ok(())
+        }
+        LabCommand::Report { results_dir } => {
+            strata_lab::report_main(&results_dir)?;
+            Ok(())
+        }
+        LabCommand::BulkChild { spec } => strata_lab::bulk_child_main(&spec),
+    }
+}

@@ -1,0 +1,303 @@
+//! The device line (LAB.md §4, sequential part): sequential write and read
+//! bandwidth of the data directory's device at 1 MiB blocks with O_DIRECT,
+//! measured by the lab itself (pwrite/pread on an aligned buffer, fdatasync
+//! at the end of the write, included in its time) and, where `fio` is on the
+//! PATH, by fio with the same job, A B interleaved. Every other experiment
+//! shows its bandwidths as a fraction of the probe's medians.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::progress::Progress;
+use crate::results::{DeviceLine, MetricSpec, Row};
+use crate::workload::fmix64;
+
+/// Block size of the sequential probe (LAB.md §4).
+pub const BLOCK_BYTES: usize = 1 << 20;
+/// Alignment of the probe's buffer and offsets; a multiple of every DIO
+/// alignment Linux reports.
+const ALIGNMENT_BYTES: usize = 4096;
+const _: () = assert!(BLOCK_BYTES % ALIGNMENT_BYTES == 0);
+
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceParams {
+    pub file_bytes: u64,
+    pub repeats: u32,
+}
+
+impl DeviceParams {
+    pub fn new(quick: bool) -> DeviceParams {
+        if quick {
+            DeviceParams { file_bytes: 256 << 20, repeats: 2 }
+        } else {
+            DeviceParams { file_bytes: 2 << 30, repeats: 3 }
+        }
+    }
+}
+
+/// A heap buffer aligned for O_DIRECT.
+struct DirectBuf {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl DirectBuf {
+    fn new(len: usize) -> Result<DirectBuf> {
+        let layout = std::alloc::Layout::from_size_align(len, ALIGNMENT_BYTES)?;
+        // SAFETY: layout has non-zero size (BLOCK_BYTES).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            bail!("out of memory for a {len}-byte buffer");
+        }
+        Ok(DirectBuf { ptr, layout })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is a live allocation of layout.size() bytes we own.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for DirectBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn open_direct(path: &Path, flags: libc::c_int) -> Result<Fd> {
+    let c_path = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: c_path is a valid NUL-terminated string.
+    let fd = unsafe { libc::open(c_path.as_ptr(), flags | libc::O_DIRECT | libc::O_CLOEXEC, 0o644) };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        bail!(
+            "open {} with O_DIRECT: {err} (tmpfs and some filesystems refuse O_DIRECT; use --dir on a real disk)",
+            path.display()
+        );
+    }
+    Ok(Fd(fd))
+}
+
+/// Seconds to write `file_bytes` sequentially (O_DIRECT, fdatasync at end).
+pub fn probe_write(path: &Path, file_bytes: u64, mut progress: Option<&mut Progress>) -> Result<f64> {
+    let mut buf = DirectBuf::new(BLOCK_BYTES)?;
+    for (i, chunk) in buf.as_mut_slice().chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&fmix64(i as u64 + 1).to_le_bytes()[..chunk.len()]);
+    }
+    let fd = open_direct(path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC)?;
+    let start = Instant::now();
+    let mut offset = 0u64;
+    while offset < file_bytes {
+        // SAFETY: buf is BLOCK_BYTES long and aligned; fd is open.
+        let n = unsafe { libc::pwrite(fd.0, buf.ptr as *const libc::c_void, BLOCK_BYTES, offset as libc::off_t) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error()).context("pwrite");
+        }
+        if n as usize != BLOCK_BYTES {
+            bail!("short O_DIRECT write: {n} of {BLOCK_BYTES} bytes");
+        }
+        offset += BLOCK_BYTES as u64;
+        if let Some(p) = progress.as_deref_mut() {
+            p.inc(BLOCK_BYTES as u64);
+        }
+    }
+    // SAFETY: fd is open.
+    if unsafe { libc::fdatasync(fd.0) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("fdatasync");
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Seconds to read the file back sequentially (O_DIRECT).
+pub fn probe_read(path: &Path, file_bytes: u64, mut progress: Option<&mut Progress>) -> Result<f64> {
+    let buf = DirectBuf::new(BLOCK_BYTES)?;
+    let fd = open_direct(path, libc::O_RDONLY)?;
+    let start = Instant::now();
+    let mut offset = 0u64;
+    while offset < file_bytes {
+        // SAFETY: buf is BLOCK_BYTES long and aligned; fd is open.
+        let n = unsafe { libc::pread(fd.0, buf.ptr as *mut libc::c_void, BLOCK_BYTES, offset as libc::off_t) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error()).context("pread");
+        }
+        if n as usize != BLOCK_BYTES {
+            bail!("short O_DIRECT read at {offset}: {n} bytes");
+        }
+        offset += BLOCK_BYTES as u64;
+        if let Some(p) = progress.as_deref_mut() {
+            p.inc(BLOCK_BYTES as u64);
+        }
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Whether `fio` is on the PATH.
+pub fn fio_available() -> bool {
+    Command::new("fio").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// fio's bandwidth (MiB/s) for a sequential job on `path`, same shape as
+/// the probe: psync, 1 MiB blocks, O_DIRECT, appending to a new file, fsync
+/// at the end of writes.
+pub fn fio_bandwidth_mib_s(path: &Path, file_bytes: u64, write: bool) -> Result<f64> {
+    let mut cmd = Command::new("fio");
+    cmd.arg("--name=strata-lab-device")
+        .arg(format!("--filename={}", path.display()))
+        .arg(if write { "--rw=write" } else { "--rw=read" })
+        .arg(format!("--bs={BLOCK_BYTES}"))
+        .arg(format!("--size={file_bytes}"))
+        // fio preallocates by default (unwritten extents, converted on each
+        // write); the probe and the engines append, so fio must too.
+        .args(["--direct=1", "--ioengine=psync", "--fallocate=none", "--output-format=json"]);
+    if write {
+        cmd.arg("--end_fsync=1");
+    }
+    let out = cmd.output().context("run fio")?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // fio may print warnings before the JSON document.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json_start = text.find('{').context("no JSON in fio's output")?;
+    let doc: serde_json::Value = serde_json::from_str(&text[json_start..]).context("parse fio JSON")?;
+    let side = if write { "write" } else { "read" };
+    let bw_bytes = doc["jobs"][0][side]["bw_bytes"]
+        .as_f64()
+        .context("fio JSON without jobs[0].<rw>.bw_bytes")?;
+    Ok(bw_bytes / (1024.0 * 1024.0))
+}
+
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+/// What the device experiment measured.
+pub struct DeviceOutcome {
+    pub line: DeviceLine,
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+}
+
+pub fn metrics() -> Vec<MetricSpec> {
+    vec![
+        MetricSpec::new("mib_s", "Bandwidth (median)", "MiB/s", true),
+        MetricSpec::new("min_mib_s", "Min", "MiB/s", true),
+        MetricSpec::new("max_mib_s", "Max", "MiB/s", true),
+    ]
+}
+
+/// Measures the device line in `dir` (removing its test file afterwards).
+pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("device-probe.dat");
+    let fio = fio_available();
+    let mut notes = Vec::new();
+    if !fio {
+        notes.push("fio is not installed: no fio cross-check".to_string());
+    }
+    let mut probe_w = Vec::new();
+    let mut probe_r = Vec::new();
+    let mut fio_w = Vec::new();
+    let mut fio_r = Vec::new();
+    let mib = params.file_bytes as f64 / (1024.0 * 1024.0);
+    let result = (|| -> Result<()> {
+        for rep in 0..params.repeats {
+            let mut p = Progress::new(&format!("device probe write #{}", rep + 1), params.file_bytes);
+            let secs = probe_write(&path, params.file_bytes, Some(&mut p))?;
+            p.finish(&format!("{:.0} MiB/s", mib / secs));
+            probe_w.push(mib / secs);
+            let mut p = Progress::new(&format!("device probe read #{}", rep + 1), params.file_bytes);
+            let secs = probe_read(&path, params.file_bytes, Some(&mut p))?;
+            p.finish(&format!("{:.0} MiB/s", mib / secs));
+            probe_r.push(mib / secs);
+            std::fs::remove_file(&path)?;
+            if fio {
+                match fio_bandwidth_mib_s(&path, params.file_bytes, true)
+                    .and_then(|w| Ok((w, fio_bandwidth_mib_s(&path, params.file_bytes, false)?)))
+                {
+                    Ok((w, r)) => {
+                        eprintln!("  {:<40} write {w:.0} MiB/s, read {r:.0} MiB/s", format!("fio #{}", rep + 1));
+                        fio_w.push(w);
+                        fio_r.push(r);
+                    }
+                    Err(err) => notes.push(format!("fio run failed: {err:#}")),
+                }
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&path);
+    result?;
+
+    let line = DeviceLine {
+        write_mib_s: median(&probe_w),
+        read_mib_s: median(&probe_r),
+        block_bytes: BLOCK_BYTES as u64,
+        file_bytes: params.file_bytes,
+        fio_write_mib_s: (!fio_w.is_empty()).then(|| median(&fio_w)),
+        fio_read_mib_s: (!fio_r.is_empty()).then(|| median(&fio_r)),
+    };
+    let row = |case: &str, engine: &str, config: &str, samples: &[f64]| {
+        Row::new(case, engine, config)
+            .metric("mib_s", median(samples))
+            .metric("min_mib_s", samples.iter().cloned().fold(f64::INFINITY, f64::min))
+            .metric("max_mib_s", samples.iter().cloned().fold(0.0, f64::max))
+            .param("samples_mib_s", samples.to_vec())
+    };
+    let mut rows = vec![
+        row("sequential write 1 MiB", "lab probe", "O_DIRECT pwrite", &probe_w),
+        row("sequential read 1 MiB", "lab probe", "O_DIRECT pread", &probe_r),
+    ];
+    if !fio_w.is_empty() {
+        rows.push(row("sequential write 1 MiB", "fio", "psync direct=1 fallocate=none", &fio_w));
+        rows.push(row("sequential read 1 MiB", "fio", "psync direct=1", &fio_r));
+    }
+    Ok(DeviceOutcome { line, rows, notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_samples() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn probe_writes_and_reads_a_small_file() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = tmp.path().join("probe");
+        let bytes = 4 * BLOCK_BYTES as u64;
+        assert!(probe_write(&path, bytes, None).unwrap() > 0.0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), bytes);
+        assert!(probe_read(&path, bytes, None).unwrap() > 0.0);
+    }
+}

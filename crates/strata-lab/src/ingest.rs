@@ -1,0 +1,231 @@
+//! The ingest experiment (LAB.md §1): the reference matrix of Neon's
+//! pageserver bench_ingest, run for strata in each io mode and for each peer
+//! on the same workload, cases interleaved across engines (A B A B).
+//!
+//! Timing covers the writes and the end of the case: `freeze` for "write
+//! delta = No", `flush` for "Yes". Opening and closing the engine are not
+//! timed. Throughput = value bytes / elapsed.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::device::median;
+use crate::engine::{self, EngineConfig};
+use crate::progress::Progress;
+use crate::results::{DeviceSide, MetricSpec, Row};
+use crate::workload::{for_each_batch, KeyLayout, ValueSource};
+
+/// Keys the concurrent reader re-reads on every round (LAB.md §1).
+pub const READER_WINDOW_KEYS: u64 = 32;
+
+#[derive(Clone, Copy, Debug)]
+pub struct IngestCase {
+    pub value_len_bytes: usize,
+    pub layout: KeyLayout,
+    pub write_delta: bool,
+    pub concurrent_reader: bool,
+}
+
+impl IngestCase {
+    pub fn label(&self) -> String {
+        let size = if self.value_len_bytes >= 1024 && self.value_len_bytes % 1024 == 0 {
+            format!("{} KiB", self.value_len_bytes / 1024)
+        } else {
+            format!("{} B", self.value_len_bytes)
+        };
+        let delta = if self.write_delta { "Yes" } else { "No" };
+        let reader = if self.concurrent_reader { " +reader" } else { "" };
+        format!("{size} {} delta={delta}{reader}", self.layout.label())
+    }
+}
+
+/// The LAB.md §1 matrix plus the concurrent-reader row.
+pub fn cases() -> Vec<IngestCase> {
+    let c = |value_len_bytes, layout, write_delta, concurrent_reader| IngestCase {
+        value_len_bytes,
+        layout,
+        write_delta,
+        concurrent_reader,
+    };
+    vec![
+        c(100, KeyLayout::Sequential, true, false),
+        c(100, KeyLayout::Random, true, false),
+        c(100, KeyLayout::RandomReuse(0x3ff), true, false),
+        c(100, KeyLayout::Sequential, false, false),
+        c(8192, KeyLayout::Sequential, true, false),
+        c(8192, KeyLayout::Sequential, false, false),
+        c(100, KeyLayout::Sequential, true, true),
+    ]
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct IngestParams {
+    pub volume_bytes: u64,
+    pub repeats: u32,
+}
+
+impl IngestParams {
+    pub fn new(quick: bool) -> IngestParams {
+        if quick {
+            IngestParams { volume_bytes: 16 << 20, repeats: 1 }
+        } else {
+            IngestParams { volume_bytes: 128 << 20, repeats: 3 }
+        }
+    }
+}
+
+pub fn metrics() -> Vec<MetricSpec> {
+    vec![
+        MetricSpec::new("mib_s", "Throughput (median)", "MiB/s", true).vs_device(DeviceSide::Write),
+        MetricSpec::new("puts_s", "Puts", "puts/s", true),
+        MetricSpec::new("device_fraction", "Fraction of device write", "×", true),
+        MetricSpec::new("elapsed_s", "Elapsed", "s", false),
+        MetricSpec::new("reader_gets_s", "Concurrent reader gets", "gets/s", true),
+    ]
+}
+
+/// One timed run of `case` on a fresh engine in `dir` (removed afterwards).
+pub struct RunFigures {
+    pub elapsed_s: f64,
+    pub reader_gets: u64,
+    pub reader_misses: u64,
+}
+
+pub fn run_case(config: &EngineConfig, case: &IngestCase, volume_bytes: u64, dir: &Path) -> Result<RunFigures> {
+    let _ = std::fs::remove_dir_all(dir);
+    let engine = engine::open(config, dir)?;
+    let values = ValueSource::new(case.value_len_bytes);
+    let puts = (volume_bytes / case.value_len_bytes as u64).max(1);
+    let written = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let layout = case.layout;
+
+    let outcome = std::thread::scope(|s| -> Result<RunFigures> {
+        let reader = case.concurrent_reader.then(|| {
+            let engine = &engine;
+            let written = &written;
+            let done = &done;
+            s.spawn(move || -> Result<(u64, u64)> {
+                let mut gets = 0u64;
+                let mut misses = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let last = written.load(Ordering::Acquire);
+                    for i in last.saturating_sub(READER_WINDOW_KEYS)..last {
+                        if engine.get(&layout.key(i))?.is_none() {
+                            misses += 1;
+                        }
+                        gets += 1;
+                    }
+                    if last == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                Ok((gets, misses))
+            })
+        });
+        let start = Instant::now();
+        let written_result = for_each_batch(layout, &values, puts, |first, batch| {
+            engine.write(batch)?;
+            written.store(first + batch.len() as u64, Ordering::Release);
+            Ok(())
+        })
+        .and_then(|()| if case.write_delta { engine.flush() } else { engine.freeze() });
+        let elapsed_s = start.elapsed().as_secs_f64();
+        done.store(true, Ordering::Release);
+        let (reader_gets, reader_misses) = match reader {
+            Some(handle) => handle.join().map_err(|_| anyhow::anyhow!("reader thread panicked"))??,
+            None => (0, 0),
+        };
+        written_result?;
+        Ok(RunFigures { elapsed_s, reader_gets, reader_misses })
+    });
+    engine.close()?;
+    let _ = std::fs::remove_dir_all(dir);
+    outcome
+}
+
+/// Runs every case for every engine configuration, interleaved, and
+/// returns one row per (case, configuration).
+pub fn run(
+    configs: &[EngineConfig],
+    params: IngestParams,
+    data_dir: &Path,
+    device_write_mib_s: Option<f64>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut progress = Progress::new("ingest", (cases().len() * configs.len()) as u64 * params.repeats as u64);
+    for case in cases() {
+        let label = case.label();
+        let mut samples: Vec<Vec<RunFigures>> = configs.iter().map(|_| Vec::new()).collect();
+        let mut failed: Vec<Option<String>> = configs.iter().map(|_| None).collect();
+        for _rep in 0..params.repeats {
+            for (i, config) in configs.iter().enumerate() {
+                if failed[i].is_some() {
+                    continue;
+                }
+                let dir = data_dir.join(format!("ingest-{}", config.kind.name()));
+                match run_case(config, &case, params.volume_bytes, &dir)
+                    .with_context(|| format!("{} {} on {label}", config.kind.name(), config.io_mode.name()))
+                {
+                    Ok(figures) => samples[i].push(figures),
+                    Err(err) => failed[i] = Some(format!("{err:#}")),
+                }
+                progress.inc(1);
+            }
+        }
+        for (i, config) in configs.iter().enumerate() {
+            if let Some(err) = &failed[i] {
+                progress.println(&format!("  ingest failed: {err}"));
+                notes.push(format!("ingest failed: {err}"));
+                continue;
+            }
+            let elapsed: Vec<f64> = samples[i].iter().map(|f| f.elapsed_s).collect();
+            let elapsed_s = median(&elapsed);
+            let puts = (params.volume_bytes / case.value_len_bytes as u64).max(1);
+            let value_bytes = puts * case.value_len_bytes as u64;
+            let mib_s = value_bytes as f64 / (1024.0 * 1024.0) / elapsed_s;
+            let mut row = Row::new(&label, config.kind.name(), config.io_mode.name())
+                .metric("mib_s", mib_s)
+                .metric("puts_s", puts as f64 / elapsed_s)
+                .metric("elapsed_s", elapsed_s)
+                .param("value_len_bytes", case.value_len_bytes as u64)
+                .param("key_layout", case.layout.label())
+                .param("write_delta", case.write_delta)
+                .param("concurrent_reader", case.concurrent_reader)
+                .param("puts", puts)
+                .param("samples_elapsed_s", elapsed.clone());
+            if let Some(device) = device_write_mib_s {
+                row = row.metric("device_fraction", mib_s / device);
+            }
+            if case.concurrent_reader {
+                let gets: u64 = samples[i].iter().map(|f| f.reader_gets).sum();
+                let misses: u64 = samples[i].iter().map(|f| f.reader_misses).sum();
+                let secs: f64 = elapsed.iter().sum();
+                row = row.metric("reader_gets_s", gets as f64 / secs).param("reader_misses", misses);
+                if misses > 0 {
+                    notes.push(format!(
+                        "{} {}: the concurrent reader missed {misses} of {gets} keys already written",
+                        config.kind.name(),
+                        config.io_mode.name()
+                    ));
+                }
+            }
+            progress.println(&format!(
+                "  {:<38} {:<8} {:<9} {:>8.1} MiB/s {:>10.0} puts/s{}",
+                label,
+                config.kind.name(),
+                config.io_mode.name(),
+                mib_s,
+                puts as f64 / elapsed_s,
+                device_write_mib_s.map(|d| format!("  {:.2}× device", mib_s / d)).unwrap_or_default()
+            ));
+            rows.push(row);
+        }
+    }
+    progress.finish("done");
+    Ok(rows)
+}
