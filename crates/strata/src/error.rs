@@ -59,7 +59,7 @@ impl Corruption {
 }
 
 /// A caller's input that breaks a limit or a rule. Nothing was written.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InvalidInput {
     #[error("key is empty; keys are 1..={max} bytes")]
@@ -72,6 +72,8 @@ pub enum InvalidInput {
     BatchTooLarge { len: usize, max: usize },
     #[error("LSN {lsn} is not greater than the last LSN {last}")]
     LsnNotIncreasing { lsn: u64, last: u64 },
+    #[error("entry {entry_index}: keys must come in strictly ascending order; this key is smaller than the previous one")]
+    KeyOutOfOrder { entry_index: u64 },
     #[error("unknown value {value:?} for {option}; expected one of {expected}")]
     UnknownOptionValue { option: &'static str, value: String, expected: &'static str },
     #[error("option {option} = {value} is out of range: {why}")]

@@ -1,11 +1,31 @@
 //! strata: an embedded, versioned key-value storage engine whose write path
 //! is built for direct I/O.
 //!
-//! See DESIGN.md for the architecture. The public API is re-exported here;
+//! Writes go to an open in-memory layer whose log file is the write-ahead
+//! log; frozen layers are flushed to sorted L0 delta layer files; every
+//! version stays readable at its LSN. See DESIGN.md for the architecture and
+//! docs/format.md for the bytes on disk. The public API is re-exported here;
 //! everything else is crate-private.
 
+mod batch;
+mod db;
 pub mod error;
 pub mod io;
+mod layer;
+mod log;
+mod manifest;
+mod options;
+mod read;
 
+pub use batch::WriteBatch;
+pub use db::{Db, Snapshot, Stats};
 pub use error::{Corruption, Error, InvalidInput, Result};
 pub use io::{IoEngine, IoMode};
+pub use options::{
+    Options, WriteOptions, BATCH_BYTES_MAX, KEY_BYTES_MAX, LAYER_BYTES_MAX, LAYER_BYTES_MIN,
+    VALUE_BYTES_MAX_DEFAULT, VALUE_BYTES_MAX_LIMIT,
+};
+pub use read::Scan;
+
+/// A log sequence number: the version a write batch is applied at.
+pub type Lsn = u64;

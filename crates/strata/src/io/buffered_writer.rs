@@ -262,11 +262,25 @@ impl<F: BlockFile> BufferedWriter<F> {
     }
 
     fn sync_inner(&mut self) -> Result<()> {
+        self.write_out_tail_inner()?;
+        self.file.sync_data()
+    }
+
+    /// Like [`Self::sync`] without the fdatasync: everything written so far is
+    /// in the file (the tail block padded) when it returns, so a later
+    /// fdatasync of the file, by any thread, makes it durable. This is how
+    /// group commit syncs outside the writer's lock.
+    pub fn write_out_tail(&mut self) -> Result<()> {
+        self.check_ok()?;
+        let result = self.write_out_tail_inner();
+        self.guard(result)
+    }
+
+    fn write_out_tail_inner(&mut self) -> Result<()> {
         self.wait_in_flight()?;
         if !self.current.is_empty() {
             self.file.write_all_at(self.current.padded_slice(), self.buf_start)?;
         }
-        self.file.sync_data()?;
         // Whole blocks are now in the file: keep only the partial tail block.
         let whole = align_down(self.current.len() as u64, self.alignment) as usize;
         if whole > 0 {

@@ -40,6 +40,7 @@ pub(crate) const BLOOM_BITS_MIN: u64 = 64;
 pub(crate) const BLOOM_HASH_COUNT_MAX: u32 = 30;
 /// The expected false-positive rate at [`BLOOM_BITS_PER_KEY`] and [`BLOOM_HASH_COUNT`]:
 /// `(1 - e^(-k/b))^k` with `k = 7`, `b = 10`.
+#[cfg_attr(not(test), allow(dead_code))] // used by tests
 pub(crate) const BLOOM_FALSE_POSITIVE_RATE_TARGET: f64 = 0.0082;
 
 pub(crate) const BLOOM_HASH_COUNT_OFFSET: usize = 0;

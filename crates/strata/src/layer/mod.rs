@@ -12,3 +12,4 @@
 
 pub(crate) mod bloom;
 pub(crate) mod delta;
+pub(crate) mod inmemory;

@@ -421,11 +421,13 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     }
 
     /// The file's path.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn path(&self) -> &Path {
         self.file.path()
     }
 
     /// The file the reader reads.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn file(&self) -> &R {
         &self.file
     }
@@ -474,6 +476,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
 
     /// All entries (every version) with key in the range, ascending by (key,
     /// lsn), reading blocks lazily.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn range(
         &self,
         start: Bound<&[u8]>,
@@ -850,6 +853,7 @@ fn before_end(end: &Bound<Vec<u8>>, key: &[u8]) -> bool {
 
 /// A range scan borrowing its reader. Yields `(key, lsn, kind, value)`
 /// ascending by (key, lsn); after an error it yields nothing more.
+#[cfg_attr(not(test), allow(dead_code))] // used by tests
 pub(crate) struct DeltaRangeIter<'a, R: ReadAt> {
     scan: Scan<&'a DeltaLayerReader<R>>,
 }

@@ -262,6 +262,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     }
 
     /// Bytes appended to the sink so far.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn bytes_written(&self) -> u64 {
         self.offset
     }
@@ -370,13 +371,6 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
 }
 
 /// The error for a key smaller than the previous one.
-// TODO(integrator): error.rs has no variant for an out-of-order key; a
-// dedicated `InvalidInput::KeyOutOfOrder` would read better than this.
 fn key_out_of_order(entry_index: u64) -> Error {
-    InvalidInput::OptionOutOfRange {
-        option: "DeltaLayerWriter::add entry order",
-        value: entry_index,
-        why: "entries must come in strictly ascending (key, lsn) order; this key is smaller than the previous one",
-    }
-    .into()
+    InvalidInput::KeyOutOfOrder { entry_index }.into()
 }

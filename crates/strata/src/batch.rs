@@ -1,0 +1,195 @@
+//! `WriteBatch`: puts and deletes serialized into one buffer as they are
+//! added (like Neon's SerializedValueBatch), so a write appends the batch to
+//! the log with one copy and no per-entry encoding on the commit path.
+//!
+//! Entry encoding (the payload of a log record, see docs/format.md):
+//! `kind u8 | key_len u16 | value_len u32 | key | value`, little-endian.
+//! Invariants: `count` is the number of encoded entries; the first limit an
+//! entry breaks is kept in `invalid` and reported by `Db::write`, which then
+//! writes nothing. Decoding checks every length against the payload.
+
+use crate::error::InvalidInput;
+use crate::layer::delta::ValueKind;
+use crate::options::{BATCH_BYTES_MAX, KEY_BYTES_MAX};
+
+/// Bytes of an entry's header: kind, key length, value length.
+pub(crate) const ENTRY_HEADER_BYTES: usize = 1 + 2 + 4;
+
+/// An atomic group of puts and deletes. Within a batch the last write of a
+/// key wins.
+#[derive(Clone, Default)]
+pub struct WriteBatch {
+    pub(crate) data: Vec<u8>,
+    pub(crate) count: u32,
+    /// Largest value length added, for the `value_size_bytes_max` check at write.
+    pub(crate) value_len_max: usize,
+    /// The first limit an added entry broke; empty while the batch is valid.
+    pub(crate) invalid: Option<InvalidInput>,
+}
+
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch").field("entries", &self.count).field("bytes", &self.data.len()).finish()
+    }
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty batch with room for `bytes` of serialized entries.
+    pub fn with_capacity(bytes: usize) -> Self {
+        WriteBatch { data: Vec::with_capacity(bytes), ..Self::default() }
+    }
+
+    /// Adds a put of `value` under `key`.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.add(ValueKind::Put, key.as_ref(), value.as_ref());
+    }
+
+    /// Adds a delete (a tombstone) of `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.add(ValueKind::Delete, key.as_ref(), &[]);
+    }
+
+    fn add(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) {
+        if self.invalid.is_some() {
+            return;
+        }
+        if key.is_empty() {
+            self.invalid = Some(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX });
+            return;
+        }
+        if key.len() > KEY_BYTES_MAX {
+            self.invalid = Some(InvalidInput::KeyTooLong { len: key.len(), max: KEY_BYTES_MAX });
+            return;
+        }
+        let Ok(value_len) = u32::try_from(value.len()) else {
+            self.invalid = Some(InvalidInput::ValueTooLarge { len: value.len(), max: u32::MAX as usize });
+            return;
+        };
+        let new_len = self.data.len() + ENTRY_HEADER_BYTES + key.len() + value.len();
+        if new_len > BATCH_BYTES_MAX || self.count == u32::MAX {
+            self.invalid = Some(InvalidInput::BatchTooLarge { len: new_len, max: BATCH_BYTES_MAX });
+            return;
+        }
+        self.data.push(kind as u8);
+        self.data.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        self.data.extend_from_slice(&value_len.to_le_bytes());
+        self.data.extend_from_slice(key);
+        self.data.extend_from_slice(value);
+        self.count += 1;
+        self.value_len_max = self.value_len_max.max(value.len());
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True when the batch has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Serialized size, bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Empties the batch, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.count = 0;
+        self.value_len_max = 0;
+        self.invalid = None;
+    }
+}
+
+/// One decoded entry: kind, key, and the value's position in the payload.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EntryRef<'a> {
+    pub kind: ValueKind,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    /// Offset of the value within the payload.
+    pub value_offset: usize,
+}
+
+/// Decodes a payload of `count` entries; `Err(offset, what)` names the first
+/// malformed entry's offset within the payload.
+pub(crate) fn decode_entries(payload: &[u8], count: u32) -> Result<Vec<EntryRef<'_>>, (usize, &'static str)> {
+    let mut out = Vec::with_capacity(count as usize);
+    let mut at = 0usize;
+    for _ in 0..count {
+        let header = payload.get(at..at + ENTRY_HEADER_BYTES).ok_or((at, "entry header past the record"))?;
+        let kind = ValueKind::from_u8(header[0]).ok_or((at, "unknown entry kind"))?;
+        let key_len = u16::from_le_bytes([header[1], header[2]]) as usize;
+        let value_len = u32::from_le_bytes([header[3], header[4], header[5], header[6]]) as usize;
+        if key_len == 0 || key_len > KEY_BYTES_MAX {
+            return Err((at, "key length out of range"));
+        }
+        if kind == ValueKind::Delete && value_len != 0 {
+            return Err((at, "tombstone with a value"));
+        }
+        let key_at = at + ENTRY_HEADER_BYTES;
+        let value_at = key_at + key_len;
+        let end = value_at.checked_add(value_len).ok_or((at, "value length overflows"))?;
+        if end > payload.len() {
+            return Err((at, "entry past the record"));
+        }
+        out.push(EntryRef {
+            kind,
+            key: &payload[key_at..value_at],
+            value: &payload[value_at..end],
+            value_offset: value_at,
+        });
+        at = end;
+    }
+    if at != payload.len() {
+        return Err((at, "bytes after the last entry"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip() {
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1");
+        b.delete(b"b");
+        b.put(b"c", vec![7u8; 1000]);
+        let entries = decode_entries(&b.data, b.count).unwrap();
+        assert_eq!(entries.len(), 3);
+        assert_eq!(entries[0].key, b"a");
+        assert_eq!(entries[1].kind, ValueKind::Delete);
+        assert_eq!(entries[2].value.len(), 1000);
+        assert_eq!(&b.data[entries[2].value_offset..][..1000], &[7u8; 1000][..]);
+    }
+
+    #[test]
+    fn first_bad_entry_is_kept() {
+        let mut b = WriteBatch::new();
+        b.put(b"", b"x");
+        b.put(vec![0u8; 5000], b"x");
+        assert_eq!(b.invalid, Some(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX }));
+        assert_eq!(b.len(), 0);
+        let mut b = WriteBatch::new();
+        b.put(vec![1u8; KEY_BYTES_MAX + 1], b"");
+        assert!(matches!(b.invalid, Some(InvalidInput::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn truncated_payload_is_an_error_not_a_panic() {
+        let mut b = WriteBatch::new();
+        b.put(b"key", b"value");
+        for cut in 0..b.data.len() {
+            assert!(decode_entries(&b.data[..cut], 1).is_err());
+        }
+    }
+}

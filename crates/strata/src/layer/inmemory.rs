@@ -1,0 +1,297 @@
+//! The in-memory layer: a log file (the write-ahead log) plus an in-memory
+//! index `key → [(lsn, offset, len, kind)]`. Values are not kept in memory:
+//! the index points into the log, read back from the writer's buffer or the
+//! file.
+//!
+//! Lifecycle: open (the database's one writable layer, appended to by the
+//! write path under the database's write lock) → frozen (read-only; its
+//! writer is finished and the log is complete in the file) → flushed to a
+//! delta layer by the flush thread, then dropped and its log deleted.
+//!
+//! Invariants: versions of a key are kept in ascending LSN order with no
+//! duplicate LSN (within a batch the last write of a key wins); every
+//! version's bytes lie below the writer's end offset; `written_end` only
+//! grows and bytes below it are in the file. Thread safety: the index is
+//! behind an `RwLock` (readers share it, the single appender takes it
+//! briefly); the writer behind a `Mutex`.
+
+use crate::batch::{decode_entries, WriteBatch};
+use crate::error::{Error, Result};
+use crate::io::{BufferedWriter, IoFile, ShutdownMode};
+use crate::layer::delta::{Lsn, ValueKind};
+use crate::log::record::{RecordHeader, RECORD_HEADER_BYTES};
+use crate::log::replay::ReplayedLog;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Where one version's value lies in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Version {
+    pub lsn: Lsn,
+    pub offset: u64,
+    pub len: u32,
+    pub kind: ValueKind,
+}
+
+/// The versions of one key, ascending by LSN. Most keys have one version, so
+/// it is stored inline without a second allocation.
+#[derive(Debug, Clone)]
+pub(crate) enum Versions {
+    One(Version),
+    Many(Vec<Version>),
+}
+
+impl Versions {
+    pub(crate) fn as_slice(&self) -> &[Version] {
+        match self {
+            Versions::One(v) => std::slice::from_ref(v),
+            Versions::Many(v) => v,
+        }
+    }
+
+    /// Adds `v`, which has the highest LSN so far, or replaces the version of
+    /// the same LSN (the last write of a key within a batch wins).
+    fn push(&mut self, v: Version) {
+        match self {
+            Versions::One(one) if one.lsn == v.lsn => *one = v,
+            Versions::One(one) => *self = Versions::Many(vec![*one, v]),
+            Versions::Many(many) => match many.last_mut() {
+                Some(last) if last.lsn == v.lsn => *last = v,
+                _ => many.push(v),
+            },
+        }
+    }
+
+    /// The newest version with `lsn <= at`.
+    pub(crate) fn at(&self, at: Lsn) -> Option<Version> {
+        let s = self.as_slice();
+        let i = s.partition_point(|v| v.lsn <= at);
+        i.checked_sub(1).map(|i| s[i])
+    }
+}
+
+/// Approximate bytes of index memory per key beyond the key itself (B-tree
+/// node share and the inline version).
+const INDEX_KEY_OVERHEAD_BYTES: usize = 64;
+
+pub(crate) struct InMemoryLayer {
+    pub file_id: u64,
+    pub path: PathBuf,
+    file: Arc<IoFile>,
+    index: RwLock<BTreeMap<Box<[u8]>, Versions>>,
+    /// The appending writer while the layer is open; empty once frozen.
+    writer: Mutex<Option<BufferedWriter<IoFile>>>,
+    /// Bytes below this offset are in the file.
+    written_end: AtomicU64,
+    /// End of the log (logical length).
+    end_offset: AtomicU64,
+    /// The log offset up to which the log is durable.
+    durable_end: AtomicU64,
+    lsn_min: AtomicU64,
+    lsn_max: AtomicU64,
+    index_bytes: AtomicUsize,
+}
+
+impl InMemoryLayer {
+    /// An open layer appending to `writer`'s log (whose header is written).
+    pub(crate) fn new_open(file_id: u64, writer: BufferedWriter<IoFile>) -> Self {
+        let end = writer.end_offset();
+        InMemoryLayer {
+            file_id,
+            path: writer.file().path().to_owned(),
+            file: Arc::clone(writer.file()),
+            index: RwLock::new(BTreeMap::new()),
+            written_end: AtomicU64::new(writer.written_end()),
+            end_offset: AtomicU64::new(end),
+            durable_end: AtomicU64::new(end),
+            writer: Mutex::new(Some(writer)),
+            lsn_min: AtomicU64::new(u64::MAX),
+            lsn_max: AtomicU64::new(0),
+            index_bytes: AtomicUsize::new(0),
+        }
+    }
+
+    /// A frozen layer rebuilt from a replayed log whose bytes are `bytes`.
+    pub(crate) fn from_replay(file_id: u64, file: Arc<IoFile>, log: &ReplayedLog, bytes: &[u8]) -> Result<Self> {
+        let layer = InMemoryLayer {
+            file_id,
+            path: file.path().to_owned(),
+            file,
+            index: RwLock::new(BTreeMap::new()),
+            writer: Mutex::new(None),
+            written_end: AtomicU64::new(log.end_offset),
+            end_offset: AtomicU64::new(log.end_offset),
+            durable_end: AtomicU64::new(log.end_offset),
+            lsn_min: AtomicU64::new(u64::MAX),
+            lsn_max: AtomicU64::new(0),
+            index_bytes: AtomicUsize::new(0),
+        };
+        for rec in &log.records {
+            let start = rec.payload_offset as usize;
+            let payload = &bytes[start..start + rec.header.payload_len as usize];
+            layer.index_payload(payload, rec.header.count, rec.header.lsn, rec.payload_offset)?;
+        }
+        Ok(layer)
+    }
+
+    fn index_payload(&self, payload: &[u8], count: u32, lsn: Lsn, payload_offset: u64) -> Result<()> {
+        let entries = decode_entries(payload, count).map_err(|(offset, what)| {
+            crate::error::Corruption::new(&self.path, payload_offset + offset as u64, what)
+        })?;
+        let mut index = self.index.write().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        let mut added = 0usize;
+        for e in entries {
+            let v = Version {
+                lsn,
+                offset: payload_offset + e.value_offset as u64,
+                len: e.value.len() as u32,
+                kind: e.kind,
+            };
+            if let Some(versions) = index.get_mut(e.key) {
+                versions.push(v);
+            } else {
+                added += e.key.len() + INDEX_KEY_OVERHEAD_BYTES;
+                index.insert(e.key.into(), Versions::One(v));
+            }
+        }
+        drop(index);
+        self.index_bytes.fetch_add(added, Ordering::Relaxed);
+        self.lsn_min.fetch_min(lsn, Ordering::Relaxed);
+        self.lsn_max.fetch_max(lsn, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Appends `batch` at `lsn` as one log record and indexes its entries.
+    /// Called only by the write path, under the database's write lock.
+    pub(crate) fn append(&self, batch: &WriteBatch, lsn: Lsn) -> Result<()> {
+        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let writer = guard.as_mut().ok_or_else(|| Error::Poisoned("append to a frozen layer".into()))?;
+        let header = RecordHeader::for_payload(&batch.data, lsn, batch.count, self.durable_end.load(Ordering::Acquire));
+        let record_offset = writer.end_offset();
+        writer.write(&header.encode())?;
+        writer.write(&batch.data)?;
+        self.written_end.store(writer.written_end(), Ordering::Release);
+        self.end_offset.store(writer.end_offset(), Ordering::Release);
+        drop(guard);
+        self.index_payload(&batch.data, batch.count, lsn, record_offset + RECORD_HEADER_BYTES as u64)
+    }
+
+    /// Writes the buffered tail out (padded) so an fdatasync of the file
+    /// makes everything appended so far durable; returns the end offset it
+    /// covers and the file to sync. The caller syncs outside the lock.
+    pub(crate) fn write_out_for_sync(&self) -> Result<Option<(u64, Arc<IoFile>)>> {
+        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let Some(writer) = guard.as_mut() else { return Ok(None) };
+        writer.write_out_tail()?;
+        self.written_end.store(writer.written_end(), Ordering::Release);
+        Ok(Some((writer.end_offset(), Arc::clone(writer.file()))))
+    }
+
+    /// Records that the log is durable up to `end`.
+    pub(crate) fn mark_durable(&self, end: u64) {
+        self.durable_end.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// Freezes the layer: writes everything out and makes it durable. After
+    /// this, reads go to the file only.
+    pub(crate) fn freeze(&self) -> Result<()> {
+        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let Some(writer) = guard.take() else { return Ok(()) };
+        let end = writer.end_offset();
+        let file = writer.finish(ShutdownMode::ZeroPadToAlignment)?;
+        file.sync_data()?;
+        self.written_end.store(end, Ordering::Release);
+        self.mark_durable(end);
+        Ok(())
+    }
+
+    /// Logical bytes of the log.
+    pub(crate) fn size_bytes(&self) -> u64 {
+        self.end_offset.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lsn_max.load(Ordering::Acquire) == 0
+    }
+
+    pub(crate) fn lsn_range(&self) -> (Lsn, Lsn) {
+        (self.lsn_min.load(Ordering::Acquire), self.lsn_max.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn index_memory_bytes(&self) -> usize {
+        self.index_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn file(&self) -> &Arc<IoFile> {
+        &self.file
+    }
+
+    /// The bytes of a version's value.
+    fn read_value(&self, v: Version) -> Result<Vec<u8>> {
+        if v.kind == ValueKind::Delete || v.len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = v.offset + v.len as u64;
+        if end <= self.written_end.load(Ordering::Acquire) {
+            return self.file.read_range(v.offset, v.len as usize);
+        }
+        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        match guard.as_mut() {
+            Some(writer) => writer.read_range(v.offset, v.len as usize),
+            // Frozen meanwhile: everything is in the file now.
+            None => self.file.read_range(v.offset, v.len as usize),
+        }
+    }
+
+    /// The newest version of `key` with lsn <= `lsn`: `Some((lsn, kind, value))`.
+    pub(crate) fn get(&self, key: &[u8], lsn: Lsn) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        let found = {
+            let index = self.index.read().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+            index.get(key).and_then(|vs| vs.at(lsn))
+        };
+        match found {
+            None => Ok(None),
+            Some(v) => Ok(Some((v.lsn, v.kind, self.read_value(v)?))),
+        }
+    }
+
+    /// For each key in the range, its newest version with lsn <= `lsn`, with
+    /// the value read, in key order.
+    pub(crate) fn range_at(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        lsn: Lsn,
+    ) -> Result<Vec<(Vec<u8>, ValueKind, Vec<u8>)>> {
+        let picked: Vec<(Vec<u8>, Version)> = {
+            let index = self.index.read().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+            if matches!((start, end), (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) if s > e)
+            {
+                return Ok(Vec::new());
+            }
+            index
+                .range::<[u8], _>((start, end))
+                .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k.to_vec(), v)))
+                .collect()
+        };
+        picked.into_iter().map(|(k, v)| Ok((k, v.kind, self.read_value(v)?))).collect()
+    }
+
+    /// Every (key, version) in (key, lsn) order, for the flush.
+    pub(crate) fn for_each_version(&self, mut f: impl FnMut(&[u8], Version) -> Result<()>) -> Result<()> {
+        let index = self.index.read().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        for (k, vs) in index.iter() {
+            for &v in vs.as_slice() {
+                f(k, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}

@@ -1,0 +1,210 @@
+//! Model-based test: random sequences of put / delete / batch / get / get_at /
+//! scan / scan_at / flush / freeze / close-and-reopen, checked against an
+//! in-memory oracle (key → LSN → value or tombstone), in every io mode, with
+//! tiny limits so layers freeze and flush all the time.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use strata::{Db, IoEngine, IoMode, Lsn, Options, WriteBatch, WriteOptions};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, usize),
+    Delete(u16),
+    Batch(Vec<(u16, Option<usize>)>),
+    Get(u16),
+    GetAt(u16, u8),
+    Scan(u16, u16),
+    ScanAt(u16, u16, u8),
+    Freeze,
+    Flush,
+    Reopen,
+}
+
+fn key(k: u16) -> Vec<u8> {
+    // A few long keys among short ones; all distinct.
+    if k % 37 == 0 {
+        let mut v = vec![b'L'; 3000];
+        v.extend_from_slice(format!("{k:05}").as_bytes());
+        v
+    } else {
+        format!("k{k:05}").into_bytes()
+    }
+}
+
+fn value(seed: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seed.wrapping_mul(31).wrapping_add(i * 7)) as u8).collect()
+}
+
+fn value_len() -> impl Strategy<Value = usize> {
+    prop_oneof![8 => 0usize..200, 1 => 1000usize..3000, 1 => 9000usize..20_000]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0u16..120;
+    prop_oneof![
+        30 => (k.clone(), value_len()).prop_map(|(k, l)| Op::Put(k, l)),
+        6 => k.clone().prop_map(Op::Delete),
+        8 => prop::collection::vec((k.clone(), prop::option::weighted(0.8, value_len())), 1..12).prop_map(Op::Batch),
+        20 => k.clone().prop_map(Op::Get),
+        10 => (k.clone(), any::<u8>()).prop_map(|(k, p)| Op::GetAt(k, p)),
+        3 => (k.clone(), k.clone()).prop_map(|(a, b)| Op::Scan(a, b)),
+        2 => (k.clone(), k.clone(), any::<u8>()).prop_map(|(a, b, p)| Op::ScanAt(a, b, p)),
+        1 => Just(Op::Freeze),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+#[derive(Default)]
+struct Oracle {
+    versions: BTreeMap<Vec<u8>, Vec<(Lsn, Option<Vec<u8>>)>>,
+    last_lsn: Lsn,
+}
+
+impl Oracle {
+    fn apply(&mut self, lsn: Lsn, entries: &[(Vec<u8>, Option<Vec<u8>>)]) {
+        for (k, v) in entries {
+            let vs = self.versions.entry(k.clone()).or_default();
+            match vs.last_mut() {
+                Some(last) if last.0 == lsn => last.1 = v.clone(),
+                _ => vs.push((lsn, v.clone())),
+            }
+        }
+        self.last_lsn = lsn;
+    }
+
+    fn get_at(&self, k: &[u8], lsn: Lsn) -> Option<Vec<u8>> {
+        let vs = self.versions.get(k)?;
+        vs.iter().rev().find(|(l, _)| *l <= lsn).and_then(|(_, v)| v.clone())
+    }
+
+    fn scan_at(&self, lo: &[u8], hi: &[u8], lsn: Lsn) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if lo > hi {
+            return Vec::new();
+        }
+        self.versions
+            .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+            .filter_map(|(k, _)| self.get_at(k, lsn).map(|v| (k.clone(), v)))
+            .collect()
+    }
+}
+
+fn options(mode: IoMode, engine: IoEngine) -> Options {
+    Options {
+        io_mode: mode,
+        io_engine: engine,
+        fallback_to_buffered: false,
+        layer_size_bytes_max: strata::LAYER_BYTES_MIN,
+        writer_buffer_bytes: 8192,
+        delta_block_bytes: 1024,
+        ..Options::default()
+    }
+}
+
+fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("db");
+    let mut db = Db::open(&path, options(mode, engine)).unwrap();
+    let mut oracle = Oracle::default();
+    let pick_lsn = |p: u8, last: Lsn| (last * p as u64) / 255;
+    for (i, op) in ops.iter().enumerate() {
+        let ctx = || format!("op {i} {op:?} mode {mode} engine {engine}");
+        match op {
+            Op::Put(k, len) => {
+                let v = value(i, *len);
+                let lsn = db.put(key(*k), &v, WriteOptions { sync: i % 50 == 0 }).unwrap();
+                assert_eq!(lsn, oracle.last_lsn + 1, "{}", ctx());
+                oracle.apply(lsn, &[(key(*k), Some(v))]);
+            }
+            Op::Delete(k) => {
+                let lsn = db.delete(key(*k), WriteOptions::default()).unwrap();
+                oracle.apply(lsn, &[(key(*k), None)]);
+            }
+            Op::Batch(entries) => {
+                let mut b = WriteBatch::new();
+                let mut model = Vec::new();
+                for (j, (k, v)) in entries.iter().enumerate() {
+                    match v {
+                        Some(len) => {
+                            let v = value(i * 100 + j, *len);
+                            b.put(key(*k), &v);
+                            model.push((key(*k), Some(v)));
+                        }
+                        None => {
+                            b.delete(key(*k));
+                            model.push((key(*k), None));
+                        }
+                    }
+                }
+                let lsn = db.write(&b, WriteOptions::default()).unwrap();
+                oracle.apply(lsn, &model);
+            }
+            Op::Get(k) => {
+                assert_eq!(db.get(key(*k)).unwrap(), oracle.get_at(&key(*k), oracle.last_lsn), "{}", ctx());
+            }
+            Op::GetAt(k, p) => {
+                let lsn = pick_lsn(*p, oracle.last_lsn);
+                assert_eq!(db.get_at(key(*k), lsn).unwrap(), oracle.get_at(&key(*k), lsn), "{} at {lsn}", ctx());
+            }
+            Op::Scan(a, b) => {
+                let (lo, hi) = (key(*a), key(*b));
+                let got: Vec<_> = db.scan(lo.clone()..hi.clone()).unwrap().map(|r| r.unwrap()).collect();
+                assert_eq!(got, oracle.scan_at(&lo, &hi, oracle.last_lsn), "{}", ctx());
+            }
+            Op::ScanAt(a, b, p) => {
+                let lsn = pick_lsn(*p, oracle.last_lsn);
+                let (lo, hi) = (key(*a), key(*b));
+                let got: Vec<_> = db.scan_at(lo.clone()..hi.clone(), lsn).unwrap().map(|r| r.unwrap()).collect();
+                assert_eq!(got, oracle.scan_at(&lo, &hi, lsn), "{} at {lsn}", ctx());
+            }
+            Op::Freeze => db.freeze().unwrap(),
+            Op::Flush => {
+                db.flush().unwrap();
+                assert_eq!(db.stats().frozen_layers, 0);
+            }
+            Op::Reopen => {
+                db.close().unwrap();
+                db = Db::open(&path, options(mode, engine)).unwrap();
+                assert_eq!(db.last_lsn(), oracle.last_lsn, "{}", ctx());
+            }
+        }
+    }
+    // Everything, at every LSN, once more after a final reopen.
+    db.close().unwrap();
+    let db = Db::open(&path, options(mode, engine)).unwrap();
+    for lsn in [0, oracle.last_lsn / 3, oracle.last_lsn / 2, oracle.last_lsn] {
+        let all: Vec<_> = db.scan_at::<&[u8], _>(.., lsn).unwrap().map(|r| r.unwrap()).collect();
+        let expected: Vec<_> = oracle
+            .versions
+            .keys()
+            .filter_map(|k| oracle.get_at(k, lsn).map(|v| (k.clone(), v)))
+            .collect();
+        assert_eq!(all, expected, "full scan at {lsn}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, max_shrink_iters: 200, .. ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_oracle_direct_rw(ops in prop::collection::vec(op(), 1000..2500)) {
+        run(&ops, IoMode::DirectRw, IoEngine::Sync);
+    }
+
+    #[test]
+    fn engine_matches_oracle_direct(ops in prop::collection::vec(op(), 1000..2500)) {
+        run(&ops, IoMode::Direct, IoEngine::IoUring);
+    }
+
+    #[test]
+    fn engine_matches_oracle_buffered(ops in prop::collection::vec(op(), 1000..2500)) {
+        run(&ops, IoMode::Buffered, IoEngine::Sync);
+    }
+
+    #[test]
+    fn engine_matches_oracle_direct_rw_io_uring(ops in prop::collection::vec(op(), 1000..2500)) {
+        run(&ops, IoMode::DirectRw, IoEngine::IoUring);
+    }
+}
