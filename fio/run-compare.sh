@@ -27,9 +27,8 @@
 # The engines: strata = fio/build/libfio_strata.so (built by fio/build.sh if
 # missing); psync and io_uring = fio's engines on plain files fio lays out
 # itself. psync is synchronous (queue depth 1 per job); io_uring and strata get
-# iodepth=$IODEPTH (strata's engine is synchronous too: use NUMJOBS for
-# parallelism, and compare at IODEPTH=1, or read io_uring's figure at the
-# same total concurrency).
+# iodepth=$IODEPTH (strata runs that many I/Os at once through worker threads,
+# group-committing the writes queued together).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -32,7 +32,13 @@
  * disrespect-fio-options (both of the above and sync=), strata-stats=PATH
  * (the engine's stats as JSON, written when the job ends).
  *
- * Synchronous engine (FIO_SYNCIO): each io_u completes inside ->queue.
+ * Queue: with iodepth=1 the engine is synchronous (FIO_SYNCIO, each io_u
+ * completes inside ->queue). With iodepth>1, ->queue hands io_us to a pool of
+ * worker threads (strata-threads=N, default min(iodepth, 16)): a worker takes
+ * one read at a time, or every write/trim queued at that moment as ONE write
+ * batch (group commit); ->getevents reaps what they completed. A sync waits
+ * (FIO_Q_BUSY) until nothing is in flight, then calls strata_sync, so it
+ * covers every write issued before it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -63,6 +69,7 @@ struct strata_fio_options {
 	unsigned int disrespect_direct;
 	unsigned int disrespect_options;
 	char *stats_path;
+	unsigned int threads;
 };
 
 static struct fio_option options[] = {
@@ -112,6 +119,17 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "strata-threads",
+		.lname = "strata worker threads",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct strata_fio_options, threads),
+		.help = "Worker threads when iodepth > 1 (0: min(iodepth, 16))",
+		.def = "0",
+		.maxval = 256,
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -129,13 +147,37 @@ struct strata_fio_shared {
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct strata_fio_shared *shared_list;
 
+#define STRATA_FIO_THREADS_AUTO_MAX 16U
+
+/*
+ * The worker pool of a job with iodepth > 1. Every field after `lock` is
+ * guarded by it. Rings hold at most `capacity` (= iodepth) io_us, which is all
+ * fio ever has outstanding.
+ */
+struct strata_fio_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* pending is non-empty, or stopping */
+	pthread_cond_t done; /* completed is non-empty */
+	struct io_u **pending; /* FIFO ring: head, count */
+	unsigned int pending_head, pending_count;
+	struct io_u **completed; /* completed[0..completed_count) */
+	unsigned int completed_count;
+	unsigned int inflight; /* queued and not yet completed */
+	unsigned int capacity;
+	int stopping;
+	pthread_t *threads;
+	unsigned int nr_threads;
+	struct io_u **events; /* what ->getevents last reaped, for ->event; main thread only */
+};
+
 /* Per-job engine state (td->io_ops_data). */
 struct strata_fio_data {
 	struct strata_fio_shared *shared;
-	strata_writebatch_t *batch;
+	strata_writebatch_t *batch; /* the synchronous path's (and layout's) batch */
 	unsigned long long block_bytes;
 	int sync_writes;
-	unsigned int errors_logged;
+	unsigned int errors_logged; /* atomic: workers log too */
+	struct strata_fio_pool *pool; /* NULL: synchronous */
 };
 
 static uint64_t fnv1a64(const char *s)
@@ -171,7 +213,7 @@ static int strata_fio_fail(struct thread_data *td, const char *what, strata_erro
 	struct strata_fio_data *sd = td->io_ops_data;
 	int code = strata_error_code(err);
 
-	if (!sd || sd->errors_logged++ < 5)
+	if (!sd || __atomic_fetch_add(&sd->errors_logged, 1, __ATOMIC_RELAXED) < 5)
 		log_err("fio: strata: %s: %s\n", what, strata_error_message(err));
 	strata_error_free(err);
 	switch (code) {
@@ -311,6 +353,9 @@ static int shared_close(struct strata_fio_shared *s)
 	return ret;
 }
 
+static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int threads);
+static void pool_stop(struct strata_fio_data *sd);
+
 static int fio_strata_init(struct thread_data *td)
 {
 	struct strata_fio_options *eo = td->eo;
@@ -359,6 +404,17 @@ static int fio_strata_init(struct thread_data *td)
 	strata_options_destroy(opts);
 	sd->batch = strata_writebatch_create();
 	td->io_ops_data = sd;
+	if (td->o.iodepth > 1) {
+		unsigned int threads = eo->threads ? eo->threads : min(td->o.iodepth, STRATA_FIO_THREADS_AUTO_MAX);
+
+		if (pool_start(td, sd, threads)) {
+			log_err("fio: strata: cannot start %u worker threads\n", threads);
+			return ENOMEM; /* ->cleanup frees sd */
+		}
+	} else {
+		/* Per job, not in the shared ops struct: other jobs may queue. */
+		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
+	}
 	return 0;
 
 fail_config:
@@ -377,6 +433,7 @@ static void fio_strata_cleanup(struct thread_data *td)
 
 	if (!sd)
 		return;
+	pool_stop(sd);
 	if (eo && eo->stats_path && sd->shared) {
 		char *json = strata_stats_json(sd->shared->db, NULL);
 		FILE *out = fopen(eo->stats_path, "w");
@@ -505,13 +562,13 @@ static int fio_strata_unlink_file(struct thread_data *td, struct fio_file *f)
 	return 0; /* the database directory stays; its keys are overwritten */
 }
 
-static int strata_fio_read(struct thread_data *td, struct io_u *io_u, uint64_t first, uint64_t count)
+/* Reads count blocks from `first` into io_u's buffer. Returns an errno. */
+static int strata_fio_read(struct thread_data *td, struct strata_fio_data *sd, struct io_u *io_u)
 {
-	struct strata_fio_data *sd = td->io_ops_data;
 	unsigned long long bs = sd->block_bytes;
+	uint64_t first = io_u->offset / bs, count = io_u->xfer_buflen / bs, i;
 	unsigned char key[STRATA_FIO_KEY_BYTES];
 	strata_error_t *err = NULL;
-	uint64_t i;
 
 	for (i = 0; i < count; i++) {
 		char *dst = (char *)io_u->xfer_buf + i * bs;
@@ -531,63 +588,208 @@ static int strata_fio_read(struct thread_data *td, struct io_u *io_u, uint64_t f
 	return 0;
 }
 
-static int strata_fio_write(struct thread_data *td, struct io_u *io_u, uint64_t first, uint64_t count,
-			    int trim)
+/* Adds io_u's blocks to `batch`: puts for a write, deletes for a trim. */
+static int strata_fio_batch_add(struct thread_data *td, struct strata_fio_data *sd, strata_writebatch_t *batch,
+				struct io_u *io_u)
 {
-	struct strata_fio_data *sd = td->io_ops_data;
 	unsigned long long bs = sd->block_bytes;
+	uint64_t first = io_u->offset / bs, count = io_u->xfer_buflen / bs, i;
 	unsigned char key[STRATA_FIO_KEY_BYTES];
 	strata_error_t *err = NULL;
-	uint64_t i;
 	int rc;
 
-	strata_writebatch_clear(sd->batch);
 	for (i = 0; i < count; i++) {
 		make_key(key, io_u->file, first + i);
-		if (trim)
-			rc = strata_writebatch_delete(sd->batch, (const char *)key, sizeof(key), &err);
+		if (io_u->ddir == DDIR_TRIM)
+			rc = strata_writebatch_delete(batch, (const char *)key, sizeof(key), &err);
 		else
-			rc = strata_writebatch_put(sd->batch, (const char *)key, sizeof(key),
+			rc = strata_writebatch_put(batch, (const char *)key, sizeof(key),
 						   (const char *)io_u->xfer_buf + i * bs, bs, &err);
 		if (rc)
 			return strata_fio_fail(td, "batch", err);
 	}
-	rc = strata_write(sd->shared->db, sd->batch, sd->sync_writes, NULL, &err);
-	strata_writebatch_clear(sd->batch);
-	if (rc)
-		return strata_fio_fail(td, trim ? "delete" : "write", err);
+	return 0;
+}
+
+/* Applies io_us[0..n) (writes and trims) as one atomic write batch. */
+static int strata_fio_write(struct thread_data *td, struct strata_fio_data *sd, strata_writebatch_t *batch,
+			    struct io_u **io_us, unsigned int n)
+{
+	strata_error_t *err = NULL;
+	unsigned int i;
+	int ret = 0;
+
+	strata_writebatch_clear(batch);
+	for (i = 0; i < n && !ret; i++)
+		ret = strata_fio_batch_add(td, sd, batch, io_us[i]);
+	if (!ret && strata_write(sd->shared->db, batch, sd->sync_writes, NULL, &err))
+		ret = strata_fio_fail(td, "write", err);
+	strata_writebatch_clear(batch);
+	return ret;
+}
+
+/* An io_u the engine refuses before doing anything: 0 if fine, else an errno. */
+static int strata_fio_check(struct thread_data *td, struct strata_fio_data *sd, struct io_u *io_u)
+{
+	unsigned long long bs = sd->block_bytes;
+
+	if (io_u->ddir != DDIR_READ && io_u->ddir != DDIR_WRITE && io_u->ddir != DDIR_TRIM)
+		return EINVAL;
+	if (io_u->offset % bs || io_u->xfer_buflen % bs) {
+		if (__atomic_fetch_add(&sd->errors_logged, 1, __ATOMIC_RELAXED) < 5)
+			log_err("fio: strata: I/O at offset %llu length %llu is not a multiple of the block size %llu "
+				"(use one bs, or blockalign= equal to the smallest bs)\n",
+				io_u->offset, io_u->xfer_buflen, bs);
+		return EINVAL;
+	}
+	return 0;
+}
+
+static void *pool_worker(void *arg)
+{
+	struct thread_data *td = arg;
+	struct strata_fio_data *sd = td->io_ops_data;
+	struct strata_fio_pool *pool = sd->pool;
+	strata_writebatch_t *batch = strata_writebatch_create();
+	struct io_u **taken = calloc(pool->capacity, sizeof(*taken));
+	unsigned int n, i;
+	int ret;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		while (!pool->pending_count && !pool->stopping)
+			pthread_cond_wait(&pool->work, &pool->lock);
+		if (!pool->pending_count)
+			break; /* stopping, nothing left */
+		/* One read, or every write/trim at the head of the queue. */
+		n = 0;
+		do {
+			struct io_u *io_u = pool->pending[pool->pending_head];
+
+			if (n && io_u->ddir == DDIR_READ)
+				break;
+			taken[n++] = io_u;
+			pool->pending_head = (pool->pending_head + 1) % pool->capacity;
+			pool->pending_count--;
+			if (io_u->ddir == DDIR_READ)
+				break;
+		} while (pool->pending_count);
+		pthread_mutex_unlock(&pool->lock);
+
+		if (!taken || !batch)
+			ret = ENOMEM;
+		else if (taken[0]->ddir == DDIR_READ)
+			ret = strata_fio_read(td, sd, taken[0]);
+		else
+			ret = strata_fio_write(td, sd, batch, taken, n);
+		for (i = 0; i < n; i++) {
+			taken[i]->error = ret;
+			if (!ret)
+				taken[i]->resid = 0;
+		}
+
+		pthread_mutex_lock(&pool->lock);
+		for (i = 0; i < n; i++)
+			pool->completed[pool->completed_count++] = taken[i];
+		pool->inflight -= n;
+		pthread_cond_signal(&pool->done);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	free(taken);
+	strata_writebatch_destroy(batch);
+	return NULL;
+}
+
+static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int threads)
+{
+	struct strata_fio_pool *pool = calloc(1, sizeof(*pool));
+	unsigned int cap = td->o.iodepth;
+
+	if (!pool)
+		return 1;
+	sd->pool = pool;
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->work, NULL);
+	pthread_cond_init(&pool->done, NULL);
+	pool->capacity = cap;
+	pool->pending = calloc(cap, sizeof(*pool->pending));
+	pool->completed = calloc(cap, sizeof(*pool->completed));
+	pool->events = calloc(cap, sizeof(*pool->events));
+	pool->threads = calloc(threads, sizeof(*pool->threads));
+	if (!pool->pending || !pool->completed || !pool->events || !pool->threads)
+		return 1;
+	for (; pool->nr_threads < threads; pool->nr_threads++)
+		if (pthread_create(&pool->threads[pool->nr_threads], NULL, pool_worker, td))
+			return 1;
+	return 0;
+}
+
+static void pool_stop(struct strata_fio_data *sd)
+{
+	struct strata_fio_pool *pool = sd->pool;
+	unsigned int i;
+
+	if (!pool)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	pool->stopping = 1;
+	pthread_cond_broadcast(&pool->work);
+	pthread_mutex_unlock(&pool->lock);
+	for (i = 0; i < pool->nr_threads; i++)
+		pthread_join(pool->threads[i], NULL);
+	pthread_mutex_destroy(&pool->lock);
+	pthread_cond_destroy(&pool->work);
+	pthread_cond_destroy(&pool->done);
+	free(pool->pending);
+	free(pool->completed);
+	free(pool->events);
+	free(pool->threads);
+	free(pool);
+	sd->pool = NULL;
+}
+
+static int strata_fio_sync(struct thread_data *td, struct strata_fio_data *sd)
+{
+	strata_error_t *err = NULL;
+
+	if (strata_sync(sd->shared->db, &err))
+		return strata_fio_fail(td, "sync", err);
 	return 0;
 }
 
 static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *io_u)
 {
 	struct strata_fio_data *sd = td->io_ops_data;
-	unsigned long long bs = sd->block_bytes;
-	strata_error_t *err = NULL;
-	int ret = 0;
+	struct strata_fio_pool *pool = sd->pool;
+	int ret;
 
 	fio_ro_check(td, io_u);
 
 	if (ddir_sync(io_u->ddir)) {
-		if (strata_sync(sd->shared->db, &err))
-			ret = strata_fio_fail(td, "sync", err);
-	} else if (io_u->offset % bs || io_u->xfer_buflen % bs) {
-		if (sd->errors_logged++ < 5)
-			log_err("fio: strata: I/O at offset %llu length %llu is not a multiple of the block size %llu "
-				"(use one bs, or blockalign= equal to the smallest bs)\n",
-				io_u->offset, io_u->xfer_buflen, bs);
-		ret = EINVAL;
-	} else {
-		uint64_t first = io_u->offset / bs, count = io_u->xfer_buflen / bs;
+		if (pool) {
+			unsigned int inflight;
 
-		if (io_u->ddir == DDIR_READ)
-			ret = strata_fio_read(td, io_u, first, count);
-		else if (io_u->ddir == DDIR_WRITE)
-			ret = strata_fio_write(td, io_u, first, count, 0);
-		else if (io_u->ddir == DDIR_TRIM)
-			ret = strata_fio_write(td, io_u, first, count, 1);
-		else
-			ret = EINVAL;
+			pthread_mutex_lock(&pool->lock);
+			inflight = pool->inflight;
+			pthread_mutex_unlock(&pool->lock);
+			if (inflight)
+				return FIO_Q_BUSY; /* fio reaps, then queues the sync again */
+		}
+		ret = strata_fio_sync(td, sd);
+	} else if ((ret = strata_fio_check(td, sd, io_u))) {
+		/* refused: completes now with the error */
+	} else if (pool) {
+		pthread_mutex_lock(&pool->lock);
+		assert(pool->inflight < pool->capacity);
+		pool->pending[(pool->pending_head + pool->pending_count) % pool->capacity] = io_u;
+		pool->pending_count++;
+		pool->inflight++;
+		pthread_mutex_unlock(&pool->lock);
+		return FIO_Q_QUEUED;
+	} else if (io_u->ddir == DDIR_READ) {
+		ret = strata_fio_read(td, sd, io_u);
+	} else {
+		ret = strata_fio_write(td, sd, sd->batch, &io_u, 1);
 	}
 	io_u->error = ret;
 	if (!ret)
@@ -595,13 +797,74 @@ static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *i
 	return FIO_Q_COMPLETED;
 }
 
+static int fio_strata_commit(struct thread_data *td)
+{
+	struct strata_fio_data *sd = td->io_ops_data;
+	struct strata_fio_pool *pool = sd ? sd->pool : NULL;
+
+	if (pool) {
+		pthread_mutex_lock(&pool->lock);
+		if (pool->pending_count > 1)
+			pthread_cond_broadcast(&pool->work);
+		else if (pool->pending_count)
+			pthread_cond_signal(&pool->work);
+		pthread_mutex_unlock(&pool->lock);
+	}
+	return 0;
+}
+
+static int fio_strata_getevents(struct thread_data *td, unsigned int min_events, unsigned int max_events,
+				const struct timespec *t)
+{
+	struct strata_fio_data *sd = td->io_ops_data;
+	struct strata_fio_pool *pool = sd->pool;
+	struct timespec deadline;
+	unsigned int n;
+
+	if (!pool)
+		return 0;
+	if (t) {
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += t->tv_sec;
+		deadline.tv_nsec += t->tv_nsec;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+	}
+	pthread_mutex_lock(&pool->lock);
+	while (pool->completed_count < min_events) {
+		if (!t)
+			pthread_cond_wait(&pool->done, &pool->lock);
+		else if (pthread_cond_timedwait(&pool->done, &pool->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	n = min(pool->completed_count, max_events);
+	memcpy(pool->events, pool->completed, n * sizeof(*pool->events));
+	pool->completed_count -= n;
+	memmove(pool->completed, pool->completed + n, pool->completed_count * sizeof(*pool->completed));
+	pthread_mutex_unlock(&pool->lock);
+	return n;
+}
+
+static struct io_u *fio_strata_event(struct thread_data *td, int event)
+{
+	struct strata_fio_data *sd = td->io_ops_data;
+
+	return sd->pool->events[event];
+}
+
 struct ioengine_ops ioengine = {
 	.name = "strata",
 	.version = FIO_IOOPS_VERSION,
-	.flags = FIO_SYNCIO | FIO_DISKLESSIO | FIO_NODISKUTIL,
+	/* FIO_SYNCIO is added per job in ->init when iodepth is 1. */
+	.flags = FIO_DISKLESSIO | FIO_NODISKUTIL,
 	.setup = fio_strata_setup,
 	.init = fio_strata_init,
 	.queue = fio_strata_queue,
+	.commit = fio_strata_commit,
+	.getevents = fio_strata_getevents,
+	.event = fio_strata_event,
 	.cleanup = fio_strata_cleanup,
 	.open_file = fio_strata_open_file,
 	.close_file = fio_strata_close_file,

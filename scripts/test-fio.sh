@@ -9,7 +9,8 @@
 #  - libstrata_ffi.so exports exactly the functions strata.h declares;
 #  - a C program exercises the C API (put/get/delete/batch/errors/reopen);
 #  - fio jobs through strata with verify=crc32c (write, read back, verify):
-#    sequential and random, numjobs=2, multi-block I/O units, fsync=N, jobs in
+#    sequential and random, numjobs=2, iodepth>1 (worker pool), multi-block
+#    I/O units, fsync=N, jobs in
 #    threads sharing one database, verify in a second fio run (persistence),
 #    read jobs (layout), and a negative control (verifying an empty database
 #    must fail, so a silent verifier cannot pass);
@@ -115,6 +116,25 @@ t_rand_write_verify_numjobs2() {
 		--direct=1 --verify=crc32c --do_verify=1 --group_reporting
 }
 
+# iodepth > 1: the worker pool, group-committed write batches, reaping.
+t_rand_write_verify_qd16_numjobs2() {
+	sfio --name=qd --directory="$1" --rw=randwrite --bs=4k --size=16m --numjobs=2 --iodepth=16 \
+		--direct=1 --verify=crc32c --do_verify=1 --group_reporting
+}
+
+# A sync waits for every write in flight; with reads and writes mixed.
+t_randrw_fsync_verify_qd8() {
+	sfio --name=qdf --directory="$1" --rw=randrw --bs=4k --size=8m --iodepth=8 --fsync=4 \
+		--direct=1 --verify=crc32c --do_verify=1 --output-format=json --output="$1/out.json" || return 1
+	python3 - "$1/out.json" <<'EOF'
+import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0]
+w, s = job["write"]["total_ios"], job["sync"]["total_ios"]
+print(f"writes={w} syncs={s} reads={job['read']['total_ios']} error={job['error']}")
+assert job["error"] == 0 and w > 0 and s >= w // 4 - 1
+EOF
+}
+
 # I/O units of several blocks (block size = smallest bs = 4 KiB).
 t_multiblock_write_verify() {
 	sfio --name=multiv --directory="$1" --rw=randwrite --bsrange=4k-64k --size=16m \
@@ -147,7 +167,7 @@ EOF
 t_threads_share_one_db() {
 	local dir="$1"
 	printf '{"path": "%s/shared.strata"}\n' "$dir" >"$dir/config.json"
-	sfio --name=thr --directory="$dir" --thread --numjobs=2 --rw=randwrite --bs=4k --size=4m \
+	sfio --name=thr --directory="$dir" --thread --numjobs=2 --rw=randwrite --bs=4k --size=4m --iodepth=4 \
 		--direct=1 --verify=crc32c --do_verify=1 --group_reporting \
 		--strata-config="$dir/config.json" --disrespect-fio-files || return 1
 	[[ -d "$dir/shared.strata" ]] || { echo "no database at the config's path"; return 1; }
@@ -248,6 +268,8 @@ run_test header_matches_exports t_header_matches_exports
 run_test c_api t_c_api
 run_test seq_write_verify_numjobs2 t_seq_write_verify_numjobs2
 run_test rand_write_verify_numjobs2 t_rand_write_verify_numjobs2
+run_test rand_write_verify_qd16_numjobs2 t_rand_write_verify_qd16_numjobs2
+run_test randrw_fsync_verify_qd8 t_randrw_fsync_verify_qd8
 run_test multiblock_write_verify t_multiblock_write_verify
 run_test randrw_verify_numjobs3 t_randrw_verify_numjobs3
 run_test fsync_write_verify t_fsync_write_verify
