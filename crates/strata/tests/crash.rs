@@ -1,0 +1,189 @@
+//! Crash test: a child process writes synced batches and prints each
+//! acknowledged LSN; the parent kills it with SIGKILL at a random moment,
+//! reopens the database and checks that every acknowledged batch is readable
+//! in full and that no batch is half applied. Repeated for many cycles over
+//! one database, rotating io modes and engines, with a tiny layer cap so
+//! freezes and background flushes are in flight when the kill lands.
+//!
+//! This file is its own test binary (harness = false): run with `--child DIR
+//! MODE ENGINE` it is the writer; otherwise the parent. `STRATA_CRASH_CYCLES`
+//! sets the number of cycles (default 24).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use strata::{Db, IoEngine, IoMode, Options, WriteBatch, WriteOptions};
+
+/// Entries of each batch.
+const BATCH_ENTRIES: usize = 8;
+
+fn options(mode: IoMode, engine: IoEngine) -> Options {
+    Options {
+        io_mode: mode,
+        io_engine: engine,
+        fallback_to_buffered: false,
+        layer_size_bytes_max: strata::LAYER_BYTES_MIN,
+        writer_buffer_bytes: 16 << 10,
+        ..Options::default()
+    }
+}
+
+fn batch_key(lsn: u64, j: usize) -> Vec<u8> {
+    format!("b{lsn:010}-{j}").into_bytes()
+}
+
+fn shared_key(j: usize) -> Vec<u8> {
+    format!("shared-{j}").into_bytes()
+}
+
+fn batch_value(lsn: u64, j: usize) -> Vec<u8> {
+    let len = 50 + (lsn as usize * 131 + j * 17) % 700;
+    let mut v = format!("{lsn}:{j}:").into_bytes();
+    v.resize(len, (lsn as u8) ^ (j as u8));
+    v
+}
+
+fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
+    let db = Db::open(dir, options(mode, engine)).expect("child open");
+    let stdout = std::io::stdout();
+    let mut lsn = db.last_lsn();
+    loop {
+        let next = lsn + 1;
+        let mut b = WriteBatch::new();
+        for j in 0..BATCH_ENTRIES {
+            b.put(batch_key(next, j), batch_value(next, j));
+            b.put(shared_key(j), next.to_le_bytes());
+        }
+        // Delete an older batch's first key now and then (tombstones across layers).
+        if next % 7 == 0 && next > 10 {
+            b.delete(batch_key(next - 10, 0));
+        }
+        lsn = db.write(&b, WriteOptions { sync: true }).expect("child write");
+        assert_eq!(lsn, next);
+        use std::io::Write;
+        let mut out = stdout.lock();
+        writeln!(out, "ack {lsn}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+/// Checks the reopened database against what was acknowledged.
+fn check(dir: &Path, acked_max: u64) -> Result<u64, String> {
+    let db = Db::open(dir, options(IoMode::DirectRw, IoEngine::Sync)).map_err(|e| format!("reopen: {e}"))?;
+    let last = db.last_lsn();
+    if last < acked_max {
+        return Err(format!("acknowledged LSN {acked_max} but the database ends at {last}"));
+    }
+    // Every batch up to `last` is there in full (deleted first keys aside), none beyond.
+    for lsn in 1..=last {
+        for j in 0..BATCH_ENTRIES {
+            let got = db.get(batch_key(lsn, j)).map_err(|e| format!("get: {e}"))?;
+            let deleted = j == 0 && (lsn + 10) <= last && (lsn + 10) % 7 == 0 && lsn + 10 > 10;
+            match (got, deleted) {
+                (Some(v), false) if v == batch_value(lsn, j) => {}
+                (None, true) => {}
+                (got, _) => {
+                    return Err(format!(
+                        "batch {lsn} entry {j}: got {:?} (deleted: {deleted}); last LSN {last}",
+                        got.map(|v| v.len())
+                    ))
+                }
+            }
+            let at = db.get_at(batch_key(lsn, j), lsn).map_err(|e| format!("get_at: {e}"))?;
+            if at.as_deref() != Some(&batch_value(lsn, j)[..]) {
+                return Err(format!("batch {lsn} entry {j} not readable at its own LSN"));
+            }
+        }
+    }
+    for j in 0..BATCH_ENTRIES {
+        if db.get(batch_key(last + 1, j)).map_err(|e| e.to_string())?.is_some() {
+            return Err(format!("a key of batch {} exists beyond the last LSN {last}", last + 1));
+        }
+        // The shared keys all come from the same (last) batch: no batch is half applied.
+        let v = db.get(shared_key(j)).map_err(|e| e.to_string())?;
+        if last > 0 && v.as_deref() != Some(&last.to_le_bytes()[..]) {
+            return Err(format!("shared key {j} is {v:?}, not from the last batch {last}"));
+        }
+    }
+    db.close().map_err(|e| format!("close: {e}"))?;
+    Ok(last)
+}
+
+fn parent() -> Result<(), String> {
+    let cycles: usize = std::env::var("STRATA_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
+    let dir = base.path().join("db");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let combos = [
+        (IoMode::DirectRw, IoEngine::Sync),
+        (IoMode::Buffered, IoEngine::Sync),
+        (IoMode::Direct, IoEngine::IoUring),
+        (IoMode::DirectRw, IoEngine::IoUring),
+    ];
+    let mut seed = 0x2545_F491_4F6C_DD1Du64 ^ std::process::id() as u64;
+    let mut acked_max = 0u64;
+    for cycle in 0..cycles {
+        let (mode, engine) = combos[cycle % combos.len()];
+        let mut child = Command::new(&exe)
+            .args(["--child", &dir.to_string_lossy(), mode.name(), engine.name()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let stdout = child.stdout.take().ok_or("no child stdout")?;
+        let reader = std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()) {
+                    acked.push(n);
+                }
+            }
+            acked
+        });
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let kill_after = Duration::from_millis(150 + seed % 600);
+        std::thread::sleep(kill_after);
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let status = child.wait().map_err(|e| e.to_string())?;
+        let acked = reader.join().map_err(|_| "reader thread panicked")?;
+        if let Some(&m) = acked.last() {
+            acked_max = acked_max.max(m);
+        }
+        let started = Instant::now();
+        let last = check(&dir, acked_max)?;
+        println!(
+            "cycle {cycle:2}: {mode}/{engine}, killed after {kill_after:?} ({status}), {} batches acknowledged, \
+             database at LSN {last}, checked in {:?}",
+            acked.len(),
+            started.elapsed()
+        );
+        if acked.is_empty() && cycle > 2 {
+            return Err(format!("cycle {cycle}: the child acknowledged nothing; the test is not testing"));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--child") {
+        let mode: IoMode = args[3].parse().expect("mode");
+        let engine: IoEngine = args[4].parse().expect("engine");
+        child(Path::new(&args[2]), mode, engine);
+        return;
+    }
+    // Under `cargo test`, filters and harness flags may be passed: ignore them.
+    match parent() {
+        Ok(()) => println!("crash: 1 passed, 0 failed"),
+        Err(e) => {
+            eprintln!("crash test failed: {e}");
+            println!("crash: 0 passed, 1 failed");
+            std::process::exit(1);
+        }
+    }
+}
