@@ -48,8 +48,17 @@ enum LabCommand {
 
 pub fn main(args: LabArgs) -> Result<()> {
     match args.command {
-        LabCommand::Run { experiments, quick, engines, dir, out } => {
-            let experiments = experiments.iter().map(|e| Experiment::parse(e)).collect::<Result<Vec<_>>>()?;
+        LabCommand::Run {
+            experiments,
+            quick,
+            engines,
+            dir,
+            out,
+        } => {
+            let experiments = experiments
+                .iter()
+                .map(|e| Experiment::parse(e))
+                .collect::<Result<Vec<_>>>()?;
             let engines = engines
                 .iter()
                 .filter(|e| !e.trim().is_empty())
@@ -59,7 +68,13 @@ pub fn main(args: LabArgs) -> Result<()> {
                 let stamp = strata_lab::machine::utc_now().replace(':', "");
                 PathBuf::from("lab-results").join(stamp)
             });
-            strata_lab::run(&RunConfig { experiments, quick, engines, data_dir: dir, out_dir })?;
+            strata_lab::run(&RunConfig {
+                experiments,
+                quick,
+                engines,
+                data_dir: dir,
+                out_dir,
+            })?;
             Ok(())
         }
         LabCommand::Report { results_dir } => {

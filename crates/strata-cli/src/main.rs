@@ -6,7 +6,11 @@ mod lab;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "strata", version, about = "strata: a versioned key-value engine built for direct I/O")]
+#[command(
+    name = "strata",
+    version,
+    about = "strata: a versioned key-value engine built for direct I/O"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -96,16 +96,21 @@ pub fn child_main(spec: &str) -> Result<()> {
     let start = Instant::now();
     let mut since_progress = 0u64;
     let batch_bytes_each = args.params.value_len_bytes as u64;
-    for_each_batch(args.params.layout, &values, args.params.puts(), |_, batch| {
-        engine.write(batch)?;
-        since_progress += batch.len() as u64 * batch_bytes_each;
-        if since_progress >= CHILD_PROGRESS_BYTES {
-            writeln!(stdout, "{LINE_PREFIX}progress {since_progress}")?;
-            stdout.flush()?;
-            since_progress = 0;
-        }
-        Ok(())
-    })?;
+    for_each_batch(
+        args.params.layout,
+        &values,
+        args.params.puts(),
+        |_, batch| {
+            engine.write(batch)?;
+            since_progress += batch.len() as u64 * batch_bytes_each;
+            if since_progress >= CHILD_PROGRESS_BYTES {
+                writeln!(stdout, "{LINE_PREFIX}progress {since_progress}")?;
+                stdout.flush()?;
+                since_progress = 0;
+            }
+            Ok(())
+        },
+    )?;
     let insert_s = start.elapsed().as_secs_f64();
     let io_after = proc_io(None)?;
     let report = ChildReport {
@@ -115,7 +120,11 @@ pub fn child_main(spec: &str) -> Result<()> {
         peak_rss_bytes: peak_rss_bytes(None)?,
         engine_stats: engine.write_stats(),
     };
-    writeln!(stdout, "{LINE_PREFIX}done {}", serde_json::to_string(&report)?)?;
+    writeln!(
+        stdout,
+        "{LINE_PREFIX}done {}",
+        serde_json::to_string(&report)?
+    )?;
     stdout.flush()?;
     // Wait to be killed; never close the engine.
     let mut line = String::new();
@@ -129,16 +138,41 @@ pub fn metrics() -> Vec<MetricSpec> {
         MetricSpec::new("insert_s", "Insert time", "s", false),
         MetricSpec::new("insert_mib_s", "Insert throughput", "MiB/s", true)
             .vs_device(crate::results::DeviceSide::Write),
-        MetricSpec::new("write_amp", "Write amplification before compaction (/proc io)", "×", false),
-        MetricSpec::new("engine_write_amp", "Write amplification before compaction (engine's stats)", "×", false),
-        MetricSpec::new("write_amp_after_compaction", "Write amplification incl. compaction (/proc io)", "×", false),
+        MetricSpec::new(
+            "write_amp",
+            "Write amplification before compaction (/proc io)",
+            "×",
+            false,
+        ),
+        MetricSpec::new(
+            "engine_write_amp",
+            "Write amplification before compaction (engine's stats)",
+            "×",
+            false,
+        ),
+        MetricSpec::new(
+            "write_amp_after_compaction",
+            "Write amplification incl. compaction (/proc io)",
+            "×",
+            false,
+        ),
         MetricSpec::new("peak_rss_mib", "Peak RSS of the insert", "MiB", false),
         MetricSpec::new("recovery_s", "Recovery (reopen after SIGKILL)", "s", false),
-        MetricSpec::new("recovered_fraction", "Puts recovered after SIGKILL", "×", true),
+        MetricSpec::new(
+            "recovered_fraction",
+            "Puts recovered after SIGKILL",
+            "×",
+            true,
+        ),
         MetricSpec::new("flush_s", "Flush after recovery", "s", false),
         MetricSpec::new("compaction_s", "Full compaction", "s", false),
         MetricSpec::new("size_on_disk_mib", "Size on disk after flush", "MiB", false),
-        MetricSpec::new("size_after_compaction_mib", "Size on disk after compaction", "MiB", false),
+        MetricSpec::new(
+            "size_after_compaction_mib",
+            "Size on disk after compaction",
+            "MiB",
+            false,
+        ),
     ]
 }
 
@@ -159,7 +193,11 @@ pub fn run_engine(config: &EngineConfig, params: &BulkParams, data_dir: &Path) -
 fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Result<Row> {
     let name = config.kind.name();
     let exe = std::env::current_exe().context("locate the strata binary")?;
-    let spec = serde_json::to_string(&ChildArgs { config: config.clone(), dir: dir.to_path_buf(), params: *params })?;
+    let spec = serde_json::to_string(&ChildArgs {
+        config: config.clone(),
+        dir: dir.to_path_buf(),
+        params: *params,
+    })?;
     let mut child = Command::new(exe)
         .args(CHILD_SUBCOMMAND)
         .arg(spec)
@@ -169,11 +207,16 @@ fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Resu
         .spawn()
         .context("start the bulk child")?;
     let stdout = child.stdout.take().context("child stdout")?;
-    let mut progress = Progress::new(&format!("bulk {name} insert (child)"), params.puts() * params.value_len_bytes as u64);
+    let mut progress = Progress::new(
+        &format!("bulk {name} insert (child)"),
+        params.puts() * params.value_len_bytes as u64,
+    );
     let mut report: Option<ChildReport> = None;
     for line in BufReader::new(stdout).lines() {
         let line = line?;
-        let Some(rest) = line.strip_prefix(LINE_PREFIX) else { continue };
+        let Some(rest) = line.strip_prefix(LINE_PREFIX) else {
+            continue;
+        };
         if let Some(n) = rest.strip_prefix("progress ") {
             progress.inc(n.trim().parse().unwrap_or(0));
         } else if let Some(json) = rest.strip_prefix("done ") {
@@ -194,7 +237,8 @@ fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Resu
 
     let io0 = proc_io(None)?;
     let start = Instant::now();
-    let engine = engine::open(config, dir).with_context(|| format!("{name}: reopen after SIGKILL"))?;
+    let engine =
+        engine::open(config, dir).with_context(|| format!("{name}: reopen after SIGKILL"))?;
     let recovery_s = start.elapsed().as_secs_f64();
     let io1 = proc_io(None)?;
     let recovered = engine.scan(&[0u8; KEY_LEN_BYTES], &[0xffu8; KEY_LEN_BYTES], usize::MAX)?;
@@ -211,16 +255,24 @@ fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Resu
     let compacted = engine.compact()?;
     let compaction_s = start.elapsed().as_secs_f64();
     let io4 = proc_io(None)?;
-    let (size_after_compaction, _) = dir_size(dir)?;
+    // After close: some engines delete compacted-away files lazily.
     engine.close()?;
+    let (size_after_compaction, _) = dir_size(dir)?;
 
-    let before_compaction_bytes =
-        report.write_bytes + (io1.write_bytes - io0.write_bytes) + (io3.write_bytes - io2.write_bytes);
+    // io0..io3 as one span: engines flush recovered data in the background,
+    // during the scan as well.
+    let before_compaction_bytes = report.write_bytes + (io3.write_bytes - io0.write_bytes);
     let compaction_bytes = io4.write_bytes - io3.write_bytes;
     let mut row = Row::new(&params.case_label(), name, config.io_mode.name())
         .metric("insert_s", report.insert_s)
-        .metric("insert_mib_s", mib(params.puts() * params.value_len_bytes as u64) / report.insert_s)
-        .metric("write_amp", before_compaction_bytes as f64 / ingested as f64)
+        .metric(
+            "insert_mib_s",
+            mib(params.puts() * params.value_len_bytes as u64) / report.insert_s,
+        )
+        .metric(
+            "write_amp",
+            before_compaction_bytes as f64 / ingested as f64,
+        )
         .metric(
             "write_amp_after_compaction",
             (before_compaction_bytes + compaction_bytes) as f64 / ingested as f64,
@@ -235,20 +287,29 @@ fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Resu
         .param("recovered_puts", recovered)
         .param("insert_write_bytes", report.write_bytes)
         .param("recovery_write_bytes", io1.write_bytes - io0.write_bytes)
+        .param(
+            "recovery_scan_flush_write_bytes",
+            io3.write_bytes - io0.write_bytes,
+        )
         .param("flush_write_bytes", io3.write_bytes - io2.write_bytes)
         .param("compaction_write_bytes", compaction_bytes)
         .param("size_after_kill_bytes", size_after_kill)
         .param("size_on_disk_bytes", size_on_disk)
         .param("size_after_compaction_bytes", size_after_compaction);
     if compacted {
-        row = row.metric("compaction_s", compaction_s).metric("size_after_compaction_mib", mib(size_after_compaction));
+        row = row
+            .metric("compaction_s", compaction_s)
+            .metric("size_after_compaction_mib", mib(size_after_compaction));
     }
     if let (Some(child_stats), Some(parent_stats)) = (report.engine_stats, stats_after_flush) {
         let total = child_stats.total_bytes() + parent_stats.total_bytes();
         row = row
             .metric("engine_write_amp", total as f64 / ingested as f64)
             .param("engine_insert_stats", serde_json::to_value(child_stats)?)
-            .param("engine_recovery_flush_stats", serde_json::to_value(parent_stats)?);
+            .param(
+                "engine_recovery_flush_stats",
+                serde_json::to_value(parent_stats)?,
+            );
     }
     Ok(row)
 }

@@ -22,7 +22,7 @@ pub const BLOCK_BYTES: usize = 1 << 20;
 /// Alignment of the probe's buffer and offsets; a multiple of every DIO
 /// alignment Linux reports.
 const ALIGNMENT_BYTES: usize = 4096;
-const _: () = assert!(BLOCK_BYTES % ALIGNMENT_BYTES == 0);
+const _: () = assert!(BLOCK_BYTES.is_multiple_of(ALIGNMENT_BYTES));
 
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceParams {
@@ -33,9 +33,15 @@ pub struct DeviceParams {
 impl DeviceParams {
     pub fn new(quick: bool) -> DeviceParams {
         if quick {
-            DeviceParams { file_bytes: 256 << 20, repeats: 2 }
+            DeviceParams {
+                file_bytes: 256 << 20,
+                repeats: 2,
+            }
         } else {
-            DeviceParams { file_bytes: 2 << 30, repeats: 3 }
+            DeviceParams {
+                file_bytes: 2 << 30,
+                repeats: 3,
+            }
         }
     }
 }
@@ -82,7 +88,13 @@ impl Drop for Fd {
 fn open_direct(path: &Path, flags: libc::c_int) -> Result<Fd> {
     let c_path = CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: c_path is a valid NUL-terminated string.
-    let fd = unsafe { libc::open(c_path.as_ptr(), flags | libc::O_DIRECT | libc::O_CLOEXEC, 0o644) };
+    let fd = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            flags | libc::O_DIRECT | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
     if fd < 0 {
         let err = std::io::Error::last_os_error();
         bail!(
@@ -94,7 +106,11 @@ fn open_direct(path: &Path, flags: libc::c_int) -> Result<Fd> {
 }
 
 /// Seconds to write `file_bytes` sequentially (O_DIRECT, fdatasync at end).
-pub fn probe_write(path: &Path, file_bytes: u64, mut progress: Option<&mut Progress>) -> Result<f64> {
+pub fn probe_write(
+    path: &Path,
+    file_bytes: u64,
+    mut progress: Option<&mut Progress>,
+) -> Result<f64> {
     let mut buf = DirectBuf::new(BLOCK_BYTES)?;
     for (i, chunk) in buf.as_mut_slice().chunks_mut(8).enumerate() {
         chunk.copy_from_slice(&fmix64(i as u64 + 1).to_le_bytes()[..chunk.len()]);
@@ -104,7 +120,14 @@ pub fn probe_write(path: &Path, file_bytes: u64, mut progress: Option<&mut Progr
     let mut offset = 0u64;
     while offset < file_bytes {
         // SAFETY: buf is BLOCK_BYTES long and aligned; fd is open.
-        let n = unsafe { libc::pwrite(fd.0, buf.ptr as *const libc::c_void, BLOCK_BYTES, offset as libc::off_t) };
+        let n = unsafe {
+            libc::pwrite(
+                fd.0,
+                buf.ptr as *const libc::c_void,
+                BLOCK_BYTES,
+                offset as libc::off_t,
+            )
+        };
         if n < 0 {
             return Err(std::io::Error::last_os_error()).context("pwrite");
         }
@@ -124,14 +147,25 @@ pub fn probe_write(path: &Path, file_bytes: u64, mut progress: Option<&mut Progr
 }
 
 /// Seconds to read the file back sequentially (O_DIRECT).
-pub fn probe_read(path: &Path, file_bytes: u64, mut progress: Option<&mut Progress>) -> Result<f64> {
+pub fn probe_read(
+    path: &Path,
+    file_bytes: u64,
+    mut progress: Option<&mut Progress>,
+) -> Result<f64> {
     let buf = DirectBuf::new(BLOCK_BYTES)?;
     let fd = open_direct(path, libc::O_RDONLY)?;
     let start = Instant::now();
     let mut offset = 0u64;
     while offset < file_bytes {
         // SAFETY: buf is BLOCK_BYTES long and aligned; fd is open.
-        let n = unsafe { libc::pread(fd.0, buf.ptr as *mut libc::c_void, BLOCK_BYTES, offset as libc::off_t) };
+        let n = unsafe {
+            libc::pread(
+                fd.0,
+                buf.ptr as *mut libc::c_void,
+                BLOCK_BYTES,
+                offset as libc::off_t,
+            )
+        };
         if n < 0 {
             return Err(std::io::Error::last_os_error()).context("pread");
         }
@@ -148,7 +182,11 @@ pub fn probe_read(path: &Path, file_bytes: u64, mut progress: Option<&mut Progre
 
 /// Whether `fio` is on the PATH.
 pub fn fio_available() -> bool {
-    Command::new("fio").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("fio")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 /// fio's bandwidth (MiB/s) for a sequential job on `path`, same shape as
@@ -163,7 +201,12 @@ pub fn fio_bandwidth_mib_s(path: &Path, file_bytes: u64, write: bool) -> Result<
         .arg(format!("--size={file_bytes}"))
         // fio preallocates by default (unwritten extents, converted on each
         // write); the probe and the engines append, so fio must too.
-        .args(["--direct=1", "--ioengine=psync", "--fallocate=none", "--output-format=json"]);
+        .args([
+            "--direct=1",
+            "--ioengine=psync",
+            "--fallocate=none",
+            "--output-format=json",
+        ]);
     if write {
         cmd.arg("--end_fsync=1");
     }
@@ -174,7 +217,8 @@ pub fn fio_bandwidth_mib_s(path: &Path, file_bytes: u64, write: bool) -> Result<
     // fio may print warnings before the JSON document.
     let text = String::from_utf8_lossy(&out.stdout);
     let json_start = text.find('{').context("no JSON in fio's output")?;
-    let doc: serde_json::Value = serde_json::from_str(&text[json_start..]).context("parse fio JSON")?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text[json_start..]).context("parse fio JSON")?;
     let side = if write { "write" } else { "read" };
     let bw_bytes = doc["jobs"][0][side]["bw_bytes"]
         .as_f64()
@@ -227,11 +271,17 @@ pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
     let mib = params.file_bytes as f64 / (1024.0 * 1024.0);
     let result = (|| -> Result<()> {
         for rep in 0..params.repeats {
-            let mut p = Progress::new(&format!("device probe write #{}", rep + 1), params.file_bytes);
+            let mut p = Progress::new(
+                &format!("device probe write #{}", rep + 1),
+                params.file_bytes,
+            );
             let secs = probe_write(&path, params.file_bytes, Some(&mut p))?;
             p.finish(&format!("{:.0} MiB/s", mib / secs));
             probe_w.push(mib / secs);
-            let mut p = Progress::new(&format!("device probe read #{}", rep + 1), params.file_bytes);
+            let mut p = Progress::new(
+                &format!("device probe read #{}", rep + 1),
+                params.file_bytes,
+            );
             let secs = probe_read(&path, params.file_bytes, Some(&mut p))?;
             p.finish(&format!("{:.0} MiB/s", mib / secs));
             probe_r.push(mib / secs);
@@ -241,7 +291,10 @@ pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
                     .and_then(|w| Ok((w, fio_bandwidth_mib_s(&path, params.file_bytes, false)?)))
                 {
                     Ok((w, r)) => {
-                        eprintln!("  {:<40} write {w:.0} MiB/s, read {r:.0} MiB/s", format!("fio #{}", rep + 1));
+                        eprintln!(
+                            "  {:<40} write {w:.0} MiB/s, read {r:.0} MiB/s",
+                            format!("fio #{}", rep + 1)
+                        );
                         fio_w.push(w);
                         fio_r.push(r);
                     }
@@ -266,17 +319,40 @@ pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
     let row = |case: &str, engine: &str, config: &str, samples: &[f64]| {
         Row::new(case, engine, config)
             .metric("mib_s", median(samples))
-            .metric("min_mib_s", samples.iter().cloned().fold(f64::INFINITY, f64::min))
+            .metric(
+                "min_mib_s",
+                samples.iter().cloned().fold(f64::INFINITY, f64::min),
+            )
             .metric("max_mib_s", samples.iter().cloned().fold(0.0, f64::max))
             .param("samples_mib_s", samples.to_vec())
     };
     let mut rows = vec![
-        row("sequential write 1 MiB", "lab probe", "O_DIRECT pwrite", &probe_w),
-        row("sequential read 1 MiB", "lab probe", "O_DIRECT pread", &probe_r),
+        row(
+            "sequential write 1 MiB",
+            "lab probe",
+            "O_DIRECT psync",
+            &probe_w,
+        ),
+        row(
+            "sequential read 1 MiB",
+            "lab probe",
+            "O_DIRECT psync",
+            &probe_r,
+        ),
     ];
     if !fio_w.is_empty() {
-        rows.push(row("sequential write 1 MiB", "fio", "psync direct=1 fallocate=none", &fio_w));
-        rows.push(row("sequential read 1 MiB", "fio", "psync direct=1", &fio_r));
+        rows.push(row(
+            "sequential write 1 MiB",
+            "fio",
+            "psync direct=1",
+            &fio_w,
+        ));
+        rows.push(row(
+            "sequential read 1 MiB",
+            "fio",
+            "psync direct=1",
+            &fio_r,
+        ));
     }
     Ok(DeviceOutcome { line, rows, notes })
 }

@@ -11,7 +11,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use strata::io::{AlignedBuf, BufferedWriter, FileClass, FileOptions, IoEngine, IoFile, IoMode, IoStats, ShutdownMode};
+use strata::io::{
+    AlignedBuf, BufferedWriter, FileClass, FileOptions, IoEngine, IoFile, IoMode, IoStats,
+    ShutdownMode,
+};
 
 use crate::progress::Progress;
 use crate::results::{DeviceSide, MetricSpec, Row};
@@ -43,8 +46,10 @@ impl IoParams {
 
 pub fn metrics() -> Vec<MetricSpec> {
     vec![
-        MetricSpec::new("write_mib_s", "Write (BufferedWriter)", "MiB/s", true).vs_device(DeviceSide::Write),
-        MetricSpec::new("read_mib_s", "Read (1 MiB read_exact_at)", "MiB/s", true).vs_device(DeviceSide::Read),
+        MetricSpec::new("write_mib_s", "Write (BufferedWriter)", "MiB/s", true)
+            .vs_device(DeviceSide::Write),
+        MetricSpec::new("read_mib_s", "Read (1 MiB read_exact_at)", "MiB/s", true)
+            .vs_device(DeviceSide::Read),
         MetricSpec::new("write_device_fraction", "Write / device write", "×", true),
         MetricSpec::new("read_device_fraction", "Read / device read", "×", true),
         MetricSpec::new("write_ops", "Write ops counted", "ops", false),
@@ -76,12 +81,21 @@ pub fn run_one(
     file_bytes: u64,
     progress: &mut Progress,
 ) -> Result<IoFigures> {
-    assert!(PATTERN_BYTES % write_len == 0, "write sizes divide the pattern");
+    assert!(
+        PATTERN_BYTES.is_multiple_of(write_len),
+        "write sizes divide the pattern"
+    );
     let pattern = pattern();
     let stats = IoStats::new();
-    let opts = FileOptions { mode, engine, class: FileClass::Other, ..FileOptions::default() };
+    let opts = FileOptions {
+        mode,
+        engine,
+        class: FileClass::Other,
+        ..FileOptions::default()
+    };
 
-    let file = IoFile::create(path, &opts, &stats).with_context(|| format!("create {}", path.display()))?;
+    let file = IoFile::create(path, &opts, &stats)
+        .with_context(|| format!("create {}", path.display()))?;
     let start = Instant::now();
     let mut writer = BufferedWriter::new(file, WRITER_CAPACITY_BYTES, 0)?;
     let mut offset = 0u64;
@@ -100,7 +114,10 @@ pub fn run_one(
 
     let len = std::fs::metadata(path)?.len();
     if len != file_bytes {
-        bail!("{}: {len} bytes on disk, {file_bytes} written", path.display());
+        bail!(
+            "{}: {len} bytes on disk, {file_bytes} written",
+            path.display()
+        );
     }
     evict_from_page_cache(path)?;
     let file = IoFile::open(path, &opts, &stats)?;
@@ -114,15 +131,27 @@ pub fn run_one(
         let at = (offset % PATTERN_BYTES as u64) as usize;
         let expected = &pattern[at..at + n.min(PATTERN_BYTES - at)];
         if &slice[..expected.len()] != expected {
-            bail!("{}: wrong bytes read back at offset {offset}", path.display());
+            bail!(
+                "{}: wrong bytes read back at offset {offset}",
+                path.display()
+            );
         }
         offset += n as u64;
     }
     let read_s = start.elapsed().as_secs_f64();
-    Ok(IoFigures { write_s, read_s, write_ops })
+    Ok(IoFigures {
+        write_s,
+        read_s,
+        write_ops,
+    })
 }
 
-pub fn run(params: &IoParams, data_dir: &Path, device: Option<(f64, f64)>, notes: &mut Vec<String>) -> Result<Vec<Row>> {
+pub fn run(
+    params: &IoParams,
+    data_dir: &Path,
+    device: Option<(f64, f64)>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>> {
     std::fs::create_dir_all(data_dir)?;
     let path = data_dir.join("io-experiment.dat");
     let mib = params.file_bytes as f64 / (1024.0 * 1024.0);
@@ -137,7 +166,14 @@ pub fn run(params: &IoParams, data_dir: &Path, device: Option<(f64, f64)>, notes
             for engine in [IoEngine::Sync, IoEngine::IoUring] {
                 let config = format!("{}/{}", mode.name(), engine.name());
                 let mut progress = Progress::new(&format!("io {case} {config}"), params.file_bytes);
-                let outcome = run_one(&path, mode, engine, write_len, params.file_bytes, &mut progress);
+                let outcome = run_one(
+                    &path,
+                    mode,
+                    engine,
+                    write_len,
+                    params.file_bytes,
+                    &mut progress,
+                );
                 let _ = std::fs::remove_file(&path);
                 let figures = match outcome {
                     Ok(figures) => figures,
@@ -156,7 +192,8 @@ pub fn run(params: &IoParams, data_dir: &Path, device: Option<(f64, f64)>, notes
                     .param("file_bytes", params.file_bytes)
                     .param("write_len_bytes", write_len as u64)
                     .param("writer_capacity_bytes", WRITER_CAPACITY_BYTES as u64);
-                let mut outcome = format!("write {write_mib_s:.0} MiB/s, read {read_mib_s:.0} MiB/s");
+                let mut outcome =
+                    format!("write {write_mib_s:.0} MiB/s, read {read_mib_s:.0} MiB/s");
                 if let Some((dev_w, dev_r)) = device {
                     row = row
                         .metric("write_device_fraction", write_mib_s / dev_w)

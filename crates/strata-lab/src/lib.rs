@@ -45,7 +45,12 @@ pub enum Experiment {
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 4] = [Experiment::Device, Experiment::Io, Experiment::Ingest, Experiment::Bulk];
+    pub const ALL: [Experiment; 4] = [
+        Experiment::Device,
+        Experiment::Io,
+        Experiment::Ingest,
+        Experiment::Bulk,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -59,7 +64,9 @@ impl Experiment {
     pub fn title(self) -> &'static str {
         match self {
             Experiment::Device => "device — sequential bandwidth of the disk (the device line)",
-            Experiment::Io => "io — strata's io layer (BufferedWriter, 1 MiB buffer) in every mode and engine",
+            Experiment::Io => {
+                "io — strata's io layer (BufferedWriter, 1 MiB buffer) in every mode and engine"
+            }
             Experiment::Ingest => "ingest — the write path (Neon bench_ingest matrix)",
             Experiment::Bulk => "bulk — a large ingest end to end (Neon test_bulk_insert)",
         }
@@ -74,7 +81,10 @@ impl Experiment {
 
     /// Sort key of an experiment name (unknown names last).
     pub fn order_of(name: &str) -> usize {
-        Experiment::ALL.iter().position(|e| e.name() == name).unwrap_or(usize::MAX)
+        Experiment::ALL
+            .iter()
+            .position(|e| e.name() == name)
+            .unwrap_or(usize::MAX)
     }
 }
 
@@ -96,7 +106,11 @@ pub struct RunConfig {
 /// report's path. An experiment that fails is reported and the others still
 /// run; the run then ends with an error.
 pub fn run(config: &RunConfig) -> Result<PathBuf> {
-    let mut experiments = if config.experiments.is_empty() { Experiment::ALL.to_vec() } else { config.experiments.clone() };
+    let mut experiments = if config.experiments.is_empty() {
+        Experiment::ALL.to_vec()
+    } else {
+        config.experiments.clone()
+    };
     // The device line is measured in every run: the others compare with it.
     if !experiments.contains(&Experiment::Device) {
         experiments.push(Experiment::Device);
@@ -105,7 +119,11 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     experiments.dedup();
 
     let engines = if config.engines.is_empty() {
-        EngineKind::ALL.iter().copied().filter(|k| k.is_compiled()).collect()
+        EngineKind::ALL
+            .iter()
+            .copied()
+            .filter(|k| k.is_compiled())
+            .collect()
     } else {
         for kind in &config.engines {
             if !kind.is_compiled() {
@@ -137,10 +155,18 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     };
     eprintln!(
         "strata lab: {} on {} ({}), engines: {}, {} mode",
-        experiments.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
+        experiments
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         ctx.machine.filesystem.device,
         ctx.machine.filesystem.fs_type,
-        engines.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        engines
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         if config.quick { "quick" } else { "full" }
     );
 
@@ -170,7 +196,11 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     let report = report::write_report(&ctx.out_dir)?;
     println!("report: {}", report.display());
     if !failures.is_empty() {
-        bail!("{} experiment(s) failed: {}", failures.len(), failures.join("; "));
+        bail!(
+            "{} experiment(s) failed: {}",
+            failures.len(),
+            failures.join("; ")
+        );
     }
     Ok(report)
 }
@@ -183,18 +213,31 @@ struct RunContext {
     out_dir: PathBuf,
 }
 
+/// What an experiment measured, before the run's context is added.
+struct Measured<'a> {
+    metrics: Vec<MetricSpec>,
+    /// The first is the primary metric.
+    plot_metrics: &'a [&'a str],
+    options: BTreeMap<String, serde_json::Value>,
+    rows: Vec<Row>,
+    notes: Vec<String>,
+}
+
 impl RunContext {
     fn result(
         &self,
         experiment: Experiment,
         started: (String, Instant),
         device_line: Option<&DeviceLine>,
-        metrics: Vec<MetricSpec>,
-        plot_metrics: &[&str],
-        options: BTreeMap<String, serde_json::Value>,
-        rows: Vec<Row>,
-        notes: Vec<String>,
+        measured: Measured<'_>,
     ) -> ExperimentResult {
+        let Measured {
+            metrics,
+            plot_metrics,
+            options,
+            rows,
+            notes,
+        } = measured;
         ExperimentResult {
             schema_version: SCHEMA_VERSION,
             experiment: experiment.name().to_string(),
@@ -220,7 +263,10 @@ fn started() -> (String, Instant) {
 }
 
 fn options(pairs: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::Value> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 fn run_device(ctx: &RunContext) -> Result<(ExperimentResult, DeviceLine)> {
@@ -240,18 +286,16 @@ fn run_device(ctx: &RunContext) -> Result<(ExperimentResult, DeviceLine)> {
         ("file_bytes", params.file_bytes.into()),
         ("block_bytes", (device::BLOCK_BYTES as u64).into()),
         ("repeats", params.repeats.into()),
-        ("method", "O_DIRECT pwrite/pread, fdatasync at end of write".into()),
+        ("method", "O_DIRECT pwrite/pread appending to a new file, fdatasync at end of write; fio: same job, --fallocate=none".into()),
     ]);
-    let result = ctx.result(
-        Experiment::Device,
-        t,
-        Some(&outcome.line),
-        device::metrics(),
-        &["mib_s"],
-        opts,
-        outcome.rows,
-        outcome.notes,
-    );
+    let measured = Measured {
+        metrics: device::metrics(),
+        plot_metrics: &["mib_s"],
+        options: opts,
+        rows: outcome.rows,
+        notes: outcome.notes,
+    };
+    let result = ctx.result(Experiment::Device, t, Some(&outcome.line), measured);
     Ok((result, outcome.line))
 }
 
@@ -266,22 +310,50 @@ fn run_io(ctx: &RunContext, device_line: Option<&DeviceLine>) -> Result<Experime
     }
     let opts = options(&[
         ("file_bytes", params.file_bytes.into()),
-        ("write_sizes_bytes", serde_json::json!(params.write_sizes_bytes)),
-        ("writer_capacity_bytes", (io_exp::WRITER_CAPACITY_BYTES as u64).into()),
+        (
+            "write_sizes_bytes",
+            serde_json::json!(params.write_sizes_bytes),
+        ),
+        (
+            "writer_capacity_bytes",
+            (io_exp::WRITER_CAPACITY_BYTES as u64).into(),
+        ),
         ("read_block_bytes", (io_exp::READ_BLOCK_BYTES as u64).into()),
     ]);
-    Ok(ctx.result(Experiment::Io, t, device_line, io_exp::metrics(), &["write_mib_s", "read_mib_s"], opts, rows, notes))
+    let measured = Measured {
+        metrics: io_exp::metrics(),
+        plot_metrics: &["write_mib_s", "read_mib_s"],
+        options: opts,
+        rows,
+        notes,
+    };
+    Ok(ctx.result(Experiment::Io, t, device_line, measured))
 }
 
-fn run_ingest(ctx: &RunContext, engines: &[EngineKind], device_line: Option<&DeviceLine>) -> Result<ExperimentResult> {
+fn run_ingest(
+    ctx: &RunContext,
+    engines: &[EngineKind],
+    device_line: Option<&DeviceLine>,
+) -> Result<ExperimentResult> {
     let t = started();
     let params = ingest::IngestParams::new(ctx.quick);
     let configs: Vec<EngineConfig> = engines
         .iter()
-        .flat_map(|kind| kind.io_modes().iter().map(|mode| EngineConfig { kind: *kind, io_mode: *mode }))
+        .flat_map(|kind| {
+            kind.io_modes().iter().map(|mode| EngineConfig {
+                kind: *kind,
+                io_mode: *mode,
+            })
+        })
         .collect();
     let mut notes = Vec::new();
-    let rows = ingest::run(&configs, params, &ctx.data_dir, device_line.map(|l| l.write_mib_s), &mut notes)?;
+    let rows = ingest::run(
+        &configs,
+        params,
+        &ctx.data_dir,
+        device_line.map(|l| l.write_mib_s),
+        &mut notes,
+    )?;
     if rows.is_empty() {
         bail!("no engine completed ingest: {}", notes.join("; "));
     }
@@ -292,16 +364,30 @@ fn run_ingest(ctx: &RunContext, engines: &[EngineKind], device_line: Option<&Dev
         ("key_len_bytes", (workload::KEY_LEN_BYTES as u64).into()),
         ("reader_window_keys", ingest::READER_WINDOW_KEYS.into()),
     ]);
-    Ok(ctx.result(Experiment::Ingest, t, device_line, ingest::metrics(), &["mib_s", "puts_s"], opts, rows, notes))
+    let measured = Measured {
+        metrics: ingest::metrics(),
+        plot_metrics: &["mib_s", "puts_s"],
+        options: opts,
+        rows,
+        notes,
+    };
+    Ok(ctx.result(Experiment::Ingest, t, device_line, measured))
 }
 
-fn run_bulk(ctx: &RunContext, engines: &[EngineKind], device_line: Option<&DeviceLine>) -> Result<ExperimentResult> {
+fn run_bulk(
+    ctx: &RunContext,
+    engines: &[EngineKind],
+    device_line: Option<&DeviceLine>,
+) -> Result<ExperimentResult> {
     let t = started();
     let params = bulk::BulkParams::new(ctx.quick);
     let mut rows = Vec::new();
     let mut notes = Vec::new();
     for kind in engines {
-        let config = EngineConfig { kind: *kind, io_mode: kind.default_io_mode() };
+        let config = EngineConfig {
+            kind: *kind,
+            io_mode: kind.default_io_mode(),
+        };
         match bulk::run_engine(&config, &params, &ctx.data_dir) {
             Ok(row) => {
                 eprintln!(
@@ -330,16 +416,14 @@ fn run_bulk(ctx: &RunContext, engines: &[EngineKind], device_line: Option<&Devic
         ("key_layout", params.layout.label().into()),
         ("ingested_bytes", params.ingested_bytes().into()),
     ]);
-    Ok(ctx.result(
-        Experiment::Bulk,
-        t,
-        device_line,
-        bulk::metrics(),
-        &["insert_mib_s", "write_amp", "recovery_s", "peak_rss_mib"],
-        opts,
+    let measured = Measured {
+        metrics: bulk::metrics(),
+        plot_metrics: &["insert_mib_s", "write_amp", "recovery_s", "peak_rss_mib"],
+        options: opts,
         rows,
         notes,
-    ))
+    };
+    Ok(ctx.result(Experiment::Bulk, t, device_line, measured))
 }
 
 /// Entry of the hidden `strata lab bulk-child` subcommand.

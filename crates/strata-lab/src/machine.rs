@@ -32,9 +32,14 @@ impl Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
             .unwrap_or_else(|| "unknown".to_string());
-        let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let memory_bytes = meminfo
             .lines()
@@ -45,7 +50,13 @@ impl Machine {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| format!("Linux {}", s.trim()))
             .unwrap_or_else(|_| "unknown".to_string());
-        Machine { cpu_model, cores, memory_bytes, kernel, filesystem: Filesystem::of(data_dir) }
+        Machine {
+            cpu_model,
+            cores,
+            memory_bytes,
+            kernel,
+            filesystem: Filesystem::of(data_dir),
+        }
     }
 }
 
@@ -53,7 +64,10 @@ impl Filesystem {
     /// The mount with the longest mount point that contains `dir`.
     pub fn of(dir: &Path) -> Filesystem {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let mut best = Filesystem { data_dir: dir.display().to_string(), ..Filesystem::default() };
+        let mut best = Filesystem {
+            data_dir: dir.display().to_string(),
+            ..Filesystem::default()
+        };
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut best_len = 0usize;
         for line in mountinfo.lines() {
@@ -82,7 +96,10 @@ impl Filesystem {
 /// `git rev-parse HEAD` of the working directory, `+dirty` when it has
 /// uncommitted changes; `None` outside a git checkout.
 pub fn git_commit() -> Option<String> {
-    let out = Command::new("git").args(["rev-parse", "HEAD"]).output().ok()?;
+    let out = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }

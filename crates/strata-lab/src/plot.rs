@@ -106,7 +106,9 @@ pub fn bar_chart_svg(chart: &BarChart<'_>) -> Result<String> {
             );
             let style = label_style.clone().pos(anchor);
             ctx.draw_series(std::iter::once(
-                EmptyElement::at((x, 0.0)) + Text::new(a, (0, 6), style.clone()) + Text::new(b, (0, 21), style),
+                EmptyElement::at((x, 0.0))
+                    + Text::new(a, (0, 6), style.clone())
+                    + Text::new(b, (0, 21), style),
             ))
             .map_err(|e| anyhow!("{e:?}"))?;
         }
@@ -121,7 +123,10 @@ pub fn bar_chart_svg(chart: &BarChart<'_>) -> Result<String> {
                 .filter_map(|(c, v)| {
                     let v = (*v)?;
                     let x0 = c as f64 + 0.1 + s as f64 * bar_width;
-                    Some(Rectangle::new([(x0, 0.0), (x0 + bar_width * 0.92, v)], color.filled()))
+                    Some(Rectangle::new(
+                        [(x0, 0.0), (x0 + bar_width * 0.92, v)],
+                        color.filled(),
+                    ))
                 })
                 .collect();
             ctx.draw_series(bars).map_err(|e| anyhow!("{e:?}"))?;
@@ -144,12 +149,17 @@ pub fn bar_chart_svg(chart: &BarChart<'_>) -> Result<String> {
             legend_area
                 .draw(&Rectangle::new([(8, y), (22, y + 12)], color.filled()))
                 .map_err(|e| anyhow!("{e:?}"))?;
-            legend_area.draw(&Text::new(name.clone(), (30, y), text.clone())).map_err(|e| anyhow!("{e:?}"))?;
+            legend_area
+                .draw(&Text::new(name.clone(), (30, y), text.clone()))
+                .map_err(|e| anyhow!("{e:?}"))?;
         }
         if let Some(line) = &chart.ref_line {
             let y = 40 + 22 * chart.series.len() as i32 + 6;
             legend_area
-                .draw(&PathElement::new(vec![(8, y), (22, y)], ShapeStyle::from(&BLACK).stroke_width(2)))
+                .draw(&PathElement::new(
+                    vec![(8, y), (22, y)],
+                    ShapeStyle::from(&BLACK).stroke_width(2),
+                ))
                 .map_err(|e| anyhow!("{e:?}"))?;
             legend_area
                 .draw(&Text::new(line.label.clone(), (30, y - 6), text.clone()))
@@ -184,8 +194,14 @@ mod tests {
 
     #[test]
     fn bar_chart_is_an_svg_with_a_bar_per_value() {
-        let cases = vec!["100 B Sequential delta=Yes".to_string(), "8 KiB".to_string()];
-        let series = vec!["strata DirectRw".to_string(), "rocksdb Buffered".to_string()];
+        let cases = vec![
+            "100 B Sequential delta=Yes".to_string(),
+            "8 KiB".to_string(),
+        ];
+        let series = vec![
+            "strata DirectRw".to_string(),
+            "rocksdb Buffered".to_string(),
+        ];
         let values = vec![vec![Some(100.0), Some(200.0)], vec![Some(50.0), None]];
         let svg = bar_chart_svg(&BarChart {
             title: "ingest",
@@ -193,7 +209,10 @@ mod tests {
             cases: &cases,
             series: &series,
             values: &values,
-            ref_line: Some(RefLine { label: "device 500 MiB/s".to_string(), value: 500.0 }),
+            ref_line: Some(RefLine {
+                label: "device 500 MiB/s".to_string(),
+                value: 500.0,
+            }),
         })
         .unwrap();
         assert!(svg.starts_with("<svg"));

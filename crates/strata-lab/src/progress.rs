@@ -25,9 +25,11 @@ impl Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(total.max(1));
             bar.set_style(
-                ProgressStyle::with_template("{prefix:>40} [{bar:30}] {percent:>3}% {elapsed_precise} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
+                ProgressStyle::with_template(
+                    "{prefix:>40} [{bar:30}] {percent:>3}% {elapsed_precise} {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
             );
             bar.set_prefix(label.to_string());
             bar

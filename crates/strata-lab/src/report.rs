@@ -53,8 +53,14 @@ tr.strata td{background:#eef6ff}.note{color:#a40}\
 pub fn render(results: &[ExperimentResult]) -> Result<String> {
     let mut h = String::new();
     let first = &results[0];
-    writeln!(h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")?;
-    writeln!(h, "<title>strata lab report</title><style>{STYLE}</style></head><body>")?;
+    writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    )?;
+    writeln!(
+        h,
+        "<title>strata lab report</title><style>{STYLE}</style></head><body>"
+    )?;
     writeln!(h, "<h1>strata lab report</h1>")?;
     writeln!(
         h,
@@ -64,19 +70,45 @@ pub fn render(results: &[ExperimentResult]) -> Result<String> {
     // Machine and run, once.
     let m = &first.machine;
     writeln!(h, "<table class=\"machine\"><tbody>")?;
-    let mut kv = |k: &str, v: String| writeln!(h, "<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>", escape(k), escape(&v));
+    let mut kv = |k: &str, v: String| {
+        writeln!(
+            h,
+            "<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>",
+            escape(k),
+            escape(&v)
+        )
+    };
     kv("CPU", format!("{} ({} cores)", m.cpu_model, m.cores))?;
-    kv("Memory", format!("{:.1} GiB", m.memory_bytes as f64 / (1u64 << 30) as f64))?;
+    kv(
+        "Memory",
+        format!("{:.1} GiB", m.memory_bytes as f64 / (1u64 << 30) as f64),
+    )?;
     kv("Kernel", m.kernel.clone())?;
     kv(
         "Data directory",
         format!(
             "{} on {} ({}, mounted at {})",
-            m.filesystem.data_dir, m.filesystem.device, m.filesystem.fs_type, m.filesystem.mount_point
+            m.filesystem.data_dir,
+            m.filesystem.device,
+            m.filesystem.fs_type,
+            m.filesystem.mount_point
         ),
     )?;
-    kv("Git commit", first.git_commit.clone().unwrap_or_else(|| "unknown".to_string()))?;
-    kv("Mode", if first.quick { "quick".to_string() } else { "full (reference sizes)".to_string() })?;
+    kv(
+        "Git commit",
+        first
+            .git_commit
+            .clone()
+            .unwrap_or_else(|| "unknown".to_string()),
+    )?;
+    kv(
+        "Mode",
+        if first.quick {
+            "quick".to_string()
+        } else {
+            "full (reference sizes)".to_string()
+        },
+    )?;
     kv("Started", first.started_at_utc.clone())?;
     if let Some(line) = &first.device_line {
         let fio = match (line.fio_write_mib_s, line.fio_read_mib_s) {
@@ -98,7 +130,12 @@ pub fn render(results: &[ExperimentResult]) -> Result<String> {
 
     writeln!(h, "<ul>")?;
     for r in results {
-        writeln!(h, "<li><a href=\"#{0}\">{1}</a></li>", escape(&r.experiment), escape(&r.title))?;
+        writeln!(
+            h,
+            "<li><a href=\"#{0}\">{1}</a></li>",
+            escape(&r.experiment),
+            escape(&r.title)
+        )?;
     }
     writeln!(h, "</ul>")?;
 
@@ -110,7 +147,11 @@ pub fn render(results: &[ExperimentResult]) -> Result<String> {
 }
 
 fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
-    writeln!(h, "<section class=\"experiment\" id=\"{}\">", escape(&r.experiment))?;
+    writeln!(
+        h,
+        "<section class=\"experiment\" id=\"{}\">",
+        escape(&r.experiment)
+    )?;
     writeln!(h, "<h2>{}</h2>", escape(&r.title))?;
     writeln!(
         h,
@@ -130,7 +171,11 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
         }
     }
     writeln!(h, "<div class=\"plots\">")?;
-    let plot_keys: Vec<&String> = if r.plot_metrics.is_empty() { vec![&r.primary_metric] } else { r.plot_metrics.iter().collect() };
+    let plot_keys: Vec<&String> = if r.plot_metrics.is_empty() {
+        vec![&r.primary_metric]
+    } else {
+        r.plot_metrics.iter().collect()
+    };
     for key in plot_keys {
         let Some(spec) = r.spec(key) else { continue };
         let values: Vec<Vec<Option<f64>>> = series
@@ -138,7 +183,12 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
             .map(|s| {
                 cases
                     .iter()
-                    .map(|c| r.rows.iter().find(|row| &row.case == c && &row.series() == s).and_then(|row| row.metrics.get(key).copied()))
+                    .map(|c| {
+                        r.rows
+                            .iter()
+                            .find(|row| &row.case == c && &row.series() == s)
+                            .and_then(|row| row.metrics.get(key).copied())
+                    })
                     .collect()
             })
             .collect();
@@ -146,17 +196,26 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
             continue;
         }
         let ref_line = match (spec.device_side, &r.device_line) {
-            (Some(DeviceSide::Write), Some(line)) => {
-                Some(RefLine { label: format!("device write {:.0} MiB/s", line.write_mib_s), value: line.write_mib_s })
-            }
-            (Some(DeviceSide::Read), Some(line)) => {
-                Some(RefLine { label: format!("device read {:.0} MiB/s", line.read_mib_s), value: line.read_mib_s })
-            }
+            (Some(DeviceSide::Write), Some(line)) => Some(RefLine {
+                label: format!("device write {:.0} MiB/s", line.write_mib_s),
+                value: line.write_mib_s,
+            }),
+            (Some(DeviceSide::Read), Some(line)) => Some(RefLine {
+                label: format!("device read {:.0} MiB/s", line.read_mib_s),
+                value: line.read_mib_s,
+            }),
             _ => None,
         };
         let title = format!("{}: {}", r.experiment, spec.label);
         let y_label = format!("{} ({})", spec.label, spec.unit);
-        let svg = bar_chart_svg(&BarChart { title: &title, y_label: &y_label, cases: &cases, series: &series, values: &values, ref_line })?;
+        let svg = bar_chart_svg(&BarChart {
+            title: &title,
+            y_label: &y_label,
+            cases: &cases,
+            series: &series,
+            values: &values,
+            ref_line,
+        })?;
         h.push_str(&svg);
         h.push('\n');
     }
@@ -166,11 +225,27 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
     let primary = r.spec(&r.primary_metric);
     let has_strata = r.rows.iter().any(|row| row.engine == "strata");
     let has_device = primary.is_some_and(|p| p.device_side.is_some()) && r.device_line.is_some();
-    writeln!(h, "<table class=\"experiment-table\" data-experiment=\"{}\"><thead><tr>", escape(&r.experiment))?;
-    writeln!(h, "<th class=\"l\">case</th><th class=\"l\">engine</th><th class=\"l\">config</th>")?;
-    let shown: Vec<_> = r.metrics.iter().filter(|spec| r.rows.iter().any(|row| row.metrics.contains_key(&spec.key))).collect();
+    writeln!(
+        h,
+        "<table class=\"experiment-table\" data-experiment=\"{}\"><thead><tr>",
+        escape(&r.experiment)
+    )?;
+    writeln!(
+        h,
+        "<th class=\"l\">case</th><th class=\"l\">engine</th><th class=\"l\">config</th>"
+    )?;
+    let shown: Vec<_> = r
+        .metrics
+        .iter()
+        .filter(|spec| r.rows.iter().any(|row| row.metrics.contains_key(&spec.key)))
+        .collect();
     for spec in &shown {
-        writeln!(h, "<th>{}<br><span class=\"muted\">{}</span></th>", escape(&spec.label), escape(&spec.unit))?;
+        writeln!(
+            h,
+            "<th>{}<br><span class=\"muted\">{}</span></th>",
+            escape(&spec.label),
+            escape(&spec.unit)
+        )?;
     }
     if let Some(p) = primary {
         if has_strata {
@@ -182,7 +257,11 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
     }
     writeln!(h, "</tr></thead><tbody>")?;
     for row in &r.rows {
-        let class = if row.engine == "strata" { " class=\"strata\"" } else { "" };
+        let class = if row.engine == "strata" {
+            " class=\"strata\""
+        } else {
+            ""
+        };
         write!(
             h,
             "<tr{class}><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>",
@@ -216,8 +295,16 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
 
     // Options and notes.
     if !r.options.is_empty() {
-        let opts: Vec<String> = r.options.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        writeln!(h, "<p class=\"muted\">Options: {}</p>", escape(&opts.join(", ")))?;
+        let opts: Vec<String> = r
+            .options
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        writeln!(
+            h,
+            "<p class=\"muted\">Options: {}</p>",
+            escape(&opts.join(", "))
+        )?;
     }
     for note in &r.notes {
         writeln!(h, "<p class=\"note\">{}</p>", escape(note))?;
@@ -241,7 +328,10 @@ mod tests {
         assert_eq!(html.matches("<table class=\"experiment-table\"").count(), 2);
         assert!(html.matches("<svg").count() >= 2);
         assert!(html.contains("0.50×"), "peer at half of strata");
-        assert!(html.contains("0.25×"), "peer at a quarter of the device line");
+        assert!(
+            html.contains("0.25×"),
+            "peer at a quarter of the device line"
+        );
         assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
         assert!(!html.contains("<script"));
     }

@@ -149,7 +149,8 @@ impl ExperimentResult {
     }
 
     pub fn load(path: &Path) -> Result<ExperimentResult> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
         let result: ExperimentResult =
             serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
         if result.schema_version != SCHEMA_VERSION {
@@ -199,7 +200,12 @@ impl ExperimentResult {
             .iter()
             .filter(strata)
             .find(|r| r.config == row.config)
-            .or_else(|| self.rows.iter().filter(strata).find(|r| r.config.starts_with("DirectRw")))
+            .or_else(|| {
+                self.rows
+                    .iter()
+                    .filter(strata)
+                    .find(|r| r.config.starts_with("DirectRw"))
+            })
             .or_else(|| self.rows.iter().find(strata))
     }
 
@@ -227,7 +233,8 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn sample(experiment: &str) -> ExperimentResult {
-        let spec = MetricSpec::new("mib_s", "Throughput", "MiB/s", true).vs_device(DeviceSide::Write);
+        let spec =
+            MetricSpec::new("mib_s", "Throughput", "MiB/s", true).vs_device(DeviceSide::Write);
         ExperimentResult {
             schema_version: SCHEMA_VERSION,
             experiment: experiment.to_string(),
@@ -250,7 +257,9 @@ pub(crate) mod tests {
             metrics: vec![spec, MetricSpec::new("puts_s", "Puts", "puts/s", true)],
             plot_metrics: vec!["mib_s".to_string(), "puts_s".to_string()],
             rows: vec![
-                Row::new("100 B Sequential", "strata", "DirectRw").metric("mib_s", 100.0).metric("puts_s", 1e6),
+                Row::new("100 B Sequential", "strata", "DirectRw")
+                    .metric("mib_s", 100.0)
+                    .metric("puts_s", 1e6),
                 Row::new("100 B Sequential", "rocksdb", "Buffered").metric("mib_s", 50.0),
                 Row::new("8 KiB Sequential", "strata", "DirectRw").metric("mib_s", 180.0),
                 Row::new("8 KiB Sequential", "rocksdb", "DirectRw").metric("mib_s", 90.0),

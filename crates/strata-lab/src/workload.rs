@@ -80,7 +80,10 @@ impl ValueSource {
             pool.extend_from_slice(&state.to_le_bytes());
         }
         pool.truncate(len);
-        ValueSource { pool, value_len_bytes }
+        ValueSource {
+            pool,
+            value_len_bytes,
+        }
     }
 
     pub fn value_len_bytes(&self) -> usize {

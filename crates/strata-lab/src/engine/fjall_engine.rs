@@ -21,8 +21,9 @@ pub fn open(_config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
         .open()
         .with_context(|| format!("fjall open {}", dir.display()))?;
     let keyspace = db.keyspace("lab", || {
-        KeyspaceCreateOptions::default()
-            .data_block_compression_policy(fjall::config::CompressionPolicy::all(fjall::CompressionType::None))
+        KeyspaceCreateOptions::default().data_block_compression_policy(
+            fjall::config::CompressionPolicy::all(fjall::CompressionType::None),
+        )
     })?;
     Ok(Box::new(FjallEngine { db, keyspace }))
 }

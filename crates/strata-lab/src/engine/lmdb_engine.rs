@@ -73,7 +73,10 @@ impl Engine for LmdbEngine {
     fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<u64> {
         let txn = self.env.read_txn()?;
         let mut n = 0u64;
-        let range = (std::ops::Bound::Included(start), std::ops::Bound::Excluded(end));
+        let range = (
+            std::ops::Bound::Included(start),
+            std::ops::Bound::Excluded(end),
+        );
         for item in self.db.range(&txn, &range)? {
             if n as usize >= limit {
                 break;

@@ -75,7 +75,10 @@ impl Engine for RocksEngine {
 
     fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<u64> {
         let mut n = 0u64;
-        for item in self.db.iterator(IteratorMode::From(start, Direction::Forward)) {
+        for item in self
+            .db
+            .iterator(IteratorMode::From(start, Direction::Forward))
+        {
             let (k, _v) = item?;
             if &*k >= end || n as usize >= limit {
                 break;

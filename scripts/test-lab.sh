@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Tests the strata lab end to end (issue 4). Called by scripts/test.sh; runs
+# alone too. Debian bookworm, as root: installs what it needs itself
+# (apt-get: chromium for the browser check, clang + libclang-dev for the
+# rocksdb crate's bindgen, fio for the device line's cross-check, python3).
+# Needs cargo (rustup) on PATH.
+#
+#   scripts/test-lab.sh            # prints "lab tests: N passed, M failed"
+#
+# What it checks:
+#  - the lab's unit tests with the RocksDB peer compiled in (JSON round trip,
+#    report generation, every engine's adapter round trip);
+#  - `strata lab run --quick` with strata and every peer (RocksDB, fjall,
+#    redb, LMDB) exits 0, writes one JSON per experiment with the machine,
+#    the device line and rows for strata and RocksDB, and report.html;
+#  - `strata lab report DIR` regenerates the report from the JSON alone;
+#  - headless Chromium renders report.html: the screenshot is not blank and
+#    shows the plots' colours; the DOM holds one table per experiment and an
+#    SVG plot per experiment; the page needs no network (no http(s) URLs
+#    other than the SVG namespace).
+# Lab data goes to target/ (the project disk: tmpfs refuses O_DIRECT).
+# Environment: CARGO_TARGET_DIR is honoured; LAB_TEST_KEEP=1 keeps the
+# results; LAB_TEST_ENGINES overrides the engine list.
+set -uo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+
+passed=0
+failed=0
+log() { echo "test-lab: $*"; }
+pass() { passed=$((passed + 1)); log "ok   $*"; }
+fail() { failed=$((failed + 1)); log "FAIL $*"; }
+finish() {
+	echo "lab tests: $passed passed, $failed failed"
+	[[ "$failed" == 0 ]]
+	exit $?
+}
+
+# ---- install ---------------------------------------------------------------
+if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+	log "installing chromium, clang, libclang-dev, fio, python3 (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+		chromium clang libclang-dev fio python3 fonts-dejavu-core ca-certificates >/dev/null; }; then
+		fail "apt-get install"
+		finish
+	fi
+fi
+for tool in cargo chromium clang python3; do
+	if ! command -v "$tool" >/dev/null; then
+		fail "$tool is not installed"
+		finish
+	fi
+done
+
+target="${CARGO_TARGET_DIR:-$repo/target}"
+mkdir -p "$repo/target"
+work="$(mktemp -d -p "$repo/target" lab-test.XXXXXX)"
+cleanup() { [[ "${LAB_TEST_KEEP:-0}" == 1 ]] || rm -rf "$work"; }
+trap cleanup EXIT
+log "test data in $work"
+
+# ---- build (RocksDB's C++ takes several minutes on 2 cores) ---------------
+log "building strata with the RocksDB peer (cargo build --release --features rocksdb)"
+if ! cargo build --release -p strata-cli --features rocksdb; then
+	fail "cargo build --release -p strata-cli --features rocksdb"
+	finish
+fi
+strata="$target/release/strata"
+pass "build with RocksDB"
+
+# Release profile: reuses the RocksDB build above instead of a debug one.
+if cargo test --release -p strata-lab --features rocksdb; then
+	pass "lab unit tests (with RocksDB)"
+else
+	fail "lab unit tests (with RocksDB)"
+fi
+
+# ---- the quick run -----------------------------------------------------------
+engines="${LAB_TEST_ENGINES:-strata,rocksdb,fjall,redb,lmdb}"
+results="$work/results"
+log "strata lab run --quick --engines $engines"
+start=$(date +%s)
+if "$strata" lab run --quick --engines "$engines" --dir "$work/data" --out "$results" | tee "$work/run.out"; then
+	pass "strata lab run --quick ($(($(date +%s) - start)) s)"
+else
+	fail "strata lab run --quick exited non-zero"
+fi
+if grep -q "^report: $results/report.html" "$work/run.out"; then
+	pass "the run prints where the report is"
+else
+	fail "the run does not print 'report: $results/report.html'"
+fi
+if [[ -z "$(ls -A "$work/data" 2>/dev/null)" ]]; then
+	pass "the run cleans its data directory"
+else
+	fail "the run left data behind: $(ls "$work/data")"
+fi
+
+# The results JSON: schema, machine, device line, engines.
+if python3 - "$results" "$engines" <<'EOF'; then
+import json, os, sys
+results, engines = sys.argv[1], sys.argv[2].split(",")
+expected = ["device", "io", "ingest", "bulk"]
+errors = []
+for name in expected:
+    path = os.path.join(results, name + ".json")
+    if not os.path.exists(path):
+        errors.append(f"{name}.json missing"); continue
+    d = json.load(open(path))
+    for key in ["schema_version", "machine", "options", "rows", "metrics", "git_commit", "started_at_utc"]:
+        if key not in d:
+            errors.append(f"{name}: no {key}")
+    if d.get("schema_version") != 1:
+        errors.append(f"{name}: schema_version {d.get('schema_version')}")
+    m = d.get("machine", {})
+    if not m.get("cpu_model") or not m.get("cores") or not m.get("memory_bytes") or not m.get("filesystem", {}).get("fs_type"):
+        errors.append(f"{name}: incomplete machine {m}")
+    line = d.get("device_line") or {}
+    if not line.get("write_mib_s", 0) > 0 or not line.get("read_mib_s", 0) > 0:
+        errors.append(f"{name}: no device line")
+    if not d.get("rows"):
+        errors.append(f"{name}: no rows")
+    if name in ("ingest", "bulk"):
+        seen = {r["engine"] for r in d["rows"]}
+        for engine in engines:
+            if engine not in seen:
+                errors.append(f"{name}: no row for {engine} (notes: {d.get('notes')})")
+    if name == "ingest":
+        for r in d["rows"]:
+            v = r["metrics"].get("mib_s", 0)
+            if not v > 0:
+                errors.append(f"ingest {r['engine']} {r['case']}: mib_s {v}")
+    if name == "bulk":
+        for r in d["rows"]:
+            for k in ["insert_s", "write_amp", "recovery_s", "peak_rss_mib", "size_on_disk_mib"]:
+                if k not in r["metrics"]:
+                    errors.append(f"bulk {r['engine']}: no {k}")
+for e in errors:
+    print("  " + e)
+sys.exit(1 if errors else 0)
+EOF
+	pass "results JSON: every experiment, machine, device line, strata and peers"
+else
+	fail "results JSON"
+fi
+
+# ---- the report ---------------------------------------------------------------
+rm -f "$results/report.html"
+if "$strata" lab report "$results" >/dev/null && [[ -s "$results/report.html" ]]; then
+	pass "strata lab report regenerates report.html from the JSON"
+else
+	fail "strata lab report"
+	finish
+fi
+report="$results/report.html"
+if grep -Eo 'https?://[^" )]+' "$report" | grep -v '^http://www.w3.org/' | grep -q .; then
+	fail "report.html refers to the network"
+else
+	pass "report.html is self-contained"
+fi
+
+chrome() {
+	timeout 180 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--user-data-dir="$(mktemp -d -p "$work")" "$@" 2>>"$work/chromium.log"
+}
+
+if chrome --screenshot="$work/report.png" --window-size=1400,2400 "file://$report" >/dev/null &&
+	[[ -s "$work/report.png" ]]; then
+	pass "chromium screenshot"
+else
+	fail "chromium screenshot (see $work/chromium.log)"
+	tail -5 "$work/chromium.log"
+fi
+
+# Decode the PNG (zlib + scanline filters, no PIL) and check it is not blank
+# and shows the plots' first palette colour (the bars of the first series).
+if python3 - "$work/report.png" <<'EOF'; then
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+pos, idat, width = 8, b"", 0
+while pos < len(data):
+    length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + length]
+    if kind == b"IHDR":
+        width, height, depth, color = struct.unpack(">IIBB", body[:10])
+        assert depth == 8 and color in (2, 6), f"unsupported PNG depth {depth} colour {color}"
+        bpp = 3 if color == 2 else 4
+    elif kind == b"IDAT":
+        idat += body
+    pos += 12 + length
+raw = zlib.decompress(idat)
+stride = width * bpp
+prev = bytearray(stride)
+pixels = 0
+non_white = 0
+colours = set()
+palette_hits = 0
+i = 0
+for _ in range(height):
+    f = raw[i]; line = bytearray(raw[i + 1:i + 1 + stride]); i += 1 + stride
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0
+        b = prev[x]
+        c = prev[x - bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    for x in range(0, stride, bpp * 2):  # every other pixel is plenty
+        rgb = tuple(line[x:x + 3])
+        pixels += 1
+        if rgb != (255, 255, 255):
+            non_white += 1
+        colours.add(rgb)
+        if abs(rgb[0] - 0x1f) < 8 and abs(rgb[1] - 0x77) < 8 and abs(rgb[2] - 0xb4) < 8:
+            palette_hits += 1
+    prev = line
+share = non_white / max(pixels, 1)
+print(f"  screenshot {width}x{height}: {share:.1%} non-white, {len(colours)} colours, {palette_hits} plot-blue pixels")
+ok = share > 0.02 and len(colours) > 20 and palette_hits > 500
+sys.exit(0 if ok else 1)
+EOF
+	pass "screenshot is not blank and shows the plots"
+else
+	fail "screenshot is blank or has no plots"
+fi
+
+if chrome --dump-dom "file://$report" >"$work/dom.html" && [[ -s "$work/dom.html" ]]; then
+	pass "chromium --dump-dom"
+else
+	fail "chromium --dump-dom"
+fi
+n_json=$(ls "$results"/*.json | wc -l)
+n_tables=$(grep -o '<table class="experiment-table"' "$work/dom.html" | wc -l)
+n_sections=$(grep -o '<section class="experiment"' "$work/dom.html" | wc -l)
+n_svg=$(grep -o '<svg' "$work/dom.html" | wc -l)
+if [[ "$n_tables" == "$n_json" && "$n_sections" == "$n_json" ]]; then
+	pass "DOM holds one table per experiment ($n_tables tables, $n_json results)"
+else
+	fail "DOM holds $n_tables tables and $n_sections sections for $n_json results"
+fi
+if [[ "$n_svg" -ge "$n_json" ]]; then
+	pass "DOM holds the SVG plots ($n_svg)"
+else
+	fail "DOM holds $n_svg SVG plots for $n_json experiments"
+fi
+for engine in ${engines//,/ }; do
+	if ! grep -q "<td class=\"l\">$engine</td>" "$work/dom.html"; then
+		fail "the report's tables have no row for $engine"
+	fi
+done
+
+finish
