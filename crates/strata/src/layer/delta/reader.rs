@@ -420,12 +420,6 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         &self.summary
     }
 
-    /// The file's path.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
-    pub(crate) fn path(&self) -> &Path {
-        self.file.path()
-    }
-
     /// The file the reader reads.
     #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn file(&self) -> &R {

@@ -261,12 +261,6 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         Ok((self.sink, summary))
     }
 
-    /// Bytes appended to the sink so far.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
-    pub(crate) fn bytes_written(&self) -> u64 {
-        self.offset
-    }
-
     fn check_not_failed(&self) -> Result<()> {
         if self.failed {
             return Err(Error::Poisoned(
