@@ -44,7 +44,7 @@ pub unsafe extern "C" fn strata_writebatch_destroy(b: *mut strata_writebatch_t) 
 pub unsafe extern "C" fn strata_writebatch_clear(b: *mut strata_writebatch_t) {
     if let Some(b) = b.as_mut() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            b.batch = engine::WriteBatch::new();
+            b.batch.clear();
             b.count = 0;
         }));
     }
