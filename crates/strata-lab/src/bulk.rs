@@ -28,6 +28,8 @@ use crate::workload::{for_each_batch, KeyLayout, ValueSource, KEY_LEN_BYTES};
 pub const CHILD_SUBCOMMAND: [&str; 2] = ["lab", "bulk-child"];
 /// Prefix of the protocol lines the child prints on stdout.
 const LINE_PREFIX: &str = "STRATA-LAB-BULK ";
+/// Issue 4's aim for strata's write amplification before compaction.
+pub const WRITE_AMP_AIM_MAX: f64 = 2.2;
 /// Bytes between two progress lines of the child.
 const CHILD_PROGRESS_BYTES: u64 = 8 << 20;
 

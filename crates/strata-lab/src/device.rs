@@ -200,7 +200,8 @@ pub fn fio_bandwidth_mib_s(path: &Path, file_bytes: u64, write: bool) -> Result<
         .arg(format!("--bs={BLOCK_BYTES}"))
         .arg(format!("--size={file_bytes}"))
         // fio preallocates by default (unwritten extents, converted on each
-        // write); the probe and the engines append, so fio must too.
+        // write); the probe and the engines append to a new file, so fio
+        // must too.
         .args([
             "--direct=1",
             "--ioengine=psync",
@@ -208,7 +209,7 @@ pub fn fio_bandwidth_mib_s(path: &Path, file_bytes: u64, write: bool) -> Result<
             "--output-format=json",
         ]);
     if write {
-        cmd.arg("--end_fsync=1");
+        cmd.args(["--end_fsync=1", "--file_append=1"]);
     }
     let out = cmd.output().context("run fio")?;
     if !out.status.success() {

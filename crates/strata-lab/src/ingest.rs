@@ -268,3 +268,113 @@ pub fn run(
     progress.finish("done");
     Ok(rows)
 }
+
+/// The aims checked on the rows: strata (best io mode) ahead of
+/// every peer (best mode) on every case, and at least 2× RocksDB on the
+/// 100 B cases. One note per aim; empty without strata rows.
+pub fn aim_notes(rows: &[Row]) -> Vec<String> {
+    let best = |case: &str, engine: &str| {
+        rows.iter()
+            .filter(|r| r.case == case && r.engine == engine)
+            .filter_map(|r| r.metrics.get("mib_s").copied())
+            .fold(None, |acc: Option<f64>, v| {
+                Some(acc.map_or(v, |a| a.max(v)))
+            })
+    };
+    let mut cases: Vec<&str> = Vec::new();
+    let mut peers: Vec<&str> = Vec::new();
+    for r in rows {
+        if !cases.contains(&r.case.as_str()) {
+            cases.push(&r.case);
+        }
+        if r.engine != "strata" && !peers.contains(&r.engine.as_str()) {
+            peers.push(&r.engine);
+        }
+    }
+    let mut behind = Vec::new();
+    let mut ahead = 0;
+    let mut rocks_checked = 0;
+    let mut rocks_short = Vec::new();
+    for case in &cases {
+        let Some(strata) = best(case, "strata") else {
+            continue;
+        };
+        let mut case_ahead = true;
+        for peer in &peers {
+            if let Some(p) = best(case, peer) {
+                if p >= strata {
+                    case_ahead = false;
+                    behind.push(format!("{case}: {peer} {p:.0} vs strata {strata:.0} MiB/s"));
+                }
+            }
+        }
+        if case_ahead {
+            ahead += 1;
+        }
+        if case.starts_with("100 B") {
+            if let Some(r) = best(case, "rocksdb") {
+                rocks_checked += 1;
+                if strata < 2.0 * r {
+                    rocks_short.push(format!("{case}: {:.2}×", strata / r));
+                }
+            }
+        }
+    }
+    if !rows.iter().any(|r| r.engine == "strata") {
+        return Vec::new();
+    }
+    let mut notes = vec![if behind.is_empty() {
+        format!("aim met: strata (best io mode) ahead of every peer on all {ahead} cases")
+    } else {
+        format!(
+            "aim not met: strata (best io mode) ahead of every peer on {ahead} of {} cases; behind on {}",
+            cases.len(),
+            behind.join("; ")
+        )
+    }];
+    if rocks_checked > 0 {
+        notes.push(if rocks_short.is_empty() {
+            format!("aim met: strata ≥ 2× RocksDB on all {rocks_checked} 100 B cases")
+        } else {
+            format!(
+                "aim not met: strata ≥ 2× RocksDB on {} of {rocks_checked} 100 B cases; short on {}",
+                rocks_checked - rocks_short.len(),
+                rocks_short.join("; ")
+            )
+        });
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(case: &str, engine: &str, mib_s: f64) -> Row {
+        Row::new(case, engine, "x").metric("mib_s", mib_s)
+    }
+
+    #[test]
+    fn aims_name_the_cases_strata_is_behind_on() {
+        let rows = vec![
+            row("100 B a", "strata", 100.0),
+            row("100 B a", "rocksdb", 40.0),
+            row("8 KiB b", "strata", 100.0),
+            row("8 KiB b", "lmdb", 150.0),
+        ];
+        let notes = aim_notes(&rows);
+        assert!(notes[0].starts_with("aim not met"), "{notes:?}");
+        assert!(notes[0].contains("8 KiB b: lmdb 150"), "{notes:?}");
+        assert!(
+            notes[1].starts_with("aim met: strata ≥ 2× RocksDB"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn every_case_has_a_distinct_label() {
+        let labels: std::collections::HashSet<String> =
+            cases().iter().map(IngestCase::label).collect();
+        assert_eq!(labels.len(), cases().len());
+    }
+}

@@ -410,6 +410,23 @@ fn run_bulk(
     if rows.is_empty() {
         bail!("no engine completed bulk: {}", notes.join("; "));
     }
+    if let Some(wa) = rows
+        .iter()
+        .find(|r| r.engine == "strata")
+        .and_then(|r| r.metrics.get("write_amp"))
+    {
+        let verdict = if *wa <= bulk::WRITE_AMP_AIM_MAX {
+            "aim met"
+        } else {
+            "aim not met"
+        };
+        let note = format!(
+            "{verdict}: strata's write amplification before compaction {wa:.2} (aim ≤ {})",
+            bulk::WRITE_AMP_AIM_MAX
+        );
+        eprintln!("  {note}");
+        notes.push(note);
+    }
     let opts = options(&[
         ("volume_bytes", params.volume_bytes.into()),
         ("value_len_bytes", (params.value_len_bytes as u64).into()),
