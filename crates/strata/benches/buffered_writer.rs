@@ -8,23 +8,17 @@
 //! `cargo bench --bench buffered_writer`; STRATA_BENCH_DIR picks the
 //! directory (default: target/, on the project disk).
 
+mod common;
+
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use std::path::PathBuf;
 use std::time::Duration;
-use strata::io::{AlignedBuf, BufferedWriter, FileOptions, IoEngine, IoFile, IoMode, IoStats, ShutdownMode};
+use std::path::PathBuf;
+use strata::io::{BufferedWriter, FileOptions, IoEngine, IoFile, IoMode, IoStats, ShutdownMode};
 
 const VOLUME_BYTES: usize = 64 << 20;
 const CAPACITY_BYTES: usize = 1 << 20;
 const WRITE_SIZES: [usize; 4] = [100, 8 << 10, 64 << 10, 1 << 20];
 const GROUP: &str = "buffered_writer";
-
-fn bench_dir() -> PathBuf {
-    let dir = std::env::var_os("STRATA_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-data"));
-    std::fs::create_dir_all(&dir).expect("bench dir");
-    dir
-}
 
 fn size_name(size: usize) -> String {
     match size {
@@ -48,19 +42,8 @@ fn write_volume(path: &PathBuf, mode: IoMode, engine: IoEngine, write_bytes: usi
     file.sync_data().expect("sync");
 }
 
-fn device_line(path: &PathBuf) {
-    let opts = FileOptions { mode: IoMode::DirectRw, engine: IoEngine::Sync, ..FileOptions::default() };
-    let file = IoFile::create(path, &opts, &IoStats::new()).expect("create");
-    let mut block = AlignedBuf::zeroed(1 << 20, file.alignment());
-    block.iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7) as u8);
-    for i in 0..VOLUME_BYTES >> 20 {
-        file.write_all_at(&block, (i << 20) as u64).expect("write");
-    }
-    file.sync_data().expect("sync");
-}
-
 fn benches(c: &mut Criterion) {
-    let dir = bench_dir();
+    let dir = common::bench_dir();
     let path = dir.join("buffered_writer.bin");
     let data: Vec<u8> = (0..1 << 20).map(|i| (i * 31) as u8).collect();
     let mut group = c.benchmark_group(GROUP);
@@ -68,7 +51,7 @@ fn benches(c: &mut Criterion) {
     group.sample_size(10);
     group.warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(3));
-    group.bench_function("device_direct_seq_write_1MiB", |b| b.iter(|| device_line(&path)));
+    group.bench_function("device_direct_seq_write_1MiB", |b| b.iter(|| common::device_line_write(&path, VOLUME_BYTES)));
     for size in WRITE_SIZES {
         for mode in IoMode::ALL {
             for engine in IoEngine::ALL {
@@ -83,22 +66,8 @@ fn benches(c: &mut Criterion) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Mean MiB/s of one benchmark, from criterion's saved estimates.
-fn mib_per_s(parts: &[&str]) -> Option<f64> {
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion").join(GROUP);
-    for part in parts {
-        p = p.join(part);
-    }
-    let text = std::fs::read_to_string(p.join("new/estimates.json")).ok()?;
-    // {"mean":{"confidence_interval":{...},"point_estimate":123.4,...
-    let mean = text.split("\"mean\"").nth(1)?;
-    let est = mean.split("\"point_estimate\":").nth(1)?;
-    let ns: f64 = est.split(|c| c == ',' || c == '}').next()?.trim().parse().ok()?;
-    Some(VOLUME_BYTES as f64 / (1 << 20) as f64 / (ns / 1e9))
-}
-
 fn print_table() {
-    let Some(device) = mib_per_s(&["device_direct_seq_write_1MiB"]) else {
+    let Some(device) = common::mib_per_s(GROUP, &["device_direct_seq_write_1MiB"], VOLUME_BYTES) else {
         return;
     };
     println!("\nBufferedWriter throughput, MiB/s (fraction of the device line, {device:.0} MiB/s O_DIRECT 1 MiB sequential writes, same run)");
@@ -112,7 +81,7 @@ fn print_table() {
             print!("{:<22}", format!("{mode}/{engine}"));
             for size in WRITE_SIZES {
                 let name = format!("{mode}_{engine}");
-                match mib_per_s(&[&name, &size_name(size)]) {
+                match common::mib_per_s(GROUP, &[&name, &size_name(size)], VOLUME_BYTES) {
                     Some(v) => print!("{:>16}", format!("{v:.0} ({:.2})", v / device)),
                     None => print!("{:>16}", "-"),
                 }
