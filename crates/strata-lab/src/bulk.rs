@@ -251,7 +251,7 @@ fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Resu
     let flush_s = start.elapsed().as_secs_f64();
     let io3 = proc_io(None)?;
     let stats_after_flush = engine.write_stats();
-    let (size_on_disk, _) = dir_size(dir)?;
+    let size_on_disk = engine.bytes_on_disk()?;
 
     let start = Instant::now();
     let compacted = engine.compact()?;

@@ -2,7 +2,7 @@
 //! batch, compression off. `flush` rotates the memtable and waits for the
 //! table to be written; there is no direct I/O switch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -11,6 +11,7 @@ use super::{Engine, EngineConfig, EngineKind, EngineWriteStats};
 use crate::workload::Batch;
 
 pub struct FjallEngine {
+    dir: PathBuf,
     db: Database,
     keyspace: Keyspace,
 }
@@ -25,12 +26,20 @@ pub fn open(_config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
             fjall::config::CompressionPolicy::all(fjall::CompressionType::None),
         )
     })?;
-    Ok(Box::new(FjallEngine { db, keyspace }))
+    Ok(Box::new(FjallEngine {
+        dir: dir.to_path_buf(),
+        db,
+        keyspace,
+    }))
 }
 
 impl Engine for FjallEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Fjall
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn write(&self, batch: &Batch<'_>) -> Result<()> {

@@ -3,7 +3,7 @@
 //! closest match to "logged, not synced". `sync` and `flush` force a sync.
 //! LMDB has no compaction and no direct I/O switch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use heed::types::Bytes;
@@ -16,6 +16,7 @@ use crate::workload::Batch;
 const MAP_SIZE_BYTES: usize = 64 << 30;
 
 pub struct LmdbEngine {
+    dir: PathBuf,
     env: Env,
     db: Database<Bytes, Bytes>,
 }
@@ -34,12 +35,20 @@ pub fn open(_config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     let mut txn = env.write_txn()?;
     let db: Database<Bytes, Bytes> = env.create_database(&mut txn, Some("lab"))?;
     txn.commit()?;
-    Ok(Box::new(LmdbEngine { env, db }))
+    Ok(Box::new(LmdbEngine {
+        dir: dir.to_path_buf(),
+        env,
+        db,
+    }))
 }
 
 impl Engine for LmdbEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Lmdb
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn write(&self, batch: &Batch<'_>) -> Result<()> {

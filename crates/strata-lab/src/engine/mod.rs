@@ -165,6 +165,12 @@ impl EngineWriteStats {
 /// One storage engine under measurement.
 pub trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
+    /// The directory the engine was opened in (it owns all of it).
+    fn dir(&self) -> &Path;
+    /// Bytes the engine's files occupy on disk (allocated blocks).
+    fn bytes_on_disk(&self) -> Result<u64> {
+        Ok(crate::sys::dir_size(self.dir())?.0)
+    }
     /// Applies one batch atomically, logged, not synced.
     fn write(&self, batch: &Batch<'_>) -> Result<()>;
     /// Makes every write so far durable.
@@ -241,6 +247,7 @@ mod tests {
         assert_eq!(engine.scan(&start, &end, usize::MAX).unwrap(), 100);
         assert_eq!(engine.scan(&start, &end, 10).unwrap(), 10);
         engine.compact().unwrap();
+        assert!(engine.bytes_on_disk().unwrap() > 0);
         engine.close().unwrap();
         // Reopen: everything is still there.
         let engine = open(&config, tmp.path()).unwrap();

@@ -4,7 +4,7 @@
 //! commit an empty transaction with `Durability::Immediate`, which makes
 //! every earlier non-durable commit durable.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
@@ -16,6 +16,7 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("lab");
 const DB_FILE: &str = "lab.redb";
 
 pub struct RedbEngine {
+    dir: PathBuf,
     db: Database,
 }
 
@@ -25,7 +26,10 @@ pub fn open(_config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     let txn = db.begin_write()?;
     txn.open_table(TABLE)?;
     txn.commit()?;
-    Ok(Box::new(RedbEngine { db }))
+    Ok(Box::new(RedbEngine {
+        dir: dir.to_path_buf(),
+        db,
+    }))
 }
 
 impl RedbEngine {
@@ -40,6 +44,10 @@ impl RedbEngine {
 impl Engine for RedbEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Redb
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn write(&self, batch: &Batch<'_>) -> Result<()> {

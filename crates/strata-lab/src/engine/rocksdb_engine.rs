@@ -6,7 +6,7 @@
 //! and additionally `use_direct_io_for_flush_and_compaction` (DirectRw); the
 //! WAL itself is always buffered in RocksDB.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rocksdb::statistics::Ticker;
@@ -16,6 +16,7 @@ use super::{Engine, EngineConfig, EngineKind, EngineWriteStats, LabIoMode};
 use crate::workload::Batch;
 
 pub struct RocksEngine {
+    dir: PathBuf,
     db: DB,
     opts: Options,
 }
@@ -35,12 +36,20 @@ pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
         }
     }
     let db = DB::open(&opts, dir).with_context(|| format!("rocksdb open {}", dir.display()))?;
-    Ok(Box::new(RocksEngine { db, opts }))
+    Ok(Box::new(RocksEngine {
+        dir: dir.to_path_buf(),
+        db,
+        opts,
+    }))
 }
 
 impl Engine for RocksEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Rocksdb
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn write(&self, batch: &Batch<'_>) -> Result<()> {
@@ -51,7 +60,7 @@ impl Engine for RocksEngine {
         let mut wo = WriteOptions::default();
         wo.set_sync(false);
         wo.disable_wal(false);
-        self.db.write_opt(&wb, &wo)?;
+        self.db.write_opt(wb, &wo)?;
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! error), default options otherwise. `freeze` and `flush` are the engine's
 //! own; write accounting comes from `Db::stats().io` by file class.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use strata::io::{FileClass, OpKind};
@@ -13,6 +13,7 @@ use super::{Engine, EngineConfig, EngineKind, EngineWriteStats, LabIoMode};
 use crate::workload::Batch;
 
 pub struct StrataEngine {
+    dir: PathBuf,
     db: Db,
 }
 
@@ -28,12 +29,19 @@ pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
         ..Options::default()
     };
     let db = Db::open(dir, opts).with_context(|| format!("strata open {}", dir.display()))?;
-    Ok(Box::new(StrataEngine { db }))
+    Ok(Box::new(StrataEngine {
+        dir: dir.to_path_buf(),
+        db,
+    }))
 }
 
 impl Engine for StrataEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Strata
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn write(&self, batch: &Batch<'_>) -> Result<()> {
