@@ -30,7 +30,7 @@ if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
 	log "installing fio and build dependencies (apt-get)"
 	export DEBIAN_FRONTEND=noninteractive
 	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-		fio dpkg-dev gcc make libc6-dev binutils python3 ca-certificates >/dev/null; }; then
+		fio dpkg-dev gcc make libc6-dev libaio-dev zlib1g-dev binutils python3 ca-certificates >/dev/null; }; then
 		log "apt-get install failed"
 		echo "fio tests: 0 passed, 1 failed"
 		exit 1

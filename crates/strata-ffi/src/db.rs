@@ -41,6 +41,40 @@ fn open(path: Option<&str>, config: &Config) -> Result<*mut strata_db_t, FfiErro
     Ok(Box::into_raw(Box::new(strata_db_t { db, path })))
 }
 
+/// `Stats` as JSON: every field through its `Debug` text (so fields the
+/// engine adds later appear without a change here), and `io` rebuilt from
+/// its accessors as `{"<class>": {"<kind>": {"ops": n, "bytes": n}}}` for the
+/// classes and kinds that saw operations.
+fn stats_json(stats: &strata::Stats) -> serde_json::Value {
+    use strata::io::{FileClass, OpKind};
+
+    let mut v = debug_to_json(&format!("{stats:?}"));
+    let mut io = serde_json::Map::new();
+    for class in FileClass::ALL {
+        let mut kinds = serde_json::Map::new();
+        for kind in OpKind::ALL {
+            let ops = stats.io.ops(class, kind);
+            if ops > 0 {
+                let name = format!("{kind:?}").to_ascii_lowercase();
+                kinds.insert(
+                    name,
+                    serde_json::json!({ "ops": ops, "bytes": stats.io.bytes(class, kind) }),
+                );
+            }
+        }
+        if !kinds.is_empty() {
+            io.insert(class.name().to_string(), serde_json::Value::Object(kinds));
+        }
+    }
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("io".to_string(), serde_json::Value::Object(io));
+        if let Some(mode) = obj.get_mut("io_mode") {
+            *mode = serde_json::Value::String(stats.io_mode.to_string());
+        }
+    }
+    v
+}
+
 /// Opens (creating if needed) the database at `path` with `config` (JSON or
 /// TOML text, or a config file path; null reads `STRATA_CONFIG`). `path` may be
 /// null when the configuration has a `path` key. Null on failure.
@@ -312,7 +346,6 @@ pub unsafe extern "C" fn strata_stats_json(
 ) -> *mut c_char {
     guard_ptr(err, || {
         let h = handle("db", db)?;
-        let stats = format!("{:?}", h.db.stats());
-        Ok(malloc_copy(debug_to_json(&stats).to_string().as_bytes())?.cast())
+        Ok(malloc_copy(stats_json(&h.db.stats()).to_string().as_bytes())?.cast())
     })
 }

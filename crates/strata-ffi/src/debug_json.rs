@@ -147,6 +147,14 @@ impl Parser<'_> {
     }
 
     fn map(&mut self) -> Option<Value> {
+        let start = self.i;
+        self.map_strict().or_else(|| {
+            self.i = start;
+            self.map_loose()
+        })
+    }
+
+    fn map_strict(&mut self) -> Option<Value> {
         let mut m = Map::new();
         loop {
             if self.eat(b'}') {
@@ -164,6 +172,64 @@ impl Parser<'_> {
                 return self.eat(b'}').then_some(Value::Object(m));
             }
         }
+    }
+
+    /// A map printed by a hand-written `Debug` (`{log.Read: 3 ops, 12 bytes}`):
+    /// entries split at top-level commas; a piece without a top-level `:`
+    /// continues the previous value; values stay text.
+    fn map_loose(&mut self) -> Option<Value> {
+        let mut m = Map::new();
+        let mut last: Option<String> = None;
+        loop {
+            let piece = self.raw_until(b",}")?;
+            let end = self.s[self.i];
+            self.i += 1;
+            let piece = piece.trim();
+            if !piece.is_empty() {
+                match split_top_level_colon(piece) {
+                    Some((k, v)) => {
+                        let k = k.trim().trim_matches('"').to_string();
+                        m.insert(k.clone(), Value::String(v.trim().to_string()));
+                        last = Some(k);
+                    }
+                    None => {
+                        let prev = m.get_mut(last.as_ref()?)?;
+                        if let Value::String(text) = prev {
+                            text.push_str(", ");
+                            text.push_str(piece);
+                        }
+                    }
+                }
+            }
+            if end == b'}' {
+                return Some(Value::Object(m));
+            }
+        }
+    }
+
+    /// Text up to (not including) the first of `stops` outside brackets and
+    /// quotes; `None` at the end of input.
+    fn raw_until(&mut self, stops: &[u8]) -> Option<String> {
+        let start = self.i;
+        let mut depth = 0usize;
+        let mut quote: Option<u8> = None;
+        while self.i < self.s.len() {
+            let c = self.s[self.i];
+            match quote {
+                Some(_) if c == b'\\' => self.i += 1,
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if c == b'"' => quote = Some(c),
+                None if depth == 0 && stops.contains(&c) => {
+                    return Some(String::from_utf8_lossy(&self.s[start..self.i]).into_owned())
+                }
+                None if b"{[(".contains(&c) => depth += 1,
+                None if b"}])".contains(&c) => depth = depth.saturating_sub(1),
+                None => {}
+            }
+            self.i += 1;
+        }
+        None
     }
 
     fn number(&mut self) -> Option<Value> {
@@ -222,6 +288,32 @@ impl Parser<'_> {
         }
         None
     }
+}
+
+/// `key: value` split at the first `:` outside brackets and quotes that is
+/// not part of a `::` path.
+fn split_top_level_colon(text: &str) -> Option<(&str, &str)> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut in_quote = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => in_quote = !in_quote,
+            b'{' | b'[' | b'(' if !in_quote => depth += 1,
+            b'}' | b']' | b')' if !in_quote => depth = depth.saturating_sub(1),
+            b':' if !in_quote && depth == 0 => {
+                if b.get(i + 1) == Some(&b':') {
+                    i += 2;
+                    continue;
+                }
+                return Some((&text[..i], &text[i + 1..]));
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -290,6 +382,16 @@ mod tests {
             assert_eq!(v["map"]["k"], 1);
             assert_eq!(v["pair"][1], true);
         }
+    }
+
+    #[test]
+    fn a_hand_written_debug_map_keeps_its_entries_as_text() {
+        let v = debug_to_json(
+            "Stats { n: 1, io: {log.Read: 28 ops, 4096 bytes, delta.Write: 1 ops, 8 bytes} }",
+        );
+        assert_eq!(v["n"], 1, "{v}");
+        assert_eq!(v["io"]["log.Read"], "28 ops, 4096 bytes");
+        assert_eq!(v["io"]["delta.Write"], "1 ops, 8 bytes");
     }
 
     #[test]

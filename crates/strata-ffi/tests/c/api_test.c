@@ -223,6 +223,10 @@ int main(int argc, char **argv)
 	CHECK(strata_flush(db, &err) == STRATA_OK, "flush");
 	stats = strata_stats_json(db, &err);
 	CHECK(stats && stats[0] == '{', "stats is a JSON object");
+	CHECK(stats && strstr(stats, "\"last_lsn\":") && strstr(stats, "\"io\":{") && strstr(stats, "\"log\":{"),
+	      "stats has the engine's fields and per-file-class I/O counts");
+	if (stats && getenv("STRATA_API_TEST_VERBOSE"))
+		printf("%s\n", stats);
 	strata_free(stats);
 	CHECK(strata_close(db, &err) == STRATA_OK, "close");
 	if (err)
