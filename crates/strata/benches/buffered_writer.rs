@@ -11,8 +11,8 @@
 mod common;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use std::time::Duration;
 use std::path::PathBuf;
+use std::time::Duration;
 use strata::io::{BufferedWriter, FileOptions, IoEngine, IoFile, IoMode, IoStats, ShutdownMode};
 
 const VOLUME_BYTES: usize = 64 << 20;
@@ -29,7 +29,11 @@ fn size_name(size: usize) -> String {
 }
 
 fn write_volume(path: &PathBuf, mode: IoMode, engine: IoEngine, write_bytes: usize, data: &[u8]) {
-    let opts = FileOptions { mode, engine, ..FileOptions::default() };
+    let opts = FileOptions {
+        mode,
+        engine,
+        ..FileOptions::default()
+    };
     let file = IoFile::create(path, &opts, &IoStats::new()).expect("create");
     let mut w = BufferedWriter::new(file, CAPACITY_BYTES, 0).expect("writer");
     let mut left = VOLUME_BYTES;
@@ -51,7 +55,9 @@ fn benches(c: &mut Criterion) {
     group.sample_size(10);
     group.warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(3));
-    group.bench_function("device_direct_seq_write_1MiB", |b| b.iter(|| common::device_line_write(&path, VOLUME_BYTES)));
+    group.bench_function("device_direct_seq_write_1MiB", |b| {
+        b.iter(|| common::device_line_write(&path, VOLUME_BYTES))
+    });
     for size in WRITE_SIZES {
         for mode in IoMode::ALL {
             for engine in IoEngine::ALL {
@@ -67,7 +73,8 @@ fn benches(c: &mut Criterion) {
 }
 
 fn print_table() {
-    let Some(device) = common::mib_per_s(GROUP, &["device_direct_seq_write_1MiB"], VOLUME_BYTES) else {
+    let Some(device) = common::mib_per_s(GROUP, &["device_direct_seq_write_1MiB"], VOLUME_BYTES)
+    else {
         return;
     };
     println!("\nBufferedWriter throughput, MiB/s (fraction of the device line, {device:.0} MiB/s O_DIRECT 1 MiB sequential writes, same run)");
@@ -95,6 +102,8 @@ criterion_group!(group, benches);
 
 fn main() {
     group();
-    criterion::Criterion::default().configure_from_args().final_summary();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
     print_table();
 }

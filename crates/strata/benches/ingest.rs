@@ -46,23 +46,66 @@ impl Row {
             KeyLayout::Random => "rand".to_owned(),
             KeyLayout::RandomReuse(m) => format!("rand-reuse-{m:#x}"),
         };
-        let value = if self.value_bytes >= 1024 { format!("{}KiB", self.value_bytes >> 10) } else { format!("{}B", self.value_bytes) };
+        let value = if self.value_bytes >= 1024 {
+            format!("{}KiB", self.value_bytes >> 10)
+        } else {
+            format!("{}B", self.value_bytes)
+        };
         format!(
             "{value} {layout} delta={}{}",
             if self.write_delta { "yes" } else { "no" },
-            if self.concurrent_reader { " +reader" } else { "" }
+            if self.concurrent_reader {
+                " +reader"
+            } else {
+                ""
+            }
         )
     }
 }
 
 const ROWS: [Row; 7] = [
-    Row { value_bytes: 100, layout: KeyLayout::Sequential, write_delta: true, concurrent_reader: false },
-    Row { value_bytes: 100, layout: KeyLayout::Random, write_delta: true, concurrent_reader: false },
-    Row { value_bytes: 100, layout: KeyLayout::RandomReuse(0x3ff), write_delta: true, concurrent_reader: false },
-    Row { value_bytes: 100, layout: KeyLayout::Sequential, write_delta: false, concurrent_reader: false },
-    Row { value_bytes: 8192, layout: KeyLayout::Sequential, write_delta: true, concurrent_reader: false },
-    Row { value_bytes: 8192, layout: KeyLayout::Sequential, write_delta: false, concurrent_reader: false },
-    Row { value_bytes: 100, layout: KeyLayout::Sequential, write_delta: false, concurrent_reader: true },
+    Row {
+        value_bytes: 100,
+        layout: KeyLayout::Sequential,
+        write_delta: true,
+        concurrent_reader: false,
+    },
+    Row {
+        value_bytes: 100,
+        layout: KeyLayout::Random,
+        write_delta: true,
+        concurrent_reader: false,
+    },
+    Row {
+        value_bytes: 100,
+        layout: KeyLayout::RandomReuse(0x3ff),
+        write_delta: true,
+        concurrent_reader: false,
+    },
+    Row {
+        value_bytes: 100,
+        layout: KeyLayout::Sequential,
+        write_delta: false,
+        concurrent_reader: false,
+    },
+    Row {
+        value_bytes: 8192,
+        layout: KeyLayout::Sequential,
+        write_delta: true,
+        concurrent_reader: false,
+    },
+    Row {
+        value_bytes: 8192,
+        layout: KeyLayout::Sequential,
+        write_delta: false,
+        concurrent_reader: false,
+    },
+    Row {
+        value_bytes: 100,
+        layout: KeyLayout::Sequential,
+        write_delta: false,
+        concurrent_reader: true,
+    },
 ];
 
 /// murmur3's 64-bit finalizer.
@@ -84,7 +127,11 @@ fn key(layout: KeyLayout, i: u64) -> [u8; 16] {
 }
 
 fn volume_bytes() -> usize {
-    std::env::var("STRATA_INGEST_VOLUME_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(128usize) << 20
+    std::env::var("STRATA_INGEST_VOLUME_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128usize)
+        << 20
 }
 
 fn options(mode: IoMode) -> Options {
@@ -114,7 +161,10 @@ fn ingest_once(mode: IoMode, row: Row) -> Duration {
             while !stop.load(Ordering::Relaxed) {
                 let n = written.load(Ordering::Acquire);
                 for i in n.saturating_sub(READER_KEYS)..n {
-                    assert!(db.get(key(row.layout, i)).expect("get").is_some(), "key {i} written");
+                    assert!(
+                        db.get(key(row.layout, i)).expect("get").is_some(),
+                        "key {i} written"
+                    );
                     reads += 1;
                 }
                 if n == 0 {
@@ -175,18 +225,30 @@ fn benches(c: &mut Criterion) {
 
 fn print_table() {
     let volume = volume_bytes();
-    let Some(device) = common::mib_per_s(GROUP, &["device_direct_seq_write_1MiB"], volume) else { return };
+    let Some(device) = common::mib_per_s(GROUP, &["device_direct_seq_write_1MiB"], volume) else {
+        return;
+    };
     println!(
         "\ningest, {} MiB per row, batches of {BATCH_PUTS}; device line (O_DIRECT 1 MiB sequential writes, same run): {device:.0} MiB/s",
         volume >> 20
     );
-    println!("{:<34} {:>10} {:>12} {:>12} {:>12}", "row", "mode", "MiB/s", "puts/s", "of device");
+    println!(
+        "{:<34} {:>10} {:>12} {:>12} {:>12}",
+        "row", "mode", "MiB/s", "puts/s", "of device"
+    );
     for row in ROWS {
         for mode in IoMode::ALL {
             let name = format!("{mode}/{}", row.name());
             if let Some(mib) = common::mib_per_s(GROUP, &[&name], volume) {
                 let puts = mib * (1 << 20) as f64 / row.value_bytes as f64;
-                println!("{:<34} {:>10} {:>12.1} {:>12.0} {:>12.2}", row.name(), mode.name(), mib, puts, mib / device);
+                println!(
+                    "{:<34} {:>10} {:>12.1} {:>12.0} {:>12.2}",
+                    row.name(),
+                    mode.name(),
+                    mib,
+                    puts,
+                    mib / device
+                );
             }
         }
     }

@@ -29,7 +29,10 @@ pub struct WriteBatch {
 
 impl std::fmt::Debug for WriteBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteBatch").field("entries", &self.count).field("bytes", &self.data.len()).finish()
+        f.debug_struct("WriteBatch")
+            .field("entries", &self.count)
+            .field("bytes", &self.data.len())
+            .finish()
     }
 }
 
@@ -41,7 +44,10 @@ impl WriteBatch {
 
     /// An empty batch with room for `bytes` of serialized entries.
     pub fn with_capacity(bytes: usize) -> Self {
-        WriteBatch { data: Vec::with_capacity(bytes), ..Self::default() }
+        WriteBatch {
+            data: Vec::with_capacity(bytes),
+            ..Self::default()
+        }
     }
 
     /// Adds a put of `value` under `key`.
@@ -63,20 +69,30 @@ impl WriteBatch {
             return;
         }
         if key.len() > KEY_BYTES_MAX {
-            self.invalid = Some(InvalidInput::KeyTooLong { len: key.len(), max: KEY_BYTES_MAX });
+            self.invalid = Some(InvalidInput::KeyTooLong {
+                len: key.len(),
+                max: KEY_BYTES_MAX,
+            });
             return;
         }
         let Ok(value_len) = u32::try_from(value.len()) else {
-            self.invalid = Some(InvalidInput::ValueTooLarge { len: value.len(), max: u32::MAX as usize });
+            self.invalid = Some(InvalidInput::ValueTooLarge {
+                len: value.len(),
+                max: u32::MAX as usize,
+            });
             return;
         };
         let new_len = self.data.len() + ENTRY_HEADER_BYTES + key.len() + value.len();
         if new_len > BATCH_BYTES_MAX || self.count == u32::MAX {
-            self.invalid = Some(InvalidInput::BatchTooLarge { len: new_len, max: BATCH_BYTES_MAX });
+            self.invalid = Some(InvalidInput::BatchTooLarge {
+                len: new_len,
+                max: BATCH_BYTES_MAX,
+            });
             return;
         }
         self.data.push(kind as u8);
-        self.data.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        self.data
+            .extend_from_slice(&(key.len() as u16).to_le_bytes());
         self.data.extend_from_slice(&value_len.to_le_bytes());
         self.data.extend_from_slice(key);
         self.data.extend_from_slice(value);
@@ -120,11 +136,16 @@ pub(crate) struct EntryRef<'a> {
 
 /// Decodes a payload of `count` entries; `Err(offset, what)` names the first
 /// malformed entry's offset within the payload.
-pub(crate) fn decode_entries(payload: &[u8], count: u32) -> Result<Vec<EntryRef<'_>>, (usize, &'static str)> {
+pub(crate) fn decode_entries(
+    payload: &[u8],
+    count: u32,
+) -> Result<Vec<EntryRef<'_>>, (usize, &'static str)> {
     let mut out = Vec::with_capacity(count as usize);
     let mut at = 0usize;
     for _ in 0..count {
-        let header = payload.get(at..at + ENTRY_HEADER_BYTES).ok_or((at, "entry header past the record"))?;
+        let header = payload
+            .get(at..at + ENTRY_HEADER_BYTES)
+            .ok_or((at, "entry header past the record"))?;
         let kind = ValueKind::from_u8(header[0]).ok_or((at, "unknown entry kind"))?;
         let key_len = u16::from_le_bytes([header[1], header[2]]) as usize;
         let value_len = u32::from_le_bytes([header[3], header[4], header[5], header[6]]) as usize;
@@ -136,7 +157,9 @@ pub(crate) fn decode_entries(payload: &[u8], count: u32) -> Result<Vec<EntryRef<
         }
         let key_at = at + ENTRY_HEADER_BYTES;
         let value_at = key_at + key_len;
-        let end = value_at.checked_add(value_len).ok_or((at, "value length overflows"))?;
+        let end = value_at
+            .checked_add(value_len)
+            .ok_or((at, "value length overflows"))?;
         if end > payload.len() {
             return Err((at, "entry past the record"));
         }
@@ -177,7 +200,10 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(b"", b"x");
         b.put(vec![0u8; 5000], b"x");
-        assert_eq!(b.invalid, Some(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX }));
+        assert_eq!(
+            b.invalid,
+            Some(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX })
+        );
         assert_eq!(b.len(), 0);
         let mut b = WriteBatch::new();
         b.put(vec![1u8; KEY_BYTES_MAX + 1], b"");

@@ -19,7 +19,8 @@
 use crate::batch::WriteBatch;
 use crate::error::{Error, InvalidInput, Result};
 use crate::io::{
-    sync_dir, BufferedWriter, FileClass, FileOptions, IoFile, IoMode, IoStats, IoStatsSnapshot, ShutdownMode,
+    sync_dir, BufferedWriter, FileClass, FileOptions, IoFile, IoMode, IoStats, IoStatsSnapshot,
+    ShutdownMode,
 };
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
@@ -28,7 +29,7 @@ use crate::layer::inmemory::InMemoryLayer;
 use crate::log::record::{encode_log_header, LOG_HEADER_BYTES};
 use crate::manifest::{delta_name, is_own_file, log_name, Manifest, MANIFEST_NAME};
 use crate::options::{Options, WriteOptions, KEY_BYTES_MAX};
-use crate::read::{Scan, Source};
+use crate::read::{DeltaSource, Scan, Source};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::ops::{Bound, RangeBounds};
@@ -152,7 +153,8 @@ pub struct Stats {
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock().map_err(|_| Error::Poisoned("a thread panicked holding an engine lock".into()))
+    m.lock()
+        .map_err(|_| Error::Poisoned("a thread panicked holding an engine lock".into()))
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -160,7 +162,11 @@ fn check_key(key: &[u8]) -> Result<()> {
         return Err(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX }.into());
     }
     if key.len() > KEY_BYTES_MAX {
-        return Err(InvalidInput::KeyTooLong { len: key.len(), max: KEY_BYTES_MAX }.into());
+        return Err(InvalidInput::KeyTooLong {
+            len: key.len(),
+            max: KEY_BYTES_MAX,
+        }
+        .into());
     }
     Ok(())
 }
@@ -184,7 +190,10 @@ impl Db {
             class: FileClass::Log,
         };
         let log_opts = base.clone();
-        let delta_opts = FileOptions { class: FileClass::Delta, ..base };
+        let delta_opts = FileOptions {
+            class: FileClass::Delta,
+            ..base
+        };
 
         // Garbage: own files the manifest does not list.
         let listed: std::collections::HashSet<String> = manifest
@@ -197,7 +206,8 @@ impl Db {
             let entry = entry.map_err(|e| Error::io(&dir, "list directory", e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if is_own_file(&name) && !listed.contains(&name) {
-                std::fs::remove_file(entry.path()).map_err(|e| Error::io(entry.path(), "remove unlisted file", e))?;
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| Error::io(entry.path(), "remove unlisted file", e))?;
             }
         }
 
@@ -209,7 +219,9 @@ impl Db {
             let len = file.len()?;
             let reader = DeltaLayerReader::open(LayerFile { file, len })?;
             last_lsn = last_lsn.max(reader.summary().lsn_max);
-            deltas.push(Arc::new(DeltaLayer { reader: Arc::new(reader) }));
+            deltas.push(Arc::new(DeltaLayer {
+                reader: Arc::new(reader),
+            }));
         }
         let mut frozen = Vec::new();
         let mut manifest = manifest;
@@ -218,7 +230,10 @@ impl Db {
             let path = dir.join(log_name(id));
             let file = Arc::new(IoFile::open(&path, &log_opts, &stats)?);
             let len = file.len()?;
-            let bytes = file.read_range(0, usize::try_from(len).map_err(|_| Error::Poisoned("log over usize".into()))?)?;
+            let bytes = file.read_range(
+                0,
+                usize::try_from(len).map_err(|_| Error::Poisoned("log over usize".into()))?,
+            )?;
             let log = crate::log::replay::replay(&path, &bytes)?;
             if log.records.is_empty() {
                 empty_logs.push(id);
@@ -230,7 +245,9 @@ impl Db {
                 return Err(crate::error::Corruption::new(
                     &path,
                     LOG_HEADER_BYTES as u64,
-                    format!("log starts at LSN {lsn_min}, not after the LSN {last_lsn} of older layers"),
+                    format!(
+                        "log starts at LSN {lsn_min}, not after the LSN {last_lsn} of older layers"
+                    ),
                 )
                 .into());
             }
@@ -239,7 +256,13 @@ impl Db {
         }
         manifest.logs.retain(|id| !empty_logs.contains(id));
 
-        let open = create_log(&dir, &log_opts, opts.writer_buffer_bytes, &stats, &mut manifest)?;
+        let open = create_log(
+            &dir,
+            &log_opts,
+            opts.writer_buffer_bytes,
+            &stats,
+            &mut manifest,
+        )?;
         let inner = DbInner {
             dir: dir.clone(),
             opts: opts.clone(),
@@ -247,9 +270,16 @@ impl Db {
             delta_opts,
             stats,
             write: Mutex::new(WriteState { last_lsn }),
-            layers: RwLock::new(Arc::new(LayerSet { open, frozen, deltas })),
+            layers: RwLock::new(Arc::new(LayerSet {
+                open,
+                frozen,
+                deltas,
+            })),
             visible_lsn: AtomicU64::new(last_lsn),
-            sync: Mutex::new(SyncState { synced_lsn: last_lsn, leader_active: false }),
+            sync: Mutex::new(SyncState {
+                synced_lsn: last_lsn,
+                leader_active: false,
+            }),
             sync_cv: Condvar::new(),
             manifest: Mutex::new(manifest),
             flush_lock: Mutex::new(()),
@@ -275,7 +305,10 @@ impl Db {
         } else {
             None
         };
-        let db = Db { inner, flush_thread };
+        let db = Db {
+            inner,
+            flush_thread,
+        };
         db.inner.signal_flush();
         Ok(db)
     }
@@ -293,7 +326,12 @@ impl Db {
     }
 
     /// Puts one key (a batch of one).
-    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, opts: WriteOptions) -> Result<Lsn> {
+    pub fn put(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: WriteOptions,
+    ) -> Result<Lsn> {
         let mut b = WriteBatch::new();
         b.put(key, value);
         self.write(&b, opts)
@@ -308,7 +346,8 @@ impl Db {
 
     /// The newest value of `key`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get_at(key.as_ref(), self.inner.visible_lsn.load(Ordering::Acquire))
+        self.inner
+            .get_at(key.as_ref(), self.inner.visible_lsn.load(Ordering::Acquire))
     }
 
     /// The value of `key` visible at `lsn`.
@@ -318,7 +357,10 @@ impl Db {
 
     /// The live keys in `range` with their newest values, in key order.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
-        self.inner.scan_at(bounds(&range), self.inner.visible_lsn.load(Ordering::Acquire))
+        self.inner.scan_at(
+            bounds(&range),
+            self.inner.visible_lsn.load(Ordering::Acquire),
+        )
     }
 
     /// The live keys in `range` as they were at `lsn`, in key order.
@@ -332,7 +374,10 @@ impl Db {
         if let Ok(mut snaps) = self.inner.snapshots.lock() {
             *snaps.entry(lsn).or_default() += 1;
         }
-        Snapshot { inner: Arc::clone(&self.inner), lsn }
+        Snapshot {
+            inner: Arc::clone(&self.inner),
+            lsn,
+        }
     }
 
     /// The newest LSN whose batch is visible.
@@ -469,13 +514,20 @@ fn create_log(
 fn prepare_dir(dir: &Path, opts: &Options) -> Result<Manifest> {
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => {
-            return Err(Error::NotADatabase { path: dir.to_owned(), why: "it is not a directory".into() })
+            return Err(Error::NotADatabase {
+                path: dir.to_owned(),
+                why: "it is not a directory".into(),
+            })
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create_if_missing => {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
             if let Some(parent) = dir.parent() {
-                let _ = sync_dir(if parent.as_os_str().is_empty() { Path::new(".") } else { parent });
+                let _ = sync_dir(if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                });
             }
         }
         Err(e) => return Err(Error::io(dir, "open directory", e)),
@@ -494,9 +546,16 @@ fn prepare_dir(dir: &Path, opts: &Options) -> Result<Manifest> {
         });
     }
     if !opts.create_if_missing {
-        return Err(Error::NotADatabase { path: dir.to_owned(), why: format!("it has no {MANIFEST_NAME}") });
+        return Err(Error::NotADatabase {
+            path: dir.to_owned(),
+            why: format!("it has no {MANIFEST_NAME}"),
+        });
     }
-    let m = Manifest { next_file_id: 1, logs: Vec::new(), deltas: Vec::new() };
+    let m = Manifest {
+        next_file_id: 1,
+        logs: Vec::new(),
+        deltas: Vec::new(),
+    };
     m.store(dir, &IoStats::new())?;
     Ok(m)
 }
@@ -512,7 +571,11 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .map_err(|e| Error::io(&path, "open lock file", e))?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(Error::io(&path, "lock (is another process using this database?)", std::io::Error::last_os_error()));
+        return Err(Error::io(
+            &path,
+            "lock (is another process using this database?)",
+            std::io::Error::last_os_error(),
+        ));
     }
     Ok(f)
 }
@@ -533,23 +596,37 @@ impl DbInner {
     }
 
     fn layer_set(&self) -> Result<Arc<LayerSet>> {
-        Ok(Arc::clone(&*self.layers.read().map_err(|_| Error::Poisoned("layers lock poisoned".into()))?))
+        Ok(Arc::clone(&*self.layers.read().map_err(|_| {
+            Error::Poisoned("layers lock poisoned".into())
+        })?))
     }
 
     fn update_layers(&self, f: impl FnOnce(&mut LayerSet)) -> Result<()> {
-        let mut guard = self.layers.write().map_err(|_| Error::Poisoned("layers lock poisoned".into()))?;
+        let mut guard = self
+            .layers
+            .write()
+            .map_err(|_| Error::Poisoned("layers lock poisoned".into()))?;
         let mut set = (**guard).clone();
         f(&mut set);
         *guard = Arc::new(set);
         Ok(())
     }
 
-    fn write(&self, batch: &WriteBatch, explicit_lsn: Option<Lsn>, opts: WriteOptions) -> Result<Lsn> {
+    fn write(
+        &self,
+        batch: &WriteBatch,
+        explicit_lsn: Option<Lsn>,
+        opts: WriteOptions,
+    ) -> Result<Lsn> {
         if let Some(invalid) = &batch.invalid {
             return Err(invalid.clone().into());
         }
         if batch.value_len_max > self.opts.value_size_bytes_max {
-            return Err(InvalidInput::ValueTooLarge { len: batch.value_len_max, max: self.opts.value_size_bytes_max }.into());
+            return Err(InvalidInput::ValueTooLarge {
+                len: batch.value_len_max,
+                max: self.opts.value_size_bytes_max,
+            }
+            .into());
         }
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
@@ -559,7 +636,11 @@ impl DbInner {
             self.check_poisoned()?;
             let lsn = match explicit_lsn {
                 Some(lsn) if lsn <= ws.last_lsn => {
-                    return Err(InvalidInput::LsnNotIncreasing { lsn, last: ws.last_lsn }.into())
+                    return Err(InvalidInput::LsnNotIncreasing {
+                        lsn,
+                        last: ws.last_lsn,
+                    }
+                    .into())
                 }
                 Some(lsn) => lsn,
                 None => ws.last_lsn + 1,
@@ -592,7 +673,10 @@ impl DbInner {
             }
             self.check_poisoned()?;
             if st.leader_active {
-                st = self.sync_cv.wait(st).map_err(|_| Error::Poisoned("sync lock poisoned".into()))?;
+                st = self
+                    .sync_cv
+                    .wait(st)
+                    .map_err(|_| Error::Poisoned("sync lock poisoned".into()))?;
                 continue;
             }
             st.leader_active = true;
@@ -659,7 +743,13 @@ impl DbInner {
     /// Creates a new log (see [`create_log`]).
     fn create_log(&self) -> Result<Arc<InMemoryLayer>> {
         let mut m = lock(&self.manifest)?;
-        create_log(&self.dir, &self.log_opts, self.opts.writer_buffer_bytes, &self.stats, &mut m)
+        create_log(
+            &self.dir,
+            &self.log_opts,
+            self.opts.writer_buffer_bytes,
+            &self.stats,
+            &mut m,
+        )
     }
 
     fn signal_flush(&self) {
@@ -672,7 +762,9 @@ impl DbInner {
     fn flush_loop(&self) {
         loop {
             {
-                let Ok(mut s) = self.flush_signal.lock() else { return };
+                let Ok(mut s) = self.flush_signal.lock() else {
+                    return;
+                };
                 while !s.pending && !s.shutdown {
                     s = match self.flush_cv.wait(s) {
                         Ok(s) => s,
@@ -696,7 +788,9 @@ impl DbInner {
         let _guard = lock(&self.flush_lock)?;
         loop {
             self.check_poisoned()?;
-            let Some(layer) = self.layer_set()?.frozen.first().cloned() else { return Ok(()) };
+            let Some(layer) = self.layer_set()?.frozen.first().cloned() else {
+                return Ok(());
+            };
             if let Err(e) = self.flush_one(&layer) {
                 self.poison(&e);
                 return Err(e);
@@ -708,7 +802,10 @@ impl DbInner {
     /// manifest instead of the log, and deletes the log.
     fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
         let log_len = layer.size_bytes();
-        let bytes = layer.file().read_range(0, usize::try_from(log_len).map_err(|_| Error::Poisoned("log over usize".into()))?)?;
+        let bytes = layer.file().read_range(
+            0,
+            usize::try_from(log_len).map_err(|_| Error::Poisoned("log over usize".into()))?,
+        )?;
         let id = {
             let mut m = lock(&self.manifest)?;
             let id = m.next_file_id;
@@ -722,15 +819,31 @@ impl DbInner {
         layer.for_each_version(|key, v| {
             let start = v.offset as usize;
             let value = bytes.get(start..start + v.len as usize).ok_or_else(|| {
-                crate::error::Corruption::new(layer.path(), v.offset, "indexed value past the end of the log")
+                crate::error::Corruption::new(
+                    layer.path(),
+                    v.offset,
+                    "indexed value past the end of the log",
+                )
             })?;
-            writer.add(key, v.lsn, v.kind, if v.kind == ValueKind::Delete { &[] } else { value })
+            writer.add(
+                key,
+                v.lsn,
+                v.kind,
+                if v.kind == ValueKind::Delete {
+                    &[]
+                } else {
+                    value
+                },
+            )
         })?;
         let (sink, summary) = writer.finish()?;
         let file = sink.finish(ShutdownMode::PadThenTruncate)?;
         file.sync_data()?;
         sync_dir(&self.dir)?;
-        let reader = DeltaLayerReader::open(LayerFile { file, len: summary.file_bytes })?;
+        let reader = DeltaLayerReader::open(LayerFile {
+            file,
+            len: summary.file_bytes,
+        })?;
         {
             let mut m = lock(&self.manifest)?;
             let mut next = m.clone();
@@ -739,12 +852,15 @@ impl DbInner {
             next.store(&self.dir, &self.stats)?;
             *m = next;
         }
-        let delta = Arc::new(DeltaLayer { reader: Arc::new(reader) });
+        let delta = Arc::new(DeltaLayer {
+            reader: Arc::new(reader),
+        });
         self.update_layers(|set| {
             set.frozen.retain(|f| !Arc::ptr_eq(f, layer));
             set.deltas.push(delta);
         })?;
-        std::fs::remove_file(layer.path()).map_err(|e| Error::io(layer.path(), "remove flushed log", e))?;
+        std::fs::remove_file(layer.path())
+            .map_err(|e| Error::io(layer.path(), "remove flushed log", e))?;
         Ok(())
     }
 
@@ -789,7 +905,11 @@ impl DbInner {
             if delta.reader.summary().lsn_min > lsn {
                 continue;
             }
-            sources.push(Source::Delta { iter: delta.reader.range_owned(s, e)?, lsn, pending: None });
+            sources.push(Source::Delta(Box::new(DeltaSource {
+                iter: delta.reader.range_owned(s, e)?,
+                lsn,
+                pending: None,
+            })));
         }
         Ok(Scan::new(sources))
     }
@@ -803,9 +923,20 @@ impl DbInner {
             mode = set.open.file().mode();
             frozen = set.frozen.len();
             deltas = set.deltas.len();
-            delta_bytes = set.deltas.iter().map(|d| d.reader.summary().file_bytes).sum();
-            index = std::iter::once(&set.open).chain(&set.frozen).map(|l| l.index_memory_bytes()).sum::<usize>()
-                + set.deltas.iter().map(|d| d.reader.index_memory_bytes()).sum::<usize>();
+            delta_bytes = set
+                .deltas
+                .iter()
+                .map(|d| d.reader.summary().file_bytes)
+                .sum();
+            index = std::iter::once(&set.open)
+                .chain(&set.frozen)
+                .map(|l| l.index_memory_bytes())
+                .sum::<usize>()
+                + set
+                    .deltas
+                    .iter()
+                    .map(|d| d.reader.index_memory_bytes())
+                    .sum::<usize>();
         }
         Stats {
             last_lsn: self.visible_lsn.load(Ordering::Acquire),
@@ -819,4 +950,3 @@ impl DbInner {
         }
     }
 }
-

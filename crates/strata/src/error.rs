@@ -37,7 +37,13 @@ fn checksum_suffix(expected: Option<u32>, found: Option<u32>) -> String {
 impl Corruption {
     /// A corruption that is not a checksum mismatch.
     pub fn new(file: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
-        Corruption { file: file.into(), offset, what: what.into(), expected: None, found: None }
+        Corruption {
+            file: file.into(),
+            offset,
+            what: what.into(),
+            expected: None,
+            found: None,
+        }
     }
 
     /// A checksum mismatch.
@@ -66,7 +72,9 @@ pub enum InvalidInput {
     KeyEmpty { max: usize },
     #[error("key is {len} bytes; keys are at most {max} bytes")]
     KeyTooLong { len: usize, max: usize },
-    #[error("value is {len} bytes; values are at most {max} bytes (Options::value_size_bytes_max)")]
+    #[error(
+        "value is {len} bytes; values are at most {max} bytes (Options::value_size_bytes_max)"
+    )]
     ValueTooLarge { len: usize, max: usize },
     #[error("batch is {len} bytes; a batch is at most {max} bytes")]
     BatchTooLarge { len: usize, max: usize },
@@ -75,11 +83,23 @@ pub enum InvalidInput {
     #[error("entry {entry_index}: keys must come in strictly ascending order; this key is smaller than the previous one")]
     KeyOutOfOrder { entry_index: u64 },
     #[error("unknown value {value:?} for {option}; expected one of {expected}")]
-    UnknownOptionValue { option: &'static str, value: String, expected: &'static str },
+    UnknownOptionValue {
+        option: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     #[error("option {option} = {value} is out of range: {why}")]
-    OptionOutOfRange { option: &'static str, value: u64, why: &'static str },
+    OptionOutOfRange {
+        option: &'static str,
+        value: u64,
+        why: &'static str,
+    },
     #[error("buffer is not aligned: {what} = {value} is not a multiple of {alignment}")]
-    Unaligned { what: &'static str, value: u64, alignment: usize },
+    Unaligned {
+        what: &'static str,
+        value: u64,
+        alignment: usize,
+    },
 }
 
 /// The umbrella error of the engine.
@@ -88,10 +108,19 @@ pub enum InvalidInput {
 pub enum Error {
     /// An operating-system I/O error on a named file.
     #[error("I/O error on {}: {op}: {source}", path.display())]
-    Io { path: PathBuf, op: &'static str, #[source] source: std::io::Error },
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// The filesystem refuses O_DIRECT and falling back to buffered I/O was not allowed.
     #[error("{} is on a filesystem that refuses O_DIRECT ({source}); use IoMode::Buffered or allow the fallback", path.display())]
-    DirectIoUnsupported { path: PathBuf, #[source] source: std::io::Error },
+    DirectIoUnsupported {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Corruption(#[from] Corruption),
     #[error("invalid input: {0}")]
@@ -101,7 +130,11 @@ pub enum Error {
     NotADatabase { path: PathBuf, why: String },
     /// The database was written by a newer format version than this build reads.
     #[error("{} has format version {found}; this build reads versions up to {supported}", path.display())]
-    UnsupportedVersion { path: PathBuf, found: u32, supported: u32 },
+    UnsupportedVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     /// A background thread (flusher, compactor) failed earlier; the engine refuses further writes.
     #[error("the engine stopped after an earlier background error: {0}")]
     Poisoned(String),
@@ -113,7 +146,11 @@ pub enum Error {
 impl Error {
     /// An I/O error on a named file.
     pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), op, source }
+        Error::Io {
+            path: path.into(),
+            op,
+            source,
+        }
     }
 
     /// True when the error says the bytes on disk are bad.

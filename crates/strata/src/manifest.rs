@@ -55,7 +55,9 @@ pub(crate) fn is_own_file(name: &str) -> bool {
         Some(parts) => parts,
         None => return false,
     };
-    (ext == "log" || ext == "delta") && stem.len() == 16 && stem.bytes().all(|b| b.is_ascii_hexdigit())
+    (ext == "log" || ext == "delta")
+        && stem.len() == 16
+        && stem.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 impl Manifest {
@@ -79,7 +81,10 @@ impl Manifest {
     }
 
     fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
-        let not_db = |why: &str| Error::NotADatabase { path: path.to_owned(), why: why.to_owned() };
+        let not_db = |why: &str| Error::NotADatabase {
+            path: path.to_owned(),
+            why: why.to_owned(),
+        };
         if bytes.len() < HEADER_BYTES {
             if bytes.len() >= 8 && bytes[..8] == MAGIC {
                 return Err(Corruption::new(path, 0, "manifest shorter than its header").into());
@@ -104,13 +109,24 @@ impl Manifest {
             });
         }
         let len = u32_at(PAYLOAD_LEN_OFFSET) as usize;
-        let payload = bytes
-            .get(HEADER_BYTES..HEADER_BYTES + len)
-            .ok_or_else(|| Corruption::new(path, HEADER_BYTES as u64, "manifest payload past the end of the file"))?;
+        let payload = bytes.get(HEADER_BYTES..HEADER_BYTES + len).ok_or_else(|| {
+            Corruption::new(
+                path,
+                HEADER_BYTES as u64,
+                "manifest payload past the end of the file",
+            )
+        })?;
         let stored = u32_at(PAYLOAD_CRC_OFFSET);
         let actual = crc32c::crc32c(payload);
         if stored != actual {
-            return Err(Corruption::checksum(path, HEADER_BYTES as u64, "manifest payload", stored, actual).into());
+            return Err(Corruption::checksum(
+                path,
+                HEADER_BYTES as u64,
+                "manifest payload",
+                stored,
+                actual,
+            )
+            .into());
         }
         let bad = |what: &str| Corruption::new(path, HEADER_BYTES as u64, what);
         if payload.len() < 16 {
@@ -126,7 +142,11 @@ impl Manifest {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
             .collect();
-        let m = Manifest { next_file_id, logs: ids[..logs_n].to_vec(), deltas: ids[logs_n..].to_vec() };
+        let m = Manifest {
+            next_file_id,
+            logs: ids[..logs_n].to_vec(),
+            deltas: ids[logs_n..].to_vec(),
+        };
         if m.logs.iter().chain(&m.deltas).any(|&id| id >= next_file_id) {
             return Err(bad("manifest lists a file id at or above its next file id").into());
         }
@@ -146,7 +166,11 @@ impl Manifest {
     /// Replaces the manifest of `dir` atomically and durably.
     pub(crate) fn store(&self, dir: &Path, stats: &IoStats) -> Result<()> {
         let tmp: PathBuf = dir.join(MANIFEST_TMP_NAME);
-        let opts = FileOptions { mode: IoMode::Buffered, class: FileClass::Manifest, ..FileOptions::default() };
+        let opts = FileOptions {
+            mode: IoMode::Buffered,
+            class: FileClass::Manifest,
+            ..FileOptions::default()
+        };
         let file = IoFile::create(&tmp, &opts, stats)?;
         file.write_all_at(&self.encode(), 0)?;
         file.sync_data()?;
@@ -163,7 +187,11 @@ mod tests {
 
     #[test]
     fn round_trip_and_flips_are_errors() {
-        let m = Manifest { next_file_id: 9, logs: vec![7, 8], deltas: vec![1, 3] };
+        let m = Manifest {
+            next_file_id: 9,
+            logs: vec![7, 8],
+            deltas: vec![1, 3],
+        };
         let bytes = m.encode();
         let p = Path::new("MANIFEST");
         assert_eq!(Manifest::decode(p, &bytes).unwrap(), m);
@@ -171,7 +199,10 @@ mod tests {
             let mut bad = bytes.clone();
             bad[i] ^= 0x04;
             let err = Manifest::decode(p, &bad).unwrap_err();
-            assert!(matches!(err, Error::Corruption(_) | Error::NotADatabase { .. }), "flip at {i}: {err}");
+            assert!(
+                matches!(err, Error::Corruption(_) | Error::NotADatabase { .. }),
+                "flip at {i}: {err}"
+            );
         }
     }
 

@@ -93,8 +93,20 @@ impl Options {
                 Ok(())
             }
         };
-        range("layer_size_bytes_max", self.layer_size_bytes_max, LAYER_BYTES_MIN, LAYER_BYTES_MAX, "64 KiB ..= 4 GiB")?;
-        range("writer_buffer_bytes", self.writer_buffer_bytes as u64, 4096, 256 << 20, "4 KiB ..= 256 MiB")?;
+        range(
+            "layer_size_bytes_max",
+            self.layer_size_bytes_max,
+            LAYER_BYTES_MIN,
+            LAYER_BYTES_MAX,
+            "64 KiB ..= 4 GiB",
+        )?;
+        range(
+            "writer_buffer_bytes",
+            self.writer_buffer_bytes as u64,
+            4096,
+            256 << 20,
+            "4 KiB ..= 256 MiB",
+        )?;
         range(
             "value_size_bytes_max",
             self.value_size_bytes_max as u64,
@@ -102,7 +114,13 @@ impl Options {
             VALUE_BYTES_MAX_LIMIT as u64,
             "at most 64 MiB (the delta layer format limit)",
         )?;
-        range("delta_block_bytes", self.delta_block_bytes as u64, 512, 16 << 20, "512 B ..= 16 MiB")?;
+        range(
+            "delta_block_bytes",
+            self.delta_block_bytes as u64,
+            512,
+            16 << 20,
+            "512 B ..= 16 MiB",
+        )?;
         if let Some(a) = self.alignment_bytes {
             if !a.is_power_of_two() {
                 return Err(InvalidInput::OptionOutOfRange {

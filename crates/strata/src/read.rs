@@ -7,19 +7,28 @@
 //! layers it reads, so a concurrent flush or a deleted log cannot pull bytes
 //! from under it (an unlinked file stays readable through its descriptor).
 
+use crate::db::LayerFile;
 use crate::error::Result;
 use crate::layer::delta::reader::DeltaRangeIterOwned;
 use crate::layer::delta::{Lsn, ValueKind};
-use crate::db::LayerFile;
 
-type Item = (Vec<u8>, ValueKind, Vec<u8>);
+/// A key, its newest version's kind, and the value.
+pub(crate) type Item = (Vec<u8>, ValueKind, Vec<u8>);
 
 /// One layer's contribution to a scan.
 pub(crate) enum Source {
     /// An in-memory layer's entries, already picked and read.
     Memory(std::vec::IntoIter<Item>),
     /// A delta layer's entries (every version), read lazily.
-    Delta { iter: DeltaRangeIterOwned<LayerFile>, lsn: Lsn, pending: Option<(Vec<u8>, Lsn, ValueKind, Vec<u8>)> },
+    Delta(Box<DeltaSource>),
+}
+
+/// A delta layer's scan state.
+pub(crate) struct DeltaSource {
+    pub iter: DeltaRangeIterOwned<LayerFile>,
+    pub lsn: Lsn,
+    /// The first entry of the next key, read ahead; empty between keys.
+    pub pending: Option<(Vec<u8>, Lsn, ValueKind, Vec<u8>)>,
 }
 
 impl Source {
@@ -27,7 +36,8 @@ impl Source {
     fn next_item(&mut self) -> Option<Result<Item>> {
         match self {
             Source::Memory(it) => it.next().map(Ok),
-            Source::Delta { iter, lsn, pending } => loop {
+            Source::Delta(d) => loop {
+                let DeltaSource { iter, lsn, pending } = &mut **d;
                 let first = match pending.take() {
                     Some(e) => e,
                     None => match iter.next()? {
@@ -37,7 +47,7 @@ impl Source {
                 };
                 // Versions of one key come in ascending LSN order: keep the
                 // last one <= lsn, stop at the next key.
-                let mut best = (first.1 <= *lsn).then(|| (first.2, first.3));
+                let mut best = (first.1 <= *lsn).then_some((first.2, first.3));
                 let key = first.0;
                 loop {
                     match iter.next() {
@@ -73,7 +83,11 @@ pub struct Scan {
 
 impl Scan {
     pub(crate) fn new(sources: Vec<Source>) -> Self {
-        Scan { sources: sources.into_iter().map(|s| (s, None)).collect(), started: false, failed: false }
+        Scan {
+            sources: sources.into_iter().map(|s| (s, None)).collect(),
+            started: false,
+            failed: false,
+        }
     }
 
     fn advance(&mut self, i: usize) -> Result<()> {
@@ -94,7 +108,8 @@ impl Scan {
             let mut min: Option<usize> = None;
             for (i, (_, head)) in self.sources.iter().enumerate() {
                 if let Some((k, _, _)) = head {
-                    if min.is_none_or(|m| k < &self.sources[m].1.as_ref().expect("head present").0) {
+                    if min.is_none_or(|m| k < &self.sources[m].1.as_ref().expect("head present").0)
+                    {
                         min = Some(i);
                     }
                 }

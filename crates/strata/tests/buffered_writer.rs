@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata::io::{
-    is_aligned, BlockFile, BufferedWriter, FileOptions, IoEngine, IoFile, IoMode, IoStats, ShutdownMode,
+    is_aligned, BlockFile, BufferedWriter, FileOptions, IoEngine, IoFile, IoMode, IoStats,
+    ShutdownMode,
 };
 use strata::{Error, Result};
 
@@ -18,7 +19,11 @@ fn test_dir() -> tempfile::TempDir {
 }
 
 fn open(path: &Path, mode: IoMode, engine: IoEngine) -> IoFile {
-    let opts = FileOptions { mode, engine, ..FileOptions::default() };
+    let opts = FileOptions {
+        mode,
+        engine,
+        ..FileOptions::default()
+    };
     IoFile::create(path, &opts, &IoStats::new()).expect("create")
 }
 
@@ -32,7 +37,12 @@ struct Recording {
 
 impl Recording {
     fn new(inner: IoFile, fail_write_n: Option<usize>) -> Self {
-        Recording { inner, writes: Mutex::new(Vec::new()), fail_write_n, write_count: AtomicUsize::new(0) }
+        Recording {
+            inner,
+            writes: Mutex::new(Vec::new()),
+            fail_write_n,
+            write_count: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -40,9 +50,16 @@ impl BlockFile for Recording {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let n = self.write_count.fetch_add(1, Ordering::SeqCst) + 1;
         if Some(n) == self.fail_write_n {
-            return Err(Error::io("recording", "write", std::io::Error::other("injected write failure")));
+            return Err(Error::io(
+                "recording",
+                "write",
+                std::io::Error::other("injected write failure"),
+            ));
         }
-        self.writes.lock().unwrap().push((offset, buf.len(), buf.as_ptr() as usize));
+        self.writes
+            .lock()
+            .unwrap()
+            .push((offset, buf.len(), buf.as_ptr() as usize));
         self.inner.write_all_at(buf, offset)
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
@@ -80,7 +97,10 @@ fn assert_all_aligned(rec: &Recording, check_addr: bool) {
         assert!(is_aligned(offset, a), "write at unaligned offset {offset}");
         assert!(is_aligned(len as u64, a), "write of unaligned length {len}");
         if check_addr {
-            assert!(is_aligned(addr as u64, a), "write from unaligned address {addr:#x}");
+            assert!(
+                is_aligned(addr as u64, a),
+                "write from unaligned address {addr:#x}"
+            );
         }
     }
 }
@@ -94,7 +114,14 @@ const MODES: [(IoMode, IoEngine); 6] = [
     (IoMode::DirectRw, IoEngine::IoUring),
 ];
 
-fn run_sequence(mode: IoMode, engine: IoEngine, sizes: &[usize], capacity: usize, syncs: &[bool], shutdown: ShutdownMode) {
+fn run_sequence(
+    mode: IoMode,
+    engine: IoEngine,
+    sizes: &[usize],
+    capacity: usize,
+    syncs: &[bool],
+    shutdown: ShutdownMode,
+) {
     let dir = test_dir();
     let path = dir.path().join("f");
     let rec = Recording::new(open(&path, mode, engine), None);
@@ -108,8 +135,15 @@ fn run_sequence(mode: IoMode, engine: IoEngine, sizes: &[usize], capacity: usize
         if syncs.get(i).copied().unwrap_or(false) {
             w.sync().unwrap();
             let on_disk = std::fs::read(&path).unwrap();
-            assert!(on_disk.len() >= expected.len(), "after sync the file holds everything written");
-            assert_eq!(&on_disk[..expected.len()], &expected[..], "content after sync");
+            assert!(
+                on_disk.len() >= expected.len(),
+                "after sync the file holds everything written"
+            );
+            assert_eq!(
+                &on_disk[..expected.len()],
+                &expected[..],
+                "content after sync"
+            );
         }
     }
     let rec = w.finish(shutdown).unwrap();
@@ -119,7 +153,10 @@ fn run_sequence(mode: IoMode, engine: IoEngine, sizes: &[usize], capacity: usize
     match shutdown {
         ShutdownMode::PadThenTruncate => assert_eq!(on_disk, expected),
         ShutdownMode::ZeroPadToAlignment => {
-            assert_eq!(on_disk.len() as u64, strata::io::align_up(expected.len() as u64, a));
+            assert_eq!(
+                on_disk.len() as u64,
+                strata::io::align_up(expected.len() as u64, a)
+            );
             assert_eq!(&on_disk[..expected.len()], &expected[..]);
             assert!(on_disk[expected.len()..].iter().all(|&b| b == 0));
         }
@@ -172,7 +209,10 @@ fn large_aligned_writes_bypass_the_buffer() {
     w.write(src).unwrap();
     let rec = w.finish(ShutdownMode::PadThenTruncate).unwrap();
     let writes = rec.writes.lock().unwrap().clone();
-    assert!(writes.iter().any(|&(_, len, _)| len >= 32 * a), "a large write went straight to the file: {writes:?}");
+    assert!(
+        writes.iter().any(|&(_, len, _)| len >= 32 * a),
+        "a large write went straight to the file: {writes:?}"
+    );
     let mut expected = vec![1u8; 10];
     expected.extend_from_slice(src);
     assert_eq!(std::fs::read(&path).unwrap(), expected);
@@ -188,7 +228,10 @@ fn writing_after_sync_rewrites_the_tail_block() {
         let mut w = BufferedWriter::new(rec, 16 * a, 0).unwrap();
         w.write(&vec![b'x'; a + 100]).unwrap();
         w.sync().unwrap();
-        assert_eq!(&std::fs::read(&path).unwrap()[..a + 100], &vec![b'x'; a + 100][..]);
+        assert_eq!(
+            &std::fs::read(&path).unwrap()[..a + 100],
+            &vec![b'x'; a + 100][..]
+        );
         w.write(&[b'y'; 50]).unwrap();
         w.sync().unwrap();
         let on_disk = std::fs::read(&path).unwrap();
@@ -199,7 +242,11 @@ fn writing_after_sync_rewrites_the_tail_block() {
         let rec = w.finish(ShutdownMode::PadThenTruncate).unwrap();
         // The second sync wrote only the tail block, at offset a, rewriting it.
         let writes = rec.writes.lock().unwrap().clone();
-        assert_eq!(writes.last().map(|w| (w.0, w.1)), Some((a as u64, a)), "{writes:?}");
+        assert_eq!(
+            writes.last().map(|w| (w.0, w.1)),
+            Some((a as u64, a)),
+            "{writes:?}"
+        );
         assert_eq!(std::fs::read(&path).unwrap().len(), a + 150);
     }
 }
@@ -212,11 +259,18 @@ fn writer_can_start_at_an_unaligned_offset_of_an_existing_file() {
         let mut w = BufferedWriter::new(open(&path, mode, engine), 8192, 0).unwrap();
         w.write(&pattern(1, 5000)).unwrap();
         w.finish(ShutdownMode::PadThenTruncate).unwrap();
-        let opts = FileOptions { mode, engine, ..FileOptions::default() };
+        let opts = FileOptions {
+            mode,
+            engine,
+            ..FileOptions::default()
+        };
         let file = IoFile::open(&path, &opts, &IoStats::new()).unwrap();
         let mut w = BufferedWriter::new(file, 8192, 5000).unwrap();
         w.write(&pattern(2, 7000)).unwrap();
-        assert_eq!(w.read_range(4990, 20).unwrap(), [&pattern(1, 5000)[4990..], &pattern(2, 10)[..]].concat());
+        assert_eq!(
+            w.read_range(4990, 20).unwrap(),
+            [&pattern(1, 5000)[4990..], &pattern(2, 10)[..]].concat()
+        );
         w.finish(ShutdownMode::PadThenTruncate).unwrap();
         let mut expected = pattern(1, 5000);
         expected.extend_from_slice(&pattern(2, 7000));
@@ -228,15 +282,28 @@ fn writer_can_start_at_an_unaligned_offset_of_an_existing_file() {
 fn read_range_sees_file_flight_and_buffer() {
     let dir = test_dir();
     let path = dir.path().join("f");
-    let mut w = BufferedWriter::new(open(&path, IoMode::DirectRw, IoEngine::IoUring), 4096, 0).unwrap();
+    let mut w =
+        BufferedWriter::new(open(&path, IoMode::DirectRw, IoEngine::IoUring), 4096, 0).unwrap();
     let data = pattern(9, 50_000);
     for chunk in data.chunks(777) {
         w.write(chunk).unwrap();
     }
-    for (off, len) in [(0usize, 10usize), (4000, 200), (12_345, 20_000), (49_000, 1000), (0, 50_000)] {
-        assert_eq!(w.read_range(off as u64, len).unwrap(), &data[off..off + len]);
+    for (off, len) in [
+        (0usize, 10usize),
+        (4000, 200),
+        (12_345, 20_000),
+        (49_000, 1000),
+        (0, 50_000),
+    ] {
+        assert_eq!(
+            w.read_range(off as u64, len).unwrap(),
+            &data[off..off + len]
+        );
     }
-    assert!(w.read_range(49_999, 2).is_err(), "reading past the end is an error");
+    assert!(
+        w.read_range(49_999, 2).is_err(),
+        "reading past the end is an error"
+    );
 }
 
 #[test]
@@ -252,13 +319,22 @@ fn failed_write_surfaces_and_nothing_later_is_reported_written() {
                 Ok(()) => {}
                 Err(e) => {
                     first_error = Some(i);
-                    assert!(e.to_string().contains("injected") || matches!(e, Error::Poisoned(_)), "{e}");
+                    assert!(
+                        e.to_string().contains("injected") || matches!(e, Error::Poisoned(_)),
+                        "{e}"
+                    );
                     break;
                 }
             }
         }
-        assert!(first_error.is_some(), "the injected failure surfaced on a write");
-        assert!(w.write(b"more").is_err(), "the writer refuses writes after a failure");
+        assert!(
+            first_error.is_some(),
+            "the injected failure surfaced on a write"
+        );
+        assert!(
+            w.write(b"more").is_err(),
+            "the writer refuses writes after a failure"
+        );
         assert!(w.sync().is_err(), "sync after a failure is an error");
         assert!(w.finish(ShutdownMode::PadThenTruncate).is_err());
     }
@@ -284,10 +360,16 @@ fn direct_io_on_tmpfs_is_refused_or_falls_back() {
     }
     let dir = tempfile::tempdir_in(shm).unwrap();
     let path = dir.path().join("f");
-    let opts = FileOptions { mode: IoMode::DirectRw, ..FileOptions::default() };
+    let opts = FileOptions {
+        mode: IoMode::DirectRw,
+        ..FileOptions::default()
+    };
     match IoFile::create(&path, &opts, &IoStats::new()) {
         Err(Error::DirectIoUnsupported { .. }) => {
-            let opts = FileOptions { fallback_to_buffered: true, ..opts };
+            let opts = FileOptions {
+                fallback_to_buffered: true,
+                ..opts
+            };
             let f = IoFile::create(&path, &opts, &IoStats::new()).unwrap();
             assert_eq!(f.mode(), IoMode::Buffered);
         }
@@ -308,7 +390,10 @@ fn unaligned_direct_write_is_an_error_not_a_panic() {
 fn stats_count_operations_by_class() {
     let dir = test_dir();
     let stats = IoStats::new();
-    let opts = FileOptions { class: strata::io::FileClass::Log, ..FileOptions::default() };
+    let opts = FileOptions {
+        class: strata::io::FileClass::Log,
+        ..FileOptions::default()
+    };
     let f = IoFile::create(dir.path().join("f"), &opts, &stats).unwrap();
     let mut w = BufferedWriter::new(f, 8192, 0).unwrap();
     w.write(&[0u8; 20_000]).unwrap();
@@ -325,10 +410,28 @@ fn stats_count_operations_by_class() {
 fn alignment_comes_from_the_kernel_or_defaults_to_4096() {
     let dir = test_dir();
     let f = open(&dir.path().join("f"), IoMode::DirectRw, IoEngine::Sync);
-    eprintln!("alignment reported for {}: {}", dir.path().display(), f.alignment());
+    eprintln!(
+        "alignment reported for {}: {}",
+        dir.path().display(),
+        f.alignment()
+    );
     assert!(f.alignment().is_power_of_two() && f.alignment() >= 512);
-    let opts = FileOptions { alignment_bytes: Some(3000), ..FileOptions::default() };
-    assert!(IoFile::create(dir.path().join("g"), &opts, &IoStats::new()).is_err(), "non-power-of-two override");
-    let opts = FileOptions { alignment_bytes: Some(65536), ..FileOptions::default() };
-    assert_eq!(IoFile::create(dir.path().join("h"), &opts, &IoStats::new()).unwrap().alignment(), 65536);
+    let opts = FileOptions {
+        alignment_bytes: Some(3000),
+        ..FileOptions::default()
+    };
+    assert!(
+        IoFile::create(dir.path().join("g"), &opts, &IoStats::new()).is_err(),
+        "non-power-of-two override"
+    );
+    let opts = FileOptions {
+        alignment_bytes: Some(65536),
+        ..FileOptions::default()
+    };
+    assert_eq!(
+        IoFile::create(dir.path().join("h"), &opts, &IoStats::new())
+            .unwrap()
+            .alignment(),
+        65536
+    );
 }

@@ -6,11 +6,18 @@ use std::path::{Path, PathBuf};
 use strata::{Db, Error, IoMode, Options, WriteBatch, WriteOptions};
 
 fn options() -> Options {
-    Options { io_mode: IoMode::DirectRw, fallback_to_buffered: false, delta_block_bytes: 2048, ..Options::default() }
+    Options {
+        io_mode: IoMode::DirectRw,
+        fallback_to_buffered: false,
+        delta_block_bytes: 2048,
+        ..Options::default()
+    }
 }
 
 fn value(i: u32) -> Vec<u8> {
-    format!("value-{i}-").repeat(1 + (i % 9) as usize).into_bytes()
+    format!("value-{i}-")
+        .repeat(1 + (i % 9) as usize)
+        .into_bytes()
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -91,8 +98,14 @@ fn flipped_byte_in_a_delta_layer_is_an_error_naming_the_file() {
             Err(e) => {
                 detected += 1;
                 let msg = e.to_string();
-                assert!(e.is_corruption() || matches!(e, Error::UnsupportedVersion { .. }), "offset {offset}: {msg}");
-                assert!(msg.contains(&target.display().to_string()), "error names the file: {msg}");
+                assert!(
+                    e.is_corruption() || matches!(e, Error::UnsupportedVersion { .. }),
+                    "offset {offset}: {msg}"
+                );
+                assert!(
+                    msg.contains(&target.display().to_string()),
+                    "error names the file: {msg}"
+                );
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
@@ -107,13 +120,19 @@ fn flipped_byte_in_the_log_before_its_tail_is_an_error_naming_file_and_offset() 
     let dir = base.path().join("db");
     make_db(&dir, 300, false);
     let logs = files_with_ext(&dir, "log");
-    let log = logs.iter().find(|p| std::fs::metadata(p).unwrap().len() > 10_000).expect("a log with records");
+    let log = logs
+        .iter()
+        .find(|p| std::fs::metadata(p).unwrap().len() > 10_000)
+        .expect("a log with records");
     // Inside the payload of an early record: later synced records say the log was durable past it.
     flip(log, 64 + 32 + 40);
     let err = Db::open(&dir, options()).err().expect("open must fail");
     let msg = err.to_string();
     assert!(err.is_corruption(), "{msg}");
-    assert!(msg.contains(&log.display().to_string()) && msg.contains("offset 64"), "{msg}");
+    assert!(
+        msg.contains(&log.display().to_string()) && msg.contains("offset 64"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -122,13 +141,20 @@ fn torn_tail_of_the_log_is_not_an_error() {
     let dir = base.path().join("db");
     make_db(&dir, 300, false);
     let logs = files_with_ext(&dir, "log");
-    let log = logs.iter().find(|p| std::fs::metadata(p).unwrap().len() > 10_000).expect("a log with records");
+    let log = logs
+        .iter()
+        .find(|p| std::fs::metadata(p).unwrap().len() > 10_000)
+        .expect("a log with records");
     // Cut the last record in half: a crash in the middle of its write.
     let bytes = std::fs::read(log).unwrap();
     let end = bytes.iter().rposition(|&b| b != 0).unwrap();
     std::fs::write(log, &bytes[..end - 20]).unwrap();
     let db = Db::open(&dir, options()).unwrap();
-    assert_eq!(db.last_lsn(), 29, "the torn last batch (LSN 30) is gone, the rest is there");
+    assert_eq!(
+        db.last_lsn(),
+        29,
+        "the torn last batch (LSN 30) is gone, the rest is there"
+    );
     for i in 0..290 {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i)));
     }
@@ -145,10 +171,17 @@ fn flipped_byte_in_the_manifest_is_an_error_naming_it() {
     for offset in 0..len {
         let saved = std::fs::read(&manifest).unwrap();
         flip(&manifest, offset);
-        let err = Db::open(&dir, options()).err().unwrap_or_else(|| panic!("flip at {offset} undetected"));
+        let err = Db::open(&dir, options())
+            .err()
+            .unwrap_or_else(|| panic!("flip at {offset} undetected"));
         let msg = err.to_string();
         assert!(
-            matches!(err, Error::Corruption(_) | Error::NotADatabase { .. } | Error::UnsupportedVersion { .. }),
+            matches!(
+                err,
+                Error::Corruption(_)
+                    | Error::NotADatabase { .. }
+                    | Error::UnsupportedVersion { .. }
+            ),
             "offset {offset}: {msg}"
         );
         assert!(msg.contains("MANIFEST"), "{msg}");

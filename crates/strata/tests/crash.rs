@@ -56,10 +56,12 @@ fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
             b.put(shared_key(j), next.to_le_bytes());
         }
         // Delete an older batch's first key now and then (tombstones across layers).
-        if next % 7 == 0 && next > 10 {
+        if next.is_multiple_of(7) && next > 10 {
             b.delete(batch_key(next - 10, 0));
         }
-        lsn = db.write(&b, WriteOptions { sync: true }).expect("child write");
+        lsn = db
+            .write(&b, WriteOptions { sync: true })
+            .expect("child write");
         assert_eq!(lsn, next);
         use std::io::Write;
         let mut out = stdout.lock();
@@ -70,16 +72,20 @@ fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
 
 /// Checks the reopened database against what was acknowledged.
 fn check(dir: &Path, acked_max: u64) -> Result<u64, String> {
-    let db = Db::open(dir, options(IoMode::DirectRw, IoEngine::Sync)).map_err(|e| format!("reopen: {e}"))?;
+    let db = Db::open(dir, options(IoMode::DirectRw, IoEngine::Sync))
+        .map_err(|e| format!("reopen: {e}"))?;
     let last = db.last_lsn();
     if last < acked_max {
-        return Err(format!("acknowledged LSN {acked_max} but the database ends at {last}"));
+        return Err(format!(
+            "acknowledged LSN {acked_max} but the database ends at {last}"
+        ));
     }
     // Every batch up to `last` is there in full (deleted first keys aside), none beyond.
     for lsn in 1..=last {
         for j in 0..BATCH_ENTRIES {
             let got = db.get(batch_key(lsn, j)).map_err(|e| format!("get: {e}"))?;
-            let deleted = j == 0 && (lsn + 10) <= last && (lsn + 10) % 7 == 0 && lsn + 10 > 10;
+            let deleted =
+                j == 0 && (lsn + 10) <= last && (lsn + 10).is_multiple_of(7) && lsn + 10 > 10;
             match (got, deleted) {
                 (Some(v), false) if v == batch_value(lsn, j) => {}
                 (None, true) => {}
@@ -90,20 +96,31 @@ fn check(dir: &Path, acked_max: u64) -> Result<u64, String> {
                     ))
                 }
             }
-            let at = db.get_at(batch_key(lsn, j), lsn).map_err(|e| format!("get_at: {e}"))?;
+            let at = db
+                .get_at(batch_key(lsn, j), lsn)
+                .map_err(|e| format!("get_at: {e}"))?;
             if at.as_deref() != Some(&batch_value(lsn, j)[..]) {
                 return Err(format!("batch {lsn} entry {j} not readable at its own LSN"));
             }
         }
     }
     for j in 0..BATCH_ENTRIES {
-        if db.get(batch_key(last + 1, j)).map_err(|e| e.to_string())?.is_some() {
-            return Err(format!("a key of batch {} exists beyond the last LSN {last}", last + 1));
+        if db
+            .get(batch_key(last + 1, j))
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
+            return Err(format!(
+                "a key of batch {} exists beyond the last LSN {last}",
+                last + 1
+            ));
         }
         // The shared keys all come from the same (last) batch: no batch is half applied.
         let v = db.get(shared_key(j)).map_err(|e| e.to_string())?;
         if last > 0 && v.as_deref() != Some(&last.to_le_bytes()[..]) {
-            return Err(format!("shared key {j} is {v:?}, not from the last batch {last}"));
+            return Err(format!(
+                "shared key {j} is {v:?}, not from the last batch {last}"
+            ));
         }
     }
     db.close().map_err(|e| format!("close: {e}"))?;
@@ -111,7 +128,10 @@ fn check(dir: &Path, acked_max: u64) -> Result<u64, String> {
 }
 
 fn parent() -> Result<(), String> {
-    let cycles: usize = std::env::var("STRATA_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let cycles: usize = std::env::var("STRATA_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
     let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
     let dir = base.path().join("db");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -126,7 +146,12 @@ fn parent() -> Result<(), String> {
     for cycle in 0..cycles {
         let (mode, engine) = combos[cycle % combos.len()];
         let mut child = Command::new(&exe)
-            .args(["--child", &dir.to_string_lossy(), mode.name(), engine.name()])
+            .args([
+                "--child",
+                &dir.to_string_lossy(),
+                mode.name(),
+                engine.name(),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -136,7 +161,10 @@ fn parent() -> Result<(), String> {
             let mut acked = Vec::new();
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()) {
+                if let Some(n) = line
+                    .strip_prefix("ack ")
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
                     acked.push(n);
                 }
             }
@@ -163,7 +191,9 @@ fn parent() -> Result<(), String> {
             started.elapsed()
         );
         if acked.is_empty() && cycle > 2 {
-            return Err(format!("cycle {cycle}: the child acknowledged nothing; the test is not testing"));
+            return Err(format!(
+                "cycle {cycle}: the child acknowledged nothing; the test is not testing"
+            ));
         }
     }
     Ok(())

@@ -9,7 +9,10 @@ fn dir() -> tempfile::TempDir {
 }
 
 fn opts() -> Options {
-    Options { value_size_bytes_max: 1000, ..Options::default() }
+    Options {
+        value_size_bytes_max: 1000,
+        ..Options::default()
+    }
 }
 
 fn invalid(e: Error) -> InvalidInput {
@@ -29,18 +32,27 @@ fn bad_keys_values_and_lsns_are_typed_errors_and_write_nothing() {
     let mut b = WriteBatch::new();
     b.put(b"fine", b"x");
     b.put(b"", b"x");
-    assert!(matches!(invalid(db.write(&b, WriteOptions::default()).unwrap_err()), InvalidInput::KeyEmpty { .. }));
+    assert!(matches!(
+        invalid(db.write(&b, WriteOptions::default()).unwrap_err()),
+        InvalidInput::KeyEmpty { .. }
+    ));
 
     let mut b = WriteBatch::new();
     b.put(vec![7u8; KEY_BYTES_MAX + 1], b"x");
-    assert!(matches!(invalid(db.write(&b, WriteOptions::default()).unwrap_err()), InvalidInput::KeyTooLong { .. }));
+    assert!(matches!(
+        invalid(db.write(&b, WriteOptions::default()).unwrap_err()),
+        InvalidInput::KeyTooLong { .. }
+    ));
 
     let mut b = WriteBatch::new();
     b.put(vec![7u8; KEY_BYTES_MAX], b"x");
     b.put(b"big", vec![0u8; 1001]);
     assert_eq!(
         invalid(db.write(&b, WriteOptions::default()).unwrap_err()),
-        InvalidInput::ValueTooLarge { len: 1001, max: 1000 }
+        InvalidInput::ValueTooLarge {
+            len: 1001,
+            max: 1000
+        }
     );
 
     let mut b = WriteBatch::new();
@@ -49,11 +61,20 @@ fn bad_keys_values_and_lsns_are_typed_errors_and_write_nothing() {
         invalid(db.write_at_lsn(&b, 1, WriteOptions::default()).unwrap_err()),
         InvalidInput::LsnNotIncreasing { lsn: 1, last: 1 }
     );
-    assert_eq!(db.write_at_lsn(&b, 100, WriteOptions::default()).unwrap(), 100);
+    assert_eq!(
+        db.write_at_lsn(&b, 100, WriteOptions::default()).unwrap(),
+        100
+    );
     assert!(db.write_at_lsn(&b, 100, WriteOptions::default()).is_err());
-    assert_eq!(db.put(b"after", b"y", WriteOptions::default()).unwrap(), 101);
+    assert_eq!(
+        db.put(b"after", b"y", WriteOptions::default()).unwrap(),
+        101
+    );
 
-    assert!(matches!(invalid(db.get(b"").unwrap_err()), InvalidInput::KeyEmpty { .. }));
+    assert!(matches!(
+        invalid(db.get(b"").unwrap_err()),
+        InvalidInput::KeyEmpty { .. }
+    ));
     // Nothing of the rejected batches was written, now or after a reopen.
     db.close().unwrap();
     let db = Db::open(&path, opts()).unwrap();
@@ -67,32 +88,65 @@ fn bad_keys_values_and_lsns_are_typed_errors_and_write_nothing() {
 
 #[test]
 fn unknown_option_values_and_out_of_range_options_are_typed_errors() {
-    assert!(matches!("sideways".parse::<IoMode>(), Err(InvalidInput::UnknownOptionValue { .. })));
-    assert!(matches!("fast".parse::<strata::IoEngine>(), Err(InvalidInput::UnknownOptionValue { .. })));
+    assert!(matches!(
+        "sideways".parse::<IoMode>(),
+        Err(InvalidInput::UnknownOptionValue { .. })
+    ));
+    assert!(matches!(
+        "fast".parse::<strata::IoEngine>(),
+        Err(InvalidInput::UnknownOptionValue { .. })
+    ));
     let d = dir();
     for bad in [
-        Options { layer_size_bytes_max: 10, ..Options::default() },
-        Options { value_size_bytes_max: 1 << 40, ..Options::default() },
-        Options { writer_buffer_bytes: 0, ..Options::default() },
-        Options { alignment_bytes: Some(3000), ..Options::default() },
+        Options {
+            layer_size_bytes_max: 10,
+            ..Options::default()
+        },
+        Options {
+            value_size_bytes_max: 1 << 40,
+            ..Options::default()
+        },
+        Options {
+            writer_buffer_bytes: 0,
+            ..Options::default()
+        },
+        Options {
+            alignment_bytes: Some(3000),
+            ..Options::default()
+        },
     ] {
-        let err = Db::open(d.path().join("db"), bad).err().expect("bad option refused");
-        assert!(matches!(err, Error::InvalidInput(InvalidInput::OptionOutOfRange { .. })), "{err}");
+        let err = Db::open(d.path().join("db"), bad)
+            .err()
+            .expect("bad option refused");
+        assert!(
+            matches!(
+                err,
+                Error::InvalidInput(InvalidInput::OptionOutOfRange { .. })
+            ),
+            "{err}"
+        );
     }
-    assert!(!d.path().join("db").exists(), "nothing was created for a bad option");
+    assert!(
+        !d.path().join("db").exists(),
+        "nothing was created for a bad option"
+    );
 }
 
 #[test]
 fn a_directory_that_is_not_a_database_is_refused() {
     let d = dir();
     std::fs::write(d.path().join("notes.txt"), b"hello").unwrap();
-    let err = Db::open(d.path(), Options::default()).err().expect("refused");
+    let err = Db::open(d.path(), Options::default())
+        .err()
+        .expect("refused");
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
     assert!(err.to_string().contains("not a strata database"), "{err}");
     assert_eq!(std::fs::read(d.path().join("notes.txt")).unwrap(), b"hello");
 
     std::fs::write(d.path().join("MANIFEST"), b"not a manifest at all, really").unwrap();
-    let err = Db::open(d.path(), Options::default()).err().expect("refused");
+    let err = Db::open(d.path(), Options::default())
+        .err()
+        .expect("refused");
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
 }
 
@@ -100,7 +154,10 @@ fn a_directory_that_is_not_a_database_is_refused() {
 fn a_database_from_a_newer_format_version_is_refused() {
     let d = dir();
     let path = d.path().join("db");
-    Db::open(&path, Options::default()).unwrap().close().unwrap();
+    Db::open(&path, Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
     let manifest = path.join("MANIFEST");
     let mut bytes = std::fs::read(&manifest).unwrap();
     bytes[8..12].copy_from_slice(&99u32.to_le_bytes());
@@ -108,14 +165,19 @@ fn a_database_from_a_newer_format_version_is_refused() {
     bytes[20..24].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&manifest, bytes).unwrap();
     let err = Db::open(&path, Options::default()).err().expect("refused");
-    assert!(matches!(err, Error::UnsupportedVersion { found: 99, .. }), "{err}");
+    assert!(
+        matches!(err, Error::UnsupportedVersion { found: 99, .. }),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_second_open_of_the_same_directory_is_refused() {
     let d = dir();
     let db = Db::open(d.path().join("db"), Options::default()).unwrap();
-    let err = Db::open(d.path().join("db"), Options::default()).err().expect("locked");
+    let err = Db::open(d.path().join("db"), Options::default())
+        .err()
+        .expect("locked");
     assert!(err.to_string().contains("another process"), "{err}");
     drop(db);
     Db::open(d.path().join("db"), Options::default()).unwrap();
@@ -130,7 +192,12 @@ fn concurrent_synced_writers_share_syncs_and_all_land() {
             let db = Arc::clone(&db);
             std::thread::spawn(move || {
                 for i in 0..200 {
-                    db.put(format!("t{t}-{i}"), format!("{i}"), WriteOptions { sync: true }).unwrap();
+                    db.put(
+                        format!("t{t}-{i}"),
+                        format!("{i}"),
+                        WriteOptions { sync: true },
+                    )
+                    .unwrap();
                 }
             })
         })
@@ -139,12 +206,20 @@ fn concurrent_synced_writers_share_syncs_and_all_land() {
         t.join().unwrap();
     }
     let stats = db.stats();
-    let syncs = stats.io.ops(strata::io::FileClass::Log, strata::io::OpKind::Sync);
+    let syncs = stats
+        .io
+        .ops(strata::io::FileClass::Log, strata::io::OpKind::Sync);
     assert_eq!(stats.last_lsn, 800);
-    assert!(syncs < 800, "group commit shares syncs: {syncs} syncs for 800 synced writes");
+    assert!(
+        syncs < 800,
+        "group commit shares syncs: {syncs} syncs for 800 synced writes"
+    );
     for t in 0..4 {
         for i in 0..200 {
-            assert_eq!(db.get(format!("t{t}-{i}")).unwrap(), Some(format!("{i}").into_bytes()));
+            assert_eq!(
+                db.get(format!("t{t}-{i}")).unwrap(),
+                Some(format!("{i}").into_bytes())
+            );
         }
     }
 }

@@ -24,7 +24,7 @@ enum Op {
 
 fn key(k: u16) -> Vec<u8> {
     // A few long keys among short ones; all distinct.
-    if k % 37 == 0 {
+    if k.is_multiple_of(37) {
         let mut v = vec![b'L'; 3000];
         v.extend_from_slice(format!("{k:05}").as_bytes());
         v
@@ -34,7 +34,9 @@ fn key(k: u16) -> Vec<u8> {
 }
 
 fn value(seed: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (seed.wrapping_mul(31).wrapping_add(i * 7)) as u8).collect()
+    (0..len)
+        .map(|i| (seed.wrapping_mul(31).wrapping_add(i * 7)) as u8)
+        .collect()
 }
 
 fn value_len() -> impl Strategy<Value = usize> {
@@ -57,9 +59,12 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A key's versions: (LSN, value or tombstone), ascending.
+type History = Vec<(Lsn, Option<Vec<u8>>)>;
+
 #[derive(Default)]
 struct Oracle {
-    versions: BTreeMap<Vec<u8>, Vec<(Lsn, Option<Vec<u8>>)>>,
+    versions: BTreeMap<Vec<u8>, History>,
     last_lsn: Lsn,
 }
 
@@ -77,7 +82,10 @@ impl Oracle {
 
     fn get_at(&self, k: &[u8], lsn: Lsn) -> Option<Vec<u8>> {
         let vs = self.versions.get(k)?;
-        vs.iter().rev().find(|(l, _)| *l <= lsn).and_then(|(_, v)| v.clone())
+        vs.iter()
+            .rev()
+            .find(|(l, _)| *l <= lsn)
+            .and_then(|(_, v)| v.clone())
     }
 
     fn scan_at(&self, lo: &[u8], hi: &[u8], lsn: Lsn) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -114,7 +122,9 @@ fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
         match op {
             Op::Put(k, len) => {
                 let v = value(i, *len);
-                let lsn = db.put(key(*k), &v, WriteOptions { sync: i % 50 == 0 }).unwrap();
+                let lsn = db
+                    .put(key(*k), &v, WriteOptions { sync: i % 50 == 0 })
+                    .unwrap();
                 assert_eq!(lsn, oracle.last_lsn + 1, "{}", ctx());
                 oracle.apply(lsn, &[(key(*k), Some(v))]);
             }
@@ -142,21 +152,39 @@ fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
                 oracle.apply(lsn, &model);
             }
             Op::Get(k) => {
-                assert_eq!(db.get(key(*k)).unwrap(), oracle.get_at(&key(*k), oracle.last_lsn), "{}", ctx());
+                assert_eq!(
+                    db.get(key(*k)).unwrap(),
+                    oracle.get_at(&key(*k), oracle.last_lsn),
+                    "{}",
+                    ctx()
+                );
             }
             Op::GetAt(k, p) => {
                 let lsn = pick_lsn(*p, oracle.last_lsn);
-                assert_eq!(db.get_at(key(*k), lsn).unwrap(), oracle.get_at(&key(*k), lsn), "{} at {lsn}", ctx());
+                assert_eq!(
+                    db.get_at(key(*k), lsn).unwrap(),
+                    oracle.get_at(&key(*k), lsn),
+                    "{} at {lsn}",
+                    ctx()
+                );
             }
             Op::Scan(a, b) => {
                 let (lo, hi) = (key(*a), key(*b));
-                let got: Vec<_> = db.scan(lo.clone()..hi.clone()).unwrap().map(|r| r.unwrap()).collect();
+                let got: Vec<_> = db
+                    .scan(lo.clone()..hi.clone())
+                    .unwrap()
+                    .map(|r| r.unwrap())
+                    .collect();
                 assert_eq!(got, oracle.scan_at(&lo, &hi, oracle.last_lsn), "{}", ctx());
             }
             Op::ScanAt(a, b, p) => {
                 let lsn = pick_lsn(*p, oracle.last_lsn);
                 let (lo, hi) = (key(*a), key(*b));
-                let got: Vec<_> = db.scan_at(lo.clone()..hi.clone(), lsn).unwrap().map(|r| r.unwrap()).collect();
+                let got: Vec<_> = db
+                    .scan_at(lo.clone()..hi.clone(), lsn)
+                    .unwrap()
+                    .map(|r| r.unwrap())
+                    .collect();
                 assert_eq!(got, oracle.scan_at(&lo, &hi, lsn), "{} at {lsn}", ctx());
             }
             Op::Freeze => db.freeze().unwrap(),
@@ -175,7 +203,11 @@ fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
     db.close().unwrap();
     let db = Db::open(&path, options(mode, engine)).unwrap();
     for lsn in [0, oracle.last_lsn / 3, oracle.last_lsn / 2, oracle.last_lsn] {
-        let all: Vec<_> = db.scan_at::<&[u8], _>(.., lsn).unwrap().map(|r| r.unwrap()).collect();
+        let all: Vec<_> = db
+            .scan_at::<&[u8], _>(.., lsn)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
         let expected: Vec<_> = oracle
             .versions
             .keys()

@@ -12,7 +12,9 @@ use strata::io::{AlignedBuf, FileOptions, IoEngine, IoFile, IoMode, IoStats};
 pub fn bench_dir() -> PathBuf {
     let dir = std::env::var_os("STRATA_BENCH_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-data"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-data")
+        });
     std::fs::create_dir_all(&dir).expect("bench dir");
     dir
 }
@@ -20,10 +22,17 @@ pub fn bench_dir() -> PathBuf {
 /// Writes `volume_bytes` to `path` in O_DIRECT 1 MiB blocks, then fdatasync:
 /// the device's sequential direct write bandwidth.
 pub fn device_line_write(path: &PathBuf, volume_bytes: usize) {
-    let opts = FileOptions { mode: IoMode::DirectRw, engine: IoEngine::Sync, ..FileOptions::default() };
+    let opts = FileOptions {
+        mode: IoMode::DirectRw,
+        engine: IoEngine::Sync,
+        ..FileOptions::default()
+    };
     let file = IoFile::create(path, &opts, &IoStats::new()).expect("create");
     let mut block = AlignedBuf::zeroed(1 << 20, file.alignment());
-    block.iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7) as u8);
+    block
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i * 7) as u8);
     for i in 0..volume_bytes.div_ceil(1 << 20) {
         file.write_all_at(&block, (i << 20) as u64).expect("write");
     }
@@ -32,7 +41,9 @@ pub fn device_line_write(path: &PathBuf, volume_bytes: usize) {
 
 /// Mean seconds per iteration of one benchmark, from criterion's estimates.
 pub fn mean_seconds(group: &str, parts: &[&str]) -> Option<f64> {
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion").join(group);
+    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/criterion")
+        .join(group);
     for part in parts {
         p = p.join(part.replace('/', "_"));
     }

@@ -53,14 +53,24 @@ impl AlignedBuf {
     /// Panics if `alignment` is not a power of two (a programming error:
     /// alignments come from the kernel or from validated options).
     pub fn with_capacity(capacity_bytes: usize, alignment: usize) -> Self {
-        assert!(alignment.is_power_of_two(), "alignment {alignment} is not a power of two");
+        assert!(
+            alignment.is_power_of_two(),
+            "alignment {alignment} is not a power of two"
+        );
         let capacity = (align_up(capacity_bytes.max(1) as u64, alignment)) as usize;
         let layout = Layout::from_size_align(capacity, alignment)
             .expect("capacity rounded to a power-of-two alignment is a valid layout");
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
-        AlignedBuf { ptr, len: 0, capacity, alignment }
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        AlignedBuf {
+            ptr,
+            len: 0,
+            capacity,
+            alignment,
+        }
     }
 
     /// A buffer of `len` zero bytes (capacity rounded up to the alignment).
@@ -128,7 +138,11 @@ impl AlignedBuf {
     /// Sets the filled length after a read into [`Self::spare_capacity_full`].
     /// Bytes past the new length are zeroed to keep the padding invariant.
     pub fn set_len(&mut self, len: usize) {
-        assert!(len <= self.capacity, "set_len {len} beyond capacity {}", self.capacity);
+        assert!(
+            len <= self.capacity,
+            "set_len {len} beyond capacity {}",
+            self.capacity
+        );
         self.len = len;
         self.spare_capacity_full()[len..].fill(0);
     }

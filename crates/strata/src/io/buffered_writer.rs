@@ -147,7 +147,9 @@ impl<F: BlockFile> BufferedWriter<F> {
 
     fn check_ok(&self) -> Result<()> {
         match &self.failed {
-            Some(why) => Err(Error::Poisoned(format!("the writer of this file failed earlier: {why}"))),
+            Some(why) => Err(Error::Poisoned(format!(
+                "the writer of this file failed earlier: {why}"
+            ))),
             None => Ok(()),
         }
     }
@@ -205,7 +207,10 @@ impl<F: BlockFile> BufferedWriter<F> {
         }
         self.wait_in_flight()?;
         let at = self.buf_start;
-        assert!(is_aligned(at, self.alignment), "bypass at unaligned offset {at}");
+        assert!(
+            is_aligned(at, self.alignment),
+            "bypass at unaligned offset {at}"
+        );
         self.file.write_all_at(middle, at)?;
         self.buf_start = at + middle_len as u64;
         *data = &data[head + middle_len..];
@@ -216,12 +221,17 @@ impl<F: BlockFile> BufferedWriter<F> {
     /// continues in the other one.
     fn hand_off_current(&mut self) -> Result<()> {
         let len = self.current.len();
-        assert!(is_aligned(len as u64, self.alignment), "hand-off of unaligned length {len}");
+        assert!(
+            is_aligned(len as u64, self.alignment),
+            "hand-off of unaligned length {len}"
+        );
         let next = match self.spare.take() {
             Some(buf) => buf,
             None => {
                 self.wait_in_flight()?;
-                self.spare.take().ok_or_else(|| Error::Poisoned("flusher kept a buffer".into()))?
+                self.spare
+                    .take()
+                    .ok_or_else(|| Error::Poisoned("flusher kept a buffer".into()))?
             }
         };
         let full = std::mem::replace(&mut self.current, next);
@@ -279,7 +289,8 @@ impl<F: BlockFile> BufferedWriter<F> {
     fn write_out_tail_inner(&mut self) -> Result<()> {
         self.wait_in_flight()?;
         if !self.current.is_empty() {
-            self.file.write_all_at(self.current.padded_slice(), self.buf_start)?;
+            self.file
+                .write_all_at(self.current.padded_slice(), self.buf_start)?;
         }
         // Whole blocks are now in the file: keep only the partial tail block.
         let whole = align_down(self.current.len() as u64, self.alignment) as usize;
@@ -327,7 +338,9 @@ impl<F: BlockFile> BufferedWriter<F> {
         }
         if end > self.buf_start {
             let from = offset.max(self.buf_start) - self.buf_start;
-            out.extend_from_slice(&self.current.as_slice()[from as usize..(end - self.buf_start) as usize]);
+            out.extend_from_slice(
+                &self.current.as_slice()[from as usize..(end - self.buf_start) as usize],
+            );
         }
         debug_assert_eq!(out.len(), len);
         Ok(out)
@@ -350,12 +363,14 @@ impl<F: BlockFile> BufferedWriter<F> {
             ShutdownMode::DropTail => {
                 let whole = align_down(self.current.len() as u64, self.alignment) as usize;
                 if whole > 0 {
-                    self.file.write_all_at(&self.current.as_slice()[..whole], self.buf_start)?;
+                    self.file
+                        .write_all_at(&self.current.as_slice()[..whole], self.buf_start)?;
                 }
             }
             ShutdownMode::ZeroPadToAlignment | ShutdownMode::PadThenTruncate => {
                 if !self.current.is_empty() {
-                    self.file.write_all_at(self.current.padded_slice(), self.buf_start)?;
+                    self.file
+                        .write_all_at(self.current.padded_slice(), self.buf_start)?;
                 }
                 if mode == ShutdownMode::PadThenTruncate && !is_aligned(end, self.alignment) {
                     self.file.set_len(end)?;

@@ -259,7 +259,10 @@ impl IoFile {
             Ok(fd) => fd,
             Err(e) if mode.direct_reads() && e.raw_os_error() == Some(libc::EINVAL) => {
                 if !opts.fallback_to_buffered {
-                    return Err(Error::DirectIoUnsupported { path: path.to_owned(), source: e });
+                    return Err(Error::DirectIoUnsupported {
+                        path: path.to_owned(),
+                        source: e,
+                    });
                 }
                 mode = IoMode::Buffered;
                 open(false, create).map_err(|e| Error::io(path, "open", e))?
@@ -287,7 +290,10 @@ impl IoFile {
                 a
             }
         };
-        assert!(alignment.is_power_of_two(), "alignment {alignment} must be a power of two");
+        assert!(
+            alignment.is_power_of_two(),
+            "alignment {alignment} must be a power of two"
+        );
         Ok(IoFile {
             path: path.to_owned(),
             fd,
@@ -331,9 +337,18 @@ impl IoFile {
 
     fn check_aligned(&self, addr: usize, len: usize, offset: u64) -> Result<()> {
         let a = self.alignment;
-        for (what, value) in [("address", addr as u64), ("length", len as u64), ("offset", offset)] {
+        for (what, value) in [
+            ("address", addr as u64),
+            ("length", len as u64),
+            ("offset", offset),
+        ] {
             if !is_aligned(value, a) {
-                return Err(InvalidInput::Unaligned { what, value, alignment: a }.into());
+                return Err(InvalidInput::Unaligned {
+                    what,
+                    value,
+                    alignment: a,
+                }
+                .into());
             }
         }
         Ok(())
@@ -372,7 +387,10 @@ impl IoFile {
                 "read",
                 std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
-                    format!("wanted {} bytes at offset {offset}, the file ends after {n}", buf.len()),
+                    format!(
+                        "wanted {} bytes at offset {offset}, the file ends after {n}",
+                        buf.len()
+                    ),
                 ),
             ));
         }
@@ -399,7 +417,10 @@ impl IoFile {
                 "read",
                 std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
-                    format!("wanted {len} bytes at offset {offset}, the file ends at {}", start + n as u64),
+                    format!(
+                        "wanted {len} bytes at offset {offset}, the file ends at {}",
+                        start + n as u64
+                    ),
                 ),
             ));
         }
@@ -410,7 +431,10 @@ impl IoFile {
     /// allows it (io_uring: one submission, one wait).
     pub fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
         if self.engine != IoEngine::IoUring || !self.mode.direct_reads() || ranges.len() < 2 {
-            return ranges.iter().map(|&(off, len)| self.read_range(off, len)).collect();
+            return ranges
+                .iter()
+                .map(|&(off, len)| self.read_range(off, len))
+                .collect();
         }
         let a = self.alignment;
         let mut bufs: Vec<(AlignedBuf, u64)> = ranges
@@ -421,8 +445,10 @@ impl IoFile {
                 (AlignedBuf::zeroed((end - start) as usize, a), start)
             })
             .collect();
-        let mut reads: Vec<(&mut [u8], u64)> =
-            bufs.iter_mut().map(|(b, start)| (b.spare_capacity_full(), *start)).collect();
+        let mut reads: Vec<(&mut [u8], u64)> = bufs
+            .iter_mut()
+            .map(|(b, start)| (b.spare_capacity_full(), *start))
+            .collect();
         let got = uring::pread_many(self.fd.as_raw_fd(), &mut reads)
             .map_err(|e| Error::io(&self.path, "read", e))?;
         let mut out = Vec::with_capacity(ranges.len());
@@ -456,14 +482,19 @@ impl IoFile {
             };
             match n {
                 Ok(0) => {
-                    return Err(Error::io(&self.path, "write", std::io::ErrorKind::WriteZero.into()))
+                    return Err(Error::io(
+                        &self.path,
+                        "write",
+                        std::io::ErrorKind::WriteZero.into(),
+                    ))
                 }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Error::io(&self.path, "write", e)),
             }
         }
-        self.stats.record(self.class, OpKind::Write, buf.len() as u64);
+        self.stats
+            .record(self.class, OpKind::Write, buf.len() as u64);
         Ok(())
     }
 
@@ -480,7 +511,9 @@ impl IoFile {
 
     /// Sets the length (ftruncate).
     pub fn set_len(&self, len: u64) -> Result<()> {
-        self.fd.set_len(len).map_err(|e| Error::io(&self.path, "set_len", e))
+        self.fd
+            .set_len(len)
+            .map_err(|e| Error::io(&self.path, "set_len", e))
     }
 
     /// Reserves blocks for `offset..offset + len` (fallocate, keeping the size
@@ -501,14 +534,22 @@ impl IoFile {
         // SAFETY: plain syscall on a descriptor we own.
         let rc = unsafe { libc::fallocate(self.fd.as_raw_fd(), 0, off, n) };
         if rc != 0 {
-            return Err(Error::io(&self.path, "fallocate", std::io::Error::last_os_error()));
+            return Err(Error::io(
+                &self.path,
+                "fallocate",
+                std::io::Error::last_os_error(),
+            ));
         }
         Ok(())
     }
 
     /// The file's current length.
     pub fn len(&self) -> Result<u64> {
-        Ok(self.fd.metadata().map_err(|e| Error::io(&self.path, "stat", e))?.len())
+        Ok(self
+            .fd
+            .metadata()
+            .map_err(|e| Error::io(&self.path, "stat", e))?
+            .len())
     }
 
     /// True when the file is empty.
@@ -552,7 +593,13 @@ fn dio_alignment(file: &File) -> Option<usize> {
     // refers to the descriptor itself.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let rc = unsafe {
-        libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
     };
     if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
         return None;
@@ -564,5 +611,6 @@ fn dio_alignment(file: &File) -> Option<usize> {
 /// fsync of a directory, so a rename or a new file in it is durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     let f = File::open(dir).map_err(|e| Error::io(dir, "open directory", e))?;
-    f.sync_all().map_err(|e| Error::io(dir, "fsync directory", e))
+    f.sync_all()
+        .map_err(|e| Error::io(dir, "fsync directory", e))
 }

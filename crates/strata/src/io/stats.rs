@@ -28,8 +28,13 @@ pub enum FileClass {
 
 impl FileClass {
     /// Every class, in counter order.
-    pub const ALL: [FileClass; 5] =
-        [FileClass::Log, FileClass::Delta, FileClass::Image, FileClass::Manifest, FileClass::Other];
+    pub const ALL: [FileClass; 5] = [
+        FileClass::Log,
+        FileClass::Delta,
+        FileClass::Image,
+        FileClass::Manifest,
+        FileClass::Other,
+    ];
 
     fn index(self) -> usize {
         self as usize

@@ -22,11 +22,15 @@ thread_local! {
 
 fn with_ring<T>(f: impl FnOnce(&mut IoUring) -> io::Result<T>) -> io::Result<T> {
     RING.with(|cell| {
-        let mut slot = cell.try_borrow_mut().map_err(|_| io::Error::other("io_uring ring re-entered"))?;
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| io::Error::other("io_uring ring re-entered"))?;
         if slot.is_none() {
             *slot = Some(IoUring::new(RING_ENTRIES_MAX)?);
         }
-        let ring = slot.as_mut().ok_or_else(|| io::Error::other("io_uring ring missing"))?;
+        let ring = slot
+            .as_mut()
+            .ok_or_else(|| io::Error::other("io_uring ring missing"))?;
         f(ring)
     })
 }
@@ -77,20 +81,27 @@ fn check(result: i32) -> io::Result<usize> {
 /// One pread; returns bytes read (0 at end of file).
 pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let len = u32::try_from(buf.len()).map_err(|_| io::Error::other("io_uring read over 4 GiB"))?;
-    let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len).offset(offset).build();
+    let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len)
+        .offset(offset)
+        .build();
     with_ring(|ring| check(submit_all(ring, &[entry])?[0]))
 }
 
 /// One pwrite; returns bytes written.
 pub(crate) fn pwrite(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
-    let len = u32::try_from(buf.len()).map_err(|_| io::Error::other("io_uring write over 4 GiB"))?;
-    let entry = opcode::Write::new(types::Fd(fd), buf.as_ptr(), len).offset(offset).build();
+    let len =
+        u32::try_from(buf.len()).map_err(|_| io::Error::other("io_uring write over 4 GiB"))?;
+    let entry = opcode::Write::new(types::Fd(fd), buf.as_ptr(), len)
+        .offset(offset)
+        .build();
     with_ring(|ring| check(submit_all(ring, &[entry])?[0]))
 }
 
 /// fdatasync through the ring.
 pub(crate) fn fdatasync(fd: RawFd) -> io::Result<()> {
-    let entry = opcode::Fsync::new(types::Fd(fd)).flags(types::FsyncFlags::DATASYNC).build();
+    let entry = opcode::Fsync::new(types::Fd(fd))
+        .flags(types::FsyncFlags::DATASYNC)
+        .build();
     with_ring(|ring| check(submit_all(ring, &[entry])?[0]).map(|_| ()))
 }
 
@@ -101,8 +112,13 @@ pub(crate) fn pread_many(fd: RawFd, reads: &mut [(&mut [u8], u64)]) -> io::Resul
     for chunk in reads.chunks_mut(RING_ENTRIES_MAX as usize) {
         let mut entries = Vec::with_capacity(chunk.len());
         for (buf, offset) in chunk.iter_mut() {
-            let len = u32::try_from(buf.len()).map_err(|_| io::Error::other("io_uring read over 4 GiB"))?;
-            entries.push(opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len).offset(*offset).build());
+            let len = u32::try_from(buf.len())
+                .map_err(|_| io::Error::other("io_uring read over 4 GiB"))?;
+            entries.push(
+                opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len)
+                    .offset(*offset)
+                    .build(),
+            );
         }
         let results = with_ring(|ring| submit_all(ring, &entries))?;
         for r in results {

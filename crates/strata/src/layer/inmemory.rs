@@ -115,7 +115,12 @@ impl InMemoryLayer {
     }
 
     /// A frozen layer rebuilt from a replayed log whose bytes are `bytes`.
-    pub(crate) fn from_replay(file_id: u64, file: Arc<IoFile>, log: &ReplayedLog, bytes: &[u8]) -> Result<Self> {
+    pub(crate) fn from_replay(
+        file_id: u64,
+        file: Arc<IoFile>,
+        log: &ReplayedLog,
+        bytes: &[u8],
+    ) -> Result<Self> {
         let layer = InMemoryLayer {
             file_id,
             path: file.path().to_owned(),
@@ -132,16 +137,30 @@ impl InMemoryLayer {
         for rec in &log.records {
             let start = rec.payload_offset as usize;
             let payload = &bytes[start..start + rec.header.payload_len as usize];
-            layer.index_payload(payload, rec.header.count, rec.header.lsn, rec.payload_offset)?;
+            layer.index_payload(
+                payload,
+                rec.header.count,
+                rec.header.lsn,
+                rec.payload_offset,
+            )?;
         }
         Ok(layer)
     }
 
-    fn index_payload(&self, payload: &[u8], count: u32, lsn: Lsn, payload_offset: u64) -> Result<()> {
+    fn index_payload(
+        &self,
+        payload: &[u8],
+        count: u32,
+        lsn: Lsn,
+        payload_offset: u64,
+    ) -> Result<()> {
         let entries = decode_entries(payload, count).map_err(|(offset, what)| {
             crate::error::Corruption::new(&self.path, payload_offset + offset as u64, what)
         })?;
-        let mut index = self.index.write().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        let mut index = self
+            .index
+            .write()
+            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         let mut added = 0usize;
         for e in entries {
             let v = Version {
@@ -167,26 +186,49 @@ impl InMemoryLayer {
     /// Appends `batch` at `lsn` as one log record and indexes its entries.
     /// Called only by the write path, under the database's write lock.
     pub(crate) fn append(&self, batch: &WriteBatch, lsn: Lsn) -> Result<()> {
-        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
-        let writer = guard.as_mut().ok_or_else(|| Error::Poisoned("append to a frozen layer".into()))?;
-        let header = RecordHeader::for_payload(&batch.data, lsn, batch.count, self.durable_end.load(Ordering::Acquire));
+        let mut guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let writer = guard
+            .as_mut()
+            .ok_or_else(|| Error::Poisoned("append to a frozen layer".into()))?;
+        let header = RecordHeader::for_payload(
+            &batch.data,
+            lsn,
+            batch.count,
+            self.durable_end.load(Ordering::Acquire),
+        );
         let record_offset = writer.end_offset();
         writer.write(&header.encode())?;
         writer.write(&batch.data)?;
-        self.written_end.store(writer.written_end(), Ordering::Release);
-        self.end_offset.store(writer.end_offset(), Ordering::Release);
+        self.written_end
+            .store(writer.written_end(), Ordering::Release);
+        self.end_offset
+            .store(writer.end_offset(), Ordering::Release);
         drop(guard);
-        self.index_payload(&batch.data, batch.count, lsn, record_offset + RECORD_HEADER_BYTES as u64)
+        self.index_payload(
+            &batch.data,
+            batch.count,
+            lsn,
+            record_offset + RECORD_HEADER_BYTES as u64,
+        )
     }
 
     /// Writes the buffered tail out (padded) so an fdatasync of the file
     /// makes everything appended so far durable; returns the end offset it
     /// covers and the file to sync. The caller syncs outside the lock.
     pub(crate) fn write_out_for_sync(&self) -> Result<Option<(u64, Arc<IoFile>)>> {
-        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
-        let Some(writer) = guard.as_mut() else { return Ok(None) };
+        let mut guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let Some(writer) = guard.as_mut() else {
+            return Ok(None);
+        };
         writer.write_out_tail()?;
-        self.written_end.store(writer.written_end(), Ordering::Release);
+        self.written_end
+            .store(writer.written_end(), Ordering::Release);
         Ok(Some((writer.end_offset(), Arc::clone(writer.file()))))
     }
 
@@ -198,8 +240,13 @@ impl InMemoryLayer {
     /// Freezes the layer: writes everything out and makes it durable. After
     /// this, reads go to the file only.
     pub(crate) fn freeze(&self) -> Result<()> {
-        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
-        let Some(writer) = guard.take() else { return Ok(()) };
+        let mut guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let Some(writer) = guard.take() else {
+            return Ok(());
+        };
         let end = writer.end_offset();
         let file = writer.finish(ShutdownMode::ZeroPadToAlignment)?;
         file.sync_data()?;
@@ -218,7 +265,10 @@ impl InMemoryLayer {
     }
 
     pub(crate) fn lsn_range(&self) -> (Lsn, Lsn) {
-        (self.lsn_min.load(Ordering::Acquire), self.lsn_max.load(Ordering::Acquire))
+        (
+            self.lsn_min.load(Ordering::Acquire),
+            self.lsn_max.load(Ordering::Acquire),
+        )
     }
 
     pub(crate) fn index_memory_bytes(&self) -> usize {
@@ -238,7 +288,10 @@ impl InMemoryLayer {
         if end <= self.written_end.load(Ordering::Acquire) {
             return self.file.read_range(v.offset, v.len as usize);
         }
-        let mut guard = self.writer.lock().map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let mut guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
         match guard.as_mut() {
             Some(writer) => writer.read_range(v.offset, v.len as usize),
             // Frozen meanwhile: everything is in the file now.
@@ -249,7 +302,10 @@ impl InMemoryLayer {
     /// The newest version of `key` with lsn <= `lsn`: `Some((lsn, kind, value))`.
     pub(crate) fn get(&self, key: &[u8], lsn: Lsn) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
         let found = {
-            let index = self.index.read().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+            let index = self
+                .index
+                .read()
+                .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
             index.get(key).and_then(|vs| vs.at(lsn))
         };
         match found {
@@ -265,9 +321,12 @@ impl InMemoryLayer {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         lsn: Lsn,
-    ) -> Result<Vec<(Vec<u8>, ValueKind, Vec<u8>)>> {
+    ) -> Result<Vec<crate::read::Item>> {
         let picked: Vec<(Vec<u8>, Version)> = {
-            let index = self.index.read().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+            let index = self
+                .index
+                .read()
+                .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
             if matches!((start, end), (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) if s > e)
             {
                 return Ok(Vec::new());
@@ -277,12 +336,21 @@ impl InMemoryLayer {
                 .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k.to_vec(), v)))
                 .collect()
         };
-        picked.into_iter().map(|(k, v)| Ok((k, v.kind, self.read_value(v)?))).collect()
+        picked
+            .into_iter()
+            .map(|(k, v)| Ok((k, v.kind, self.read_value(v)?)))
+            .collect()
     }
 
     /// Every (key, version) in (key, lsn) order, for the flush.
-    pub(crate) fn for_each_version(&self, mut f: impl FnMut(&[u8], Version) -> Result<()>) -> Result<()> {
-        let index = self.index.read().map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+    pub(crate) fn for_each_version(
+        &self,
+        mut f: impl FnMut(&[u8], Version) -> Result<()>,
+    ) -> Result<()> {
+        let index = self
+            .index
+            .read()
+            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         for (k, vs) in index.iter() {
             for &v in vs.as_slice() {
                 f(k, v)?;

@@ -59,7 +59,11 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<u64>
     if h[..8] != LOG_MAGIC {
         return Err(Corruption::new(path, 0, "log file magic").into());
     }
-    let version = u32::from_le_bytes(h[LOG_HEADER_VERSION_OFFSET..][..4].try_into().expect("4 bytes"));
+    let version = u32::from_le_bytes(
+        h[LOG_HEADER_VERSION_OFFSET..][..4]
+            .try_into()
+            .expect("4 bytes"),
+    );
     if version > LOG_FORMAT_VERSION {
         return Err(crate::Error::UnsupportedVersion {
             path: path.to_owned(),
@@ -67,7 +71,11 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<u64>
             supported: LOG_FORMAT_VERSION,
         });
     }
-    Ok(u64::from_le_bytes(h[LOG_HEADER_FILE_ID_OFFSET..][..8].try_into().expect("8 bytes")))
+    Ok(u64::from_le_bytes(
+        h[LOG_HEADER_FILE_ID_OFFSET..][..8]
+            .try_into()
+            .expect("8 bytes"),
+    ))
 }
 
 /// A decoded record header.
@@ -84,7 +92,8 @@ impl RecordHeader {
     /// A header for `payload`.
     pub(crate) fn for_payload(payload: &[u8], lsn: u64, count: u32, synced_through: u64) -> Self {
         RecordHeader {
-            payload_len: u32::try_from(payload.len()).expect("batch size is bounded by BATCH_BYTES_MAX"),
+            payload_len: u32::try_from(payload.len())
+                .expect("batch size is bounded by BATCH_BYTES_MAX"),
             lsn,
             count,
             payload_crc: crc32c::crc32c(payload),
@@ -135,7 +144,10 @@ mod tests {
         for i in 0..RECORD_HEADER_BYTES {
             let mut bad = bytes;
             bad[i] ^= 0x10;
-            assert!(RecordHeader::decode(&bad).is_err(), "flip at {i} undetected");
+            assert!(
+                RecordHeader::decode(&bad).is_err(),
+                "flip at {i} undetected"
+            );
         }
     }
 

@@ -36,13 +36,21 @@ enum Bad {
     /// The header reads as all zeros.
     Zero,
     /// A checksum fails or the record runs past the file.
-    Torn { what: &'static str, expected: Option<u32>, found: Option<u32> },
+    Torn {
+        what: &'static str,
+        expected: Option<u32>,
+        found: Option<u32>,
+    },
 }
 
 /// Checks the record at `at`; `Ok(header)` when its header and payload are intact.
 fn check_record(bytes: &[u8], at: usize) -> std::result::Result<RecordHeader, Bad> {
     let Some(h) = bytes.get(at..at + RECORD_HEADER_BYTES) else {
-        return Err(Bad::Torn { what: "record header past the end of the file", expected: None, found: None });
+        return Err(Bad::Torn {
+            what: "record header past the end of the file",
+            expected: None,
+            found: None,
+        });
     };
     let h: &[u8; RECORD_HEADER_BYTES] = h.try_into().expect("slice of header length");
     if h.iter().all(|&b| b == 0) {
@@ -56,11 +64,19 @@ fn check_record(bytes: &[u8], at: usize) -> std::result::Result<RecordHeader, Ba
     let start = at + RECORD_HEADER_BYTES;
     let len = header.payload_len as usize;
     if len > BATCH_BYTES_MAX || start + len > bytes.len() {
-        return Err(Bad::Torn { what: "record past the end of the file", expected: None, found: None });
+        return Err(Bad::Torn {
+            what: "record past the end of the file",
+            expected: None,
+            found: None,
+        });
     }
     let actual = crc32c::crc32c(&bytes[start..start + len]);
     if actual != header.payload_crc {
-        return Err(Bad::Torn { what: "record payload checksum", expected: Some(header.payload_crc), found: Some(actual) });
+        return Err(Bad::Torn {
+            what: "record payload checksum",
+            expected: Some(header.payload_crc),
+            found: Some(actual),
+        });
     }
     Ok(header)
 }
@@ -106,16 +122,23 @@ pub(crate) fn replay(path: &Path, bytes: &[u8]) -> Result<ReplayedLog> {
                 let payload_offset = at + RECORD_HEADER_BYTES;
                 let payload = &bytes[payload_offset..payload_offset + header.payload_len as usize];
                 if header.lsn <= last_lsn {
-                    return Err(Corruption::new(path, at as u64, format!(
-                        "record LSN {} does not follow LSN {last_lsn}", header.lsn
-                    ))
+                    return Err(Corruption::new(
+                        path,
+                        at as u64,
+                        format!("record LSN {} does not follow LSN {last_lsn}", header.lsn),
+                    )
                     .into());
                 }
                 if let Err((offset, what)) = decode_entries(payload, header.count) {
-                    return Err(Corruption::new(path, (payload_offset + offset) as u64, what).into());
+                    return Err(
+                        Corruption::new(path, (payload_offset + offset) as u64, what).into(),
+                    );
                 }
                 last_lsn = header.lsn;
-                records.push(Replayed { header, payload_offset: payload_offset as u64 });
+                records.push(Replayed {
+                    header,
+                    payload_offset: payload_offset as u64,
+                });
                 at = payload_offset + header.payload_len as usize;
             }
             Err(bad) => {
@@ -129,9 +152,11 @@ pub(crate) fn replay(path: &Path, bytes: &[u8]) -> Result<ReplayedLog> {
                             "{what}, before the durable end {claim} claimed by the record at {later_at}"
                         );
                         return Err(match bad {
-                            Bad::Torn { expected: Some(e), found: Some(f), .. } => {
-                                Corruption::checksum(path, at as u64, what, e, f)
-                            }
+                            Bad::Torn {
+                                expected: Some(e),
+                                found: Some(f),
+                                ..
+                            } => Corruption::checksum(path, at as u64, what, e, f),
                             _ => Corruption::new(path, at as u64, what),
                         }
                         .into());
@@ -141,7 +166,10 @@ pub(crate) fn replay(path: &Path, bytes: &[u8]) -> Result<ReplayedLog> {
             }
         }
     }
-    Ok(ReplayedLog { records, end_offset: at as u64 })
+    Ok(ReplayedLog {
+        records,
+        end_offset: at as u64,
+    })
 }
 
 #[cfg(test)]
@@ -155,7 +183,9 @@ mod tests {
         for &(lsn, synced) in batches {
             let mut b = WriteBatch::new();
             b.put(format!("key{lsn}"), vec![lsn as u8; 50]);
-            bytes.extend_from_slice(&RecordHeader::for_payload(&b.data, lsn, b.count, synced).encode());
+            bytes.extend_from_slice(
+                &RecordHeader::for_payload(&b.data, lsn, b.count, synced).encode(),
+            );
             bytes.extend_from_slice(&b.data);
         }
         bytes
@@ -192,6 +222,9 @@ mod tests {
         bytes[LOG_HEADER_BYTES + RECORD_HEADER_BYTES + 5] ^= 0x01;
         let err = replay(Path::new("x.log"), &bytes).unwrap_err();
         let msg = err.to_string();
-        assert!(err.is_corruption() && msg.contains("x.log") && msg.contains("offset 64"), "{msg}");
+        assert!(
+            err.is_corruption() && msg.contains("x.log") && msg.contains("offset 64"),
+            "{msg}"
+        );
     }
 }
