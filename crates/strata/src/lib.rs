@@ -29,3 +29,8 @@ pub use read::Scan;
 
 /// A log sequence number: the version a write batch is applied at.
 pub type Lsn = u64;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
