@@ -357,6 +357,10 @@ fn run_ingest(
     if rows.is_empty() {
         bail!("no engine completed ingest: {}", notes.join("; "));
     }
+    for note in ingest::aim_notes(&rows) {
+        eprintln!("  {note}");
+        notes.push(note);
+    }
     let opts = options(&[
         ("volume_bytes", params.volume_bytes.into()),
         ("repeats", params.repeats.into()),
