@@ -19,8 +19,8 @@
 use crate::batch::WriteBatch;
 use crate::error::{Error, InvalidInput, Result};
 use crate::io::{
-    sync_dir, BufferedWriter, FileClass, FileOptions, IoFile, IoMode, IoStats, IoStatsSnapshot,
-    ShutdownMode,
+    sync_dir, AlignedBuf, BufferedWriter, FileClass, FileOptions, IoFile, IoMode, IoStats,
+    IoStatsSnapshot, ShutdownMode,
 };
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
@@ -229,11 +229,7 @@ impl Db {
         for &id in &manifest.logs {
             let path = dir.join(log_name(id));
             let file = Arc::new(IoFile::open(&path, &log_opts, &stats)?);
-            let len = file.len()?;
-            let bytes = file.read_range(
-                0,
-                usize::try_from(len).map_err(|_| Error::Poisoned("log over usize".into()))?,
-            )?;
+            let bytes = read_whole(&file, file.len()?)?;
             let log = crate::log::replay::replay(&path, &bytes)?;
             if log.records.is_empty() {
                 empty_logs.push(id);
@@ -508,6 +504,30 @@ fn create_log(
     next.store(dir, stats)?;
     *m = next;
     Ok(Arc::new(InMemoryLayer::new_open(id, writer)))
+}
+
+/// The first `len` bytes of `file` in one aligned read, without the copy a
+/// `read_range` makes (logs are read whole by recovery and by the flush).
+fn read_whole(file: &IoFile, len: u64) -> Result<AlignedBuf> {
+    let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
+        option: "log length",
+        value: len,
+        why: "larger than memory can address",
+    })?;
+    let mut buf = AlignedBuf::zeroed(len, file.alignment());
+    let n = file.read_at(buf.spare_capacity_full(), 0)?;
+    if n < len {
+        return Err(Error::io(
+            file.path(),
+            "read",
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the file ends at {n}, expected {len}"),
+            ),
+        ));
+    }
+    buf.set_len(len);
+    Ok(buf)
 }
 
 /// Checks `dir` and loads or creates its manifest.
@@ -801,11 +821,7 @@ impl DbInner {
     /// Writes a frozen layer out as an L0 delta layer, lists it in the
     /// manifest instead of the log, and deletes the log.
     fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
-        let log_len = layer.size_bytes();
-        let bytes = layer.file().read_range(
-            0,
-            usize::try_from(log_len).map_err(|_| Error::Poisoned("log over usize".into()))?,
-        )?;
+        let bytes = read_whole(layer.file(), layer.size_bytes())?;
         let id = {
             let mut m = lock(&self.manifest)?;
             let id = m.next_file_id;

@@ -73,6 +73,78 @@ impl Versions {
     }
 }
 
+/// Keys up to this length are stored inline in the index, without an
+/// allocation of their own.
+const INLINE_KEY_BYTES: usize = 24;
+
+/// A key of the in-memory index. Short keys (the common case: 16-byte page
+/// keys) live inline and compare as three big-endian words, which is what
+/// makes ingest of short keys fast; longer keys are boxed. Invariants: a key
+/// is inline exactly when it is at most `INLINE_KEY_BYTES` long, and inline
+/// bytes past `len` are zero, so zero-padded word comparison followed by a
+/// length comparison is bytewise order.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum IndexKey {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_KEY_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl IndexKey {
+    fn new(key: &[u8]) -> Self {
+        if key.len() <= INLINE_KEY_BYTES {
+            let mut bytes = [0u8; INLINE_KEY_BYTES];
+            bytes[..key.len()].copy_from_slice(key);
+            IndexKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            IndexKey::Heap(key.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            IndexKey::Inline { len, bytes } => &bytes[..*len as usize],
+            IndexKey::Heap(b) => b,
+        }
+    }
+}
+
+impl Ord for IndexKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (IndexKey::Inline { len: la, bytes: a }, IndexKey::Inline { len: lb, bytes: b }) => {
+                let word = |x: &[u8; INLINE_KEY_BYTES], i: usize| {
+                    u64::from_be_bytes(x[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+                };
+                (word(a, 0), word(a, 1), word(a, 2), la).cmp(&(
+                    word(b, 0),
+                    word(b, 1),
+                    word(b, 2),
+                    lb,
+                ))
+            }
+            _ => self.as_slice().cmp(other.as_slice()),
+        }
+    }
+}
+
+impl PartialOrd for IndexKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for IndexKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 /// Approximate bytes of index memory per key beyond the key itself (B-tree
 /// node share and the inline version).
 const INDEX_KEY_OVERHEAD_BYTES: usize = 64;
@@ -81,7 +153,7 @@ pub(crate) struct InMemoryLayer {
     pub file_id: u64,
     pub path: PathBuf,
     file: Arc<IoFile>,
-    index: RwLock<BTreeMap<Box<[u8]>, Versions>>,
+    index: RwLock<BTreeMap<IndexKey, Versions>>,
     /// The appending writer while the layer is open; empty once frozen.
     writer: Mutex<Option<BufferedWriter<IoFile>>>,
     /// Bytes below this offset are in the file.
@@ -169,11 +241,17 @@ impl InMemoryLayer {
                 len: e.value.len() as u32,
                 kind: e.kind,
             };
-            if let Some(versions) = index.get_mut(e.key) {
-                versions.push(v);
-            } else {
-                added += e.key.len() + INDEX_KEY_OVERHEAD_BYTES;
-                index.insert(e.key.into(), Versions::One(v));
+            match index.entry(IndexKey::new(e.key)) {
+                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().push(v),
+                std::collections::btree_map::Entry::Vacant(vacant) => {
+                    let heap = if e.key.len() > INLINE_KEY_BYTES {
+                        e.key.len()
+                    } else {
+                        0
+                    };
+                    added += heap + INDEX_KEY_OVERHEAD_BYTES;
+                    vacant.insert(Versions::One(v));
+                }
             }
         }
         drop(index);
@@ -333,7 +411,7 @@ impl InMemoryLayer {
             }
             index
                 .range::<[u8], _>((start, end))
-                .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k.to_vec(), v)))
+                .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k.as_slice().to_vec(), v)))
                 .collect()
         };
         picked
@@ -353,7 +431,7 @@ impl InMemoryLayer {
             .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         for (k, vs) in index.iter() {
             for &v in vs.as_slice() {
-                f(k, v)?;
+                f(k.as_slice(), v)?;
             }
         }
         Ok(())
@@ -361,5 +439,24 @@ impl InMemoryLayer {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn index_key_order_is_bytewise_order(
+            a in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..40),
+            b in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..40),
+        ) {
+            let (ka, kb) = (IndexKey::new(&a), IndexKey::new(&b));
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+            prop_assert_eq!(ka == kb, a == b);
+            prop_assert_eq!(ka.as_slice(), &a[..]);
+        }
     }
 }
