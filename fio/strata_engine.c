@@ -33,10 +33,11 @@
  * (the engine's stats as JSON, written when the job ends).
  *
  * Queue: with iodepth=1 the engine is synchronous (FIO_SYNCIO, each io_u
- * completes inside ->queue). With iodepth>1, ->queue hands io_us to a pool of
- * worker threads (strata-threads=N, default min(iodepth, 16)): a worker takes
- * one read at a time, or every write/trim queued at that moment as ONE write
- * batch (group commit); ->getevents reaps what they completed. A sync waits
+ * completes inside ->queue). With iodepth>1, ->queue hands reads to reader
+ * threads (strata-threads=N, default min(iodepth, 16)), one read each, and
+ * writes/trims to one writer thread, which applies everything queued at that
+ * moment as ONE write batch (group commit); ->getevents reaps what they
+ * completed. A sync waits
  * (FIO_Q_BUSY) until nothing is in flight, then calls strata_sync, so it
  * covers every write issued before it.
  */
@@ -123,7 +124,7 @@ static struct fio_option options[] = {
 		.lname = "strata worker threads",
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct strata_fio_options, threads),
-		.help = "Worker threads when iodepth > 1 (0: min(iodepth, 16))",
+		.help = "Reader threads when iodepth > 1 (0: min(iodepth, 16)); writes use one writer thread",
 		.def = "0",
 		.maxval = 256,
 		.category = FIO_OPT_C_ENGINE,
@@ -149,23 +150,30 @@ static struct strata_fio_shared *shared_list;
 
 #define STRATA_FIO_THREADS_AUTO_MAX 16U
 
+/* A FIFO of io_us; capacity = the job's iodepth, all fio ever has outstanding. */
+struct strata_fio_ring {
+	struct io_u **slots;
+	unsigned int head, count;
+};
+
 /*
- * The worker pool of a job with iodepth > 1. Every field after `lock` is
- * guarded by it. Rings hold at most `capacity` (= iodepth) io_us, which is all
- * fio ever has outstanding.
+ * The workers of a job with iodepth > 1: reader threads take one read each;
+ * a single writer thread takes every write and trim queued at that moment as
+ * one write batch (strata serializes writers anyway, and one writer lets the
+ * queue build up into a group commit). Fields after `lock` are guarded by it.
  */
 struct strata_fio_pool {
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* pending is non-empty, or stopping */
-	pthread_cond_t done; /* completed is non-empty */
-	struct io_u **pending; /* FIFO ring: head, count */
-	unsigned int pending_head, pending_count;
+	pthread_cond_t reads_ready;  /* reads is non-empty, or stopping */
+	pthread_cond_t writes_ready; /* writes is non-empty, or stopping */
+	pthread_cond_t done;         /* completed is non-empty */
+	struct strata_fio_ring reads, writes;
 	struct io_u **completed; /* completed[0..completed_count) */
 	unsigned int completed_count;
 	unsigned int inflight; /* queued and not yet completed */
 	unsigned int capacity;
 	int stopping;
-	pthread_t *threads;
+	pthread_t *threads; /* [0] the writer, [1..] readers */
 	unsigned int nr_threads;
 	struct io_u **events; /* what ->getevents last reaped, for ->event; main thread only */
 };
@@ -408,7 +416,7 @@ static int fio_strata_init(struct thread_data *td)
 		unsigned int threads = eo->threads ? eo->threads : min(td->o.iodepth, STRATA_FIO_THREADS_AUTO_MAX);
 
 		if (pool_start(td, sd, threads)) {
-			log_err("fio: strata: cannot start %u worker threads\n", threads);
+			log_err("fio: strata: cannot start %u reader threads and a writer\n", threads);
 			return ENOMEM; /* ->cleanup frees sd */
 		}
 	} else {
@@ -645,54 +653,85 @@ static int strata_fio_check(struct thread_data *td, struct strata_fio_data *sd, 
 	return 0;
 }
 
-static void *pool_worker(void *arg)
+static void ring_push(struct strata_fio_ring *r, unsigned int capacity, struct io_u *io_u)
+{
+	assert(r->count < capacity);
+	r->slots[(r->head + r->count) % capacity] = io_u;
+	r->count++;
+}
+
+static struct io_u *ring_pop(struct strata_fio_ring *r, unsigned int capacity)
+{
+	struct io_u *io_u = r->slots[r->head];
+
+	assert(r->count > 0);
+	r->head = (r->head + 1) % capacity;
+	r->count--;
+	return io_u;
+}
+
+/* Hands finished io_us to ->getevents. Called with the pool lock held. */
+static void pool_complete(struct strata_fio_pool *pool, struct io_u **io_us, unsigned int n, int ret)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		io_us[i]->error = ret;
+		if (!ret)
+			io_us[i]->resid = 0;
+		pool->completed[pool->completed_count++] = io_us[i];
+	}
+	assert(pool->inflight >= n);
+	pool->inflight -= n;
+	pthread_cond_signal(&pool->done);
+}
+
+static void *pool_reader(void *arg)
+{
+	struct thread_data *td = arg;
+	struct strata_fio_data *sd = td->io_ops_data;
+	struct strata_fio_pool *pool = sd->pool;
+	struct io_u *io_u;
+	int ret;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		while (!pool->reads.count && !pool->stopping)
+			pthread_cond_wait(&pool->reads_ready, &pool->lock);
+		if (!pool->reads.count)
+			break; /* stopping, nothing left */
+		io_u = ring_pop(&pool->reads, pool->capacity);
+		pthread_mutex_unlock(&pool->lock);
+		ret = strata_fio_read(td, sd, io_u);
+		pthread_mutex_lock(&pool->lock);
+		pool_complete(pool, &io_u, 1, ret);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void *pool_writer(void *arg)
 {
 	struct thread_data *td = arg;
 	struct strata_fio_data *sd = td->io_ops_data;
 	struct strata_fio_pool *pool = sd->pool;
 	strata_writebatch_t *batch = strata_writebatch_create();
 	struct io_u **taken = calloc(pool->capacity, sizeof(*taken));
-	unsigned int n, i;
+	unsigned int n;
 	int ret;
 
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
-		while (!pool->pending_count && !pool->stopping)
-			pthread_cond_wait(&pool->work, &pool->lock);
-		if (!pool->pending_count)
-			break; /* stopping, nothing left */
-		/* One read, or every write/trim at the head of the queue. */
-		n = 0;
-		do {
-			struct io_u *io_u = pool->pending[pool->pending_head];
-
-			if (n && io_u->ddir == DDIR_READ)
-				break;
-			taken[n++] = io_u;
-			pool->pending_head = (pool->pending_head + 1) % pool->capacity;
-			pool->pending_count--;
-			if (io_u->ddir == DDIR_READ)
-				break;
-		} while (pool->pending_count);
+		while (!pool->writes.count && !pool->stopping)
+			pthread_cond_wait(&pool->writes_ready, &pool->lock);
+		if (!pool->writes.count)
+			break;
+		for (n = 0; pool->writes.count; n++)
+			taken[n] = ring_pop(&pool->writes, pool->capacity);
 		pthread_mutex_unlock(&pool->lock);
-
-		if (!taken || !batch)
-			ret = ENOMEM;
-		else if (taken[0]->ddir == DDIR_READ)
-			ret = strata_fio_read(td, sd, taken[0]);
-		else
-			ret = strata_fio_write(td, sd, batch, taken, n);
-		for (i = 0; i < n; i++) {
-			taken[i]->error = ret;
-			if (!ret)
-				taken[i]->resid = 0;
-		}
-
+		ret = batch ? strata_fio_write(td, sd, batch, taken, n) : ENOMEM;
 		pthread_mutex_lock(&pool->lock);
-		for (i = 0; i < n; i++)
-			pool->completed[pool->completed_count++] = taken[i];
-		pool->inflight -= n;
-		pthread_cond_signal(&pool->done);
+		pool_complete(pool, taken, n, ret);
 	}
 	pthread_mutex_unlock(&pool->lock);
 	free(taken);
@@ -700,7 +739,8 @@ static void *pool_worker(void *arg)
 	return NULL;
 }
 
-static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int threads)
+/* Starts the writer and `readers` reader threads. Non-zero on failure. */
+static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int readers)
 {
 	struct strata_fio_pool *pool = calloc(1, sizeof(*pool));
 	unsigned int cap = td->o.iodepth;
@@ -709,17 +749,21 @@ static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsign
 		return 1;
 	sd->pool = pool;
 	pthread_mutex_init(&pool->lock, NULL);
-	pthread_cond_init(&pool->work, NULL);
+	pthread_cond_init(&pool->reads_ready, NULL);
+	pthread_cond_init(&pool->writes_ready, NULL);
 	pthread_cond_init(&pool->done, NULL);
 	pool->capacity = cap;
-	pool->pending = calloc(cap, sizeof(*pool->pending));
+	pool->reads.slots = calloc(cap, sizeof(*pool->reads.slots));
+	pool->writes.slots = calloc(cap, sizeof(*pool->writes.slots));
 	pool->completed = calloc(cap, sizeof(*pool->completed));
 	pool->events = calloc(cap, sizeof(*pool->events));
-	pool->threads = calloc(threads, sizeof(*pool->threads));
-	if (!pool->pending || !pool->completed || !pool->events || !pool->threads)
+	pool->threads = calloc(readers + 1, sizeof(*pool->threads));
+	if (!pool->reads.slots || !pool->writes.slots || !pool->completed || !pool->events || !pool->threads)
 		return 1;
-	for (; pool->nr_threads < threads; pool->nr_threads++)
-		if (pthread_create(&pool->threads[pool->nr_threads], NULL, pool_worker, td))
+	if (pthread_create(&pool->threads[0], NULL, pool_writer, td))
+		return 1;
+	for (pool->nr_threads = 1; pool->nr_threads < readers + 1; pool->nr_threads++)
+		if (pthread_create(&pool->threads[pool->nr_threads], NULL, pool_reader, td))
 			return 1;
 	return 0;
 }
@@ -733,14 +777,17 @@ static void pool_stop(struct strata_fio_data *sd)
 		return;
 	pthread_mutex_lock(&pool->lock);
 	pool->stopping = 1;
-	pthread_cond_broadcast(&pool->work);
+	pthread_cond_broadcast(&pool->reads_ready);
+	pthread_cond_broadcast(&pool->writes_ready);
 	pthread_mutex_unlock(&pool->lock);
 	for (i = 0; i < pool->nr_threads; i++)
 		pthread_join(pool->threads[i], NULL);
 	pthread_mutex_destroy(&pool->lock);
-	pthread_cond_destroy(&pool->work);
+	pthread_cond_destroy(&pool->reads_ready);
+	pthread_cond_destroy(&pool->writes_ready);
 	pthread_cond_destroy(&pool->done);
-	free(pool->pending);
+	free(pool->reads.slots);
+	free(pool->writes.slots);
 	free(pool->completed);
 	free(pool->events);
 	free(pool->threads);
@@ -781,8 +828,13 @@ static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *i
 	} else if (pool) {
 		pthread_mutex_lock(&pool->lock);
 		assert(pool->inflight < pool->capacity);
-		pool->pending[(pool->pending_head + pool->pending_count) % pool->capacity] = io_u;
-		pool->pending_count++;
+		if (io_u->ddir == DDIR_READ) {
+			ring_push(&pool->reads, pool->capacity, io_u);
+			pthread_cond_signal(&pool->reads_ready);
+		} else {
+			ring_push(&pool->writes, pool->capacity, io_u);
+			pthread_cond_signal(&pool->writes_ready);
+		}
 		pool->inflight++;
 		pthread_mutex_unlock(&pool->lock);
 		return FIO_Q_QUEUED;
@@ -797,19 +849,9 @@ static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *i
 	return FIO_Q_COMPLETED;
 }
 
+/* ->queue already woke a worker for each io_u. */
 static int fio_strata_commit(struct thread_data *td)
 {
-	struct strata_fio_data *sd = td->io_ops_data;
-	struct strata_fio_pool *pool = sd ? sd->pool : NULL;
-
-	if (pool) {
-		pthread_mutex_lock(&pool->lock);
-		if (pool->pending_count > 1)
-			pthread_cond_broadcast(&pool->work);
-		else if (pool->pending_count)
-			pthread_cond_signal(&pool->work);
-		pthread_mutex_unlock(&pool->lock);
-	}
 	return 0;
 }
 
