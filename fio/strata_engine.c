@@ -171,6 +171,7 @@ struct strata_fio_pool {
 	struct io_u **completed; /* completed[0..completed_count) */
 	unsigned int completed_count;
 	unsigned int inflight; /* queued and not yet completed */
+	unsigned int awaited; /* ->getevents sleeps until completed_count reaches it; 0: not sleeping */
 	unsigned int capacity;
 	int stopping;
 	pthread_t *threads; /* [0] the writer, [1..] readers */
@@ -683,7 +684,9 @@ static void pool_complete(struct strata_fio_pool *pool, struct io_u **io_us, uns
 	}
 	assert(pool->inflight >= n);
 	pool->inflight -= n;
-	pthread_cond_signal(&pool->done);
+	/* Wake the reaper only when it has enough to return (saves switches). */
+	if (pool->awaited && pool->completed_count >= pool->awaited)
+		pthread_cond_signal(&pool->done);
 }
 
 static void *pool_reader(void *arg)
@@ -876,11 +879,13 @@ static int fio_strata_getevents(struct thread_data *td, unsigned int min_events,
 	}
 	pthread_mutex_lock(&pool->lock);
 	while (pool->completed_count < min_events) {
+		pool->awaited = min_events;
 		if (!t)
 			pthread_cond_wait(&pool->done, &pool->lock);
 		else if (pthread_cond_timedwait(&pool->done, &pool->lock, &deadline) == ETIMEDOUT)
 			break;
 	}
+	pool->awaited = 0;
 	n = min(pool->completed_count, max_events);
 	memcpy(pool->events, pool->completed, n * sizeof(*pool->events));
 	pool->completed_count -= n;
