@@ -75,7 +75,7 @@ impl IngestParams {
     pub fn new(quick: bool) -> IngestParams {
         if quick {
             IngestParams {
-                volume_bytes: 16 << 20,
+                volume_bytes: 32 << 20,
                 repeats: 1,
             }
         } else {
