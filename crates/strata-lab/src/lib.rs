@@ -269,6 +269,14 @@ fn options(pairs: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::
         .collect()
 }
 
+fn engine_options(engines: &[EngineKind]) -> serde_json::Value {
+    engines
+        .iter()
+        .map(|k| (k.name().to_string(), engine::describe_options(*k)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 fn run_device(ctx: &RunContext) -> Result<(ExperimentResult, DeviceLine)> {
     let t = started();
     let params = device::DeviceParams::new(ctx.quick);
@@ -367,6 +375,7 @@ fn run_ingest(
         ("batch_puts", (workload::BATCH_PUTS as u64).into()),
         ("key_len_bytes", (workload::KEY_LEN_BYTES as u64).into()),
         ("reader_window_keys", ingest::READER_WINDOW_KEYS.into()),
+        ("engine_options", engine_options(engines)),
     ]);
     let measured = Measured {
         metrics: ingest::metrics(),
@@ -436,6 +445,7 @@ fn run_bulk(
         ("value_len_bytes", (params.value_len_bytes as u64).into()),
         ("key_layout", params.layout.label().into()),
         ("ingested_bytes", params.ingested_bytes().into()),
+        ("engine_options", engine_options(engines)),
     ]);
     let measured = Measured {
         metrics: bulk::metrics(),

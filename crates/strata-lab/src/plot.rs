@@ -181,6 +181,9 @@ pub fn format_value(v: f64) -> String {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
+    } else if (0.99..1.0).contains(&a) {
+        // Keep "almost all" distinguishable from "all" (e.g. puts recovered).
+        format!("{v:.4}")
     } else if a >= 0.01 {
         format!("{v:.2}")
     } else {
@@ -219,6 +222,14 @@ mod tests {
         assert!(svg.contains("strata DirectRw"));
         assert!(svg.contains("device 500 MiB/s"));
         assert!(svg.matches("<rect").count() >= 3);
+    }
+
+    #[test]
+    fn values_just_below_one_are_not_rounded_up() {
+        assert_eq!(format_value(0.999), "0.9990");
+        assert_eq!(format_value(1.0), "1.00");
+        assert_eq!(format_value(2.17), "2.17");
+        assert_eq!(format_value(513.4), "513");
     }
 
     #[test]

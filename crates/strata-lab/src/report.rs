@@ -48,7 +48,7 @@ th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}\
 th{background:#f2f2f2}td.l,th.l{text-align:left}\
 tr.strata td{background:#eef6ff}.note{color:#a40}\
 .plots svg{display:block;margin:12px 0;max-width:100%;height:auto}\
-.muted{color:#777}";
+.muted{color:#777}table.options pre{margin:0;white-space:pre-wrap;font-size:12px}";
 
 pub fn render(results: &[ExperimentResult]) -> Result<String> {
     let mut h = String::new();
@@ -295,16 +295,25 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
 
     // Options and notes.
     if !r.options.is_empty() {
-        let opts: Vec<String> = r
-            .options
-            .iter()
-            .map(|(k, v)| format!("{k} = {v}"))
-            .collect();
-        writeln!(
-            h,
-            "<p class=\"muted\">Options: {}</p>",
-            escape(&opts.join(", "))
-        )?;
+        writeln!(h, "<table class=\"options\"><tbody>")?;
+        for (k, v) in &r.options {
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Object(map) => map
+                    .iter()
+                    .map(|(name, opts)| format!("{name}: {opts}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                other => other.to_string(),
+            };
+            writeln!(
+                h,
+                "<tr><th class=\"l\">{}</th><td class=\"l\"><pre>{}</pre></td></tr>",
+                escape(k),
+                escape(&text)
+            )?;
+        }
+        writeln!(h, "</tbody></table>")?;
     }
     for note in &r.notes {
         writeln!(h, "<p class=\"note\">{}</p>", escape(note))?;

@@ -192,6 +192,47 @@ pub trait Engine: Send + Sync {
     fn close(self: Box<Self>) -> Result<()>;
 }
 
+/// The options each adapter opens its engine with, for the results JSON.
+pub fn describe_options(kind: EngineKind) -> serde_json::Value {
+    match kind {
+        EngineKind::Strata => {
+            let o = strata::Options::default();
+            serde_json::json!({
+                "io_mode": "per row",
+                "io_engine": format!("{:?}", o.io_engine),
+                "fallback_to_buffered": false,
+                "layer_size_bytes_max": o.layer_size_bytes_max,
+                "writer_buffer_bytes": o.writer_buffer_bytes,
+                "delta_block_bytes": o.delta_block_bytes,
+                "background_flush": o.background_flush,
+                "write": "WriteBatch, sync=false",
+            })
+        }
+        EngineKind::Rocksdb => serde_json::json!({
+            "io_mode": "Buffered; Direct = use_direct_reads; DirectRw = + use_direct_io_for_flush_and_compaction",
+            "compression": "none",
+            "increase_parallelism": 2,
+            "write": "WriteBatch, WAL on, sync=false",
+            "other": "defaults (64 MiB memtable)",
+        }),
+        EngineKind::Fjall => serde_json::json!({
+            "compression": "none",
+            "worker_threads": 2,
+            "write": "batch commit, journal not synced",
+        }),
+        EngineKind::Redb => serde_json::json!({
+            "write": "one transaction per batch, Durability::None",
+            "sync": "empty Durability::Immediate commit",
+        }),
+        EngineKind::Lmdb => serde_json::json!({
+            "flags": "NO_SYNC",
+            "map_size_bytes": 64u64 << 30,
+            "write": "one write transaction per batch",
+            "sync": "force_sync",
+        }),
+    }
+}
+
 /// Opens (creating if needed) an engine in `dir`.
 pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(dir)?;
