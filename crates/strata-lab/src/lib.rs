@@ -423,6 +423,19 @@ fn run_bulk(
     if rows.is_empty() {
         bail!("no engine completed bulk: {}", notes.join("; "));
     }
+    for row in &rows {
+        let (Some(puts), Some(recovered)) =
+            (row.params.get("puts"), row.params.get("recovered_puts"))
+        else {
+            continue;
+        };
+        if puts != recovered {
+            notes.push(format!(
+                "{} recovered {recovered} of {puts} puts after SIGKILL (no sync, no flush): what it had not handed to the OS was lost",
+                row.engine
+            ));
+        }
+    }
     if let Some(wa) = rows
         .iter()
         .find(|r| r.engine == "strata")
