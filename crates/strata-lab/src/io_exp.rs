@@ -146,6 +146,35 @@ pub fn run_one(
     })
 }
 
+/// Issue 2's aim: with DirectRw and a 1 MiB buffer, `BufferedWriter`
+/// sustains this fraction of the device's sequential direct write bandwidth.
+pub const WRITE_DEVICE_FRACTION_AIM_MIN: f64 = 0.9;
+
+/// Checks issue 2's aim on the DirectRw rows (each write size and io
+/// engine); `None` without a device line.
+pub fn aim_note(rows: &[Row]) -> Option<String> {
+    let direct_rw: Vec<(&Row, f64)> = rows
+        .iter()
+        .filter(|r| r.config.starts_with(IoMode::DirectRw.name()))
+        .filter_map(|r| Some((r, *r.metrics.get("write_device_fraction")?)))
+        .collect();
+    if direct_rw.is_empty() {
+        return None;
+    }
+    let met = direct_rw
+        .iter()
+        .all(|(_, f)| *f >= WRITE_DEVICE_FRACTION_AIM_MIN);
+    let figures: Vec<String> = direct_rw
+        .iter()
+        .map(|(r, f)| format!("{} {}: {f:.2}×", r.case, r.config))
+        .collect();
+    let verdict = if met { "aim met" } else { "aim not met" };
+    Some(format!(
+        "{verdict}: DirectRw BufferedWriter ≥ {WRITE_DEVICE_FRACTION_AIM_MIN}× the device write line ({})",
+        figures.join(", ")
+    ))
+}
+
 pub fn run(
     params: &IoParams,
     data_dir: &Path,

@@ -316,6 +316,10 @@ fn run_io(ctx: &RunContext, device_line: Option<&DeviceLine>) -> Result<Experime
     if rows.is_empty() {
         bail!("no io configuration ran: {}", notes.join("; "));
     }
+    if let Some(note) = io_exp::aim_note(&rows) {
+        eprintln!("  {note}");
+        notes.push(note);
+    }
     let opts = options(&[
         ("file_bytes", params.file_bytes.into()),
         (
