@@ -73,6 +73,23 @@ impl AlignedBuf {
         }
     }
 
+    /// A buffer of capacity zero that allocates nothing: a placeholder while
+    /// the real buffer is elsewhere (e.g. in flight).
+    pub fn empty(alignment: usize) -> Self {
+        assert!(
+            alignment.is_power_of_two(),
+            "alignment {alignment} is not a power of two"
+        );
+        // An aligned, non-null, never dereferenced address (capacity is zero).
+        let ptr = NonNull::new(alignment as *mut u8).expect("alignment is non-zero");
+        AlignedBuf {
+            ptr,
+            len: 0,
+            capacity: 0,
+            alignment,
+        }
+    }
+
     /// A buffer of `len` zero bytes (capacity rounded up to the alignment).
     pub fn zeroed(len: usize, alignment: usize) -> Self {
         let mut buf = Self::with_capacity(len, alignment);
@@ -179,14 +196,19 @@ impl AlignedBuf {
     pub fn consume_front(&mut self, n: usize) {
         assert!(n <= self.len, "consume_front {n} beyond len {}", self.len);
         let rest = self.len - n;
-        // SAFETY: both ranges lie within capacity; copy handles overlap.
-        unsafe { std::ptr::copy(self.ptr.as_ptr().add(n), self.ptr.as_ptr(), rest) };
+        if n > 0 {
+            // SAFETY: both ranges lie within capacity; copy handles overlap.
+            unsafe { std::ptr::copy(self.ptr.as_ptr().add(n), self.ptr.as_ptr(), rest) };
+        }
         self.truncate(rest);
     }
 }
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.capacity == 0 {
+            return; // `empty`: nothing was allocated
+        }
         let layout = Layout::from_size_align(self.capacity, self.alignment)
             .expect("layout was valid at allocation");
         // SAFETY: allocated with this exact layout in with_capacity.

@@ -60,10 +60,11 @@ pub struct BufferedWriter<F: BlockFile = IoFile> {
     /// The buffer being filled; its bytes belong at `buf_start..`.
     current: AlignedBuf,
     buf_start: u64,
-    /// The other buffer, when it is not in flight.
-    spare: Option<AlignedBuf>,
-    /// File range handed to the flusher and not yet confirmed; empty when idle.
-    in_flight: Option<(u64, u64)>,
+    /// Buffers not in flight and not being filled.
+    spare: Vec<AlignedBuf>,
+    /// File ranges handed to the flusher and not yet confirmed, oldest first;
+    /// empty when idle. At most two (there are two buffers).
+    in_flight: std::collections::VecDeque<(u64, u64)>,
     /// The flusher thread; empty only after shutdown.
     flusher: Option<Flusher>,
     /// Why the writer refuses further calls; empty while healthy.
@@ -112,8 +113,8 @@ impl<F: BlockFile> BufferedWriter<F> {
             alignment,
             current,
             buf_start,
-            spare: Some(spare),
-            in_flight: None,
+            spare: vec![spare],
+            in_flight: std::collections::VecDeque::with_capacity(2),
             flusher: Some(flusher),
             failed: None,
         })
@@ -142,7 +143,9 @@ impl<F: BlockFile> BufferedWriter<F> {
     /// File offsets below this are in the file (written, not necessarily
     /// durable); bytes from here on are in flight or buffered.
     pub fn written_end(&self) -> u64 {
-        self.in_flight.map_or(self.buf_start, |(start, _)| start)
+        self.in_flight
+            .front()
+            .map_or(self.buf_start, |&(start, _)| start)
     }
 
     fn check_ok(&self) -> Result<()> {
@@ -218,23 +221,16 @@ impl<F: BlockFile> BufferedWriter<F> {
     }
 
     /// Hands the current buffer (whose length is aligned) to the flusher and
-    /// continues in the other one.
+    /// continues in the other one. The full buffer is queued before waiting
+    /// for a free one, so the flusher goes from one write to the next without
+    /// waiting for this thread to wake up.
     fn hand_off_current(&mut self) -> Result<()> {
         let len = self.current.len();
         assert!(
             is_aligned(len as u64, self.alignment),
             "hand-off of unaligned length {len}"
         );
-        let next = match self.spare.take() {
-            Some(buf) => buf,
-            None => {
-                self.wait_in_flight()?;
-                self.spare
-                    .take()
-                    .ok_or_else(|| Error::Poisoned("flusher kept a buffer".into()))?
-            }
-        };
-        let full = std::mem::replace(&mut self.current, next);
+        let full = std::mem::replace(&mut self.current, AlignedBuf::empty(self.alignment));
         let offset = self.buf_start;
         self.buf_start += len as u64;
         let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
@@ -242,14 +238,20 @@ impl<F: BlockFile> BufferedWriter<F> {
             .jobs
             .send(Job { buf: full, offset })
             .map_err(|_| Error::Poisoned("the flusher thread is gone".into()))?;
-        self.in_flight = Some((offset, offset + len as u64));
+        self.in_flight.push_back((offset, offset + len as u64));
+        if self.spare.is_empty() {
+            self.wait_one()?;
+        }
+        self.current = self
+            .spare
+            .pop()
+            .ok_or_else(|| Error::Poisoned("flusher kept a buffer".into()))?;
         Ok(())
     }
 
-    /// Waits until the buffer in flight (if any) is written; its error, if it
-    /// failed.
-    fn wait_in_flight(&mut self) -> Result<()> {
-        if self.in_flight.take().is_none() {
+    /// Waits for the oldest buffer in flight; its error, if it failed.
+    fn wait_one(&mut self) -> Result<()> {
+        if self.in_flight.pop_front().is_none() {
             return Ok(());
         }
         let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
@@ -258,8 +260,16 @@ impl<F: BlockFile> BufferedWriter<F> {
             .recv()
             .map_err(|_| Error::Poisoned("the flusher thread died".into()))?;
         buf.clear();
-        self.spare = Some(buf);
+        self.spare.push(buf);
         result
+    }
+
+    /// Waits until every buffer in flight is written.
+    fn wait_in_flight(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.wait_one()?;
+        }
+        Ok(())
     }
 
     /// Makes everything written so far durable: waits for the buffer in
@@ -314,7 +324,7 @@ impl<F: BlockFile> BufferedWriter<F> {
             }
             .into());
         }
-        if let Some((_, flight_end)) = self.in_flight {
+        if let Some(&(_, flight_end)) = self.in_flight.back() {
             if offset < flight_end {
                 let result = self.wait_in_flight();
                 self.guard(result)?;
