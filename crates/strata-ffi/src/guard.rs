@@ -139,3 +139,56 @@ pub(crate) unsafe fn handle_mut<'a, T>(what: &str, ptr: *mut T) -> Result<&'a mu
     ptr.as_mut()
         .ok_or_else(|| FfiError::invalid(format!("{what} is a null pointer")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{strata_error_code, strata_error_free, strata_error_message, STRATA_OK};
+
+    #[test]
+    fn a_panic_becomes_strata_panic_with_its_message() {
+        let mut err: *mut strata_error_t = std::ptr::null_mut();
+        // SAFETY: err is a valid slot holding null.
+        let status = unsafe { guard(&mut err, || panic!("boom {}", 7)) };
+        assert_eq!(status, STRATA_PANIC);
+        assert!(!err.is_null());
+        // SAFETY: err was just set by the guard.
+        unsafe {
+            assert_eq!(strata_error_code(err), STRATA_PANIC);
+            let msg = CStr::from_ptr(strata_error_message(err)).to_str().unwrap();
+            assert!(msg.contains("boom 7"), "{msg}");
+            strata_error_free(err);
+        }
+    }
+
+    #[test]
+    fn a_pointer_returning_entry_point_gives_null_on_panic() {
+        // SAFETY: a null err slot is allowed.
+        let p: *mut u8 = unsafe { guard_ptr(std::ptr::null_mut(), || panic!("x")) };
+        assert!(p.is_null());
+    }
+
+    #[test]
+    fn success_leaves_the_error_slot_alone() {
+        let mut err: *mut strata_error_t = std::ptr::null_mut();
+        // SAFETY: err is a valid slot holding null.
+        assert_eq!(unsafe { guard(&mut err, || Ok(STRATA_OK)) }, STRATA_OK);
+        assert!(err.is_null());
+    }
+
+    #[test]
+    fn null_pointers_and_absurd_lengths_are_rejected() {
+        // SAFETY: null pointers are checked before any read.
+        unsafe {
+            assert!(key(std::ptr::null(), 3).is_err());
+            assert!(key(c"k".as_ptr(), 0).is_err());
+            assert!(bytes("value", std::ptr::null(), 1).is_err());
+            assert_eq!(bytes("value", std::ptr::null(), 0).unwrap(), b"");
+            assert!(bytes("value", c"v".as_ptr(), usize::MAX).is_err());
+            assert!(handle::<u8>("db", std::ptr::null())
+                .unwrap_err()
+                .message
+                .contains("db is a null pointer"));
+        }
+    }
+}
