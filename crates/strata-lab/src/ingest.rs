@@ -320,7 +320,7 @@ pub fn aim_notes(rows: &[Row]) -> Vec<String> {
             }
         }
     }
-    if !rows.iter().any(|r| r.engine == "strata") {
+    if peers.is_empty() || !rows.iter().any(|r| r.engine == "strata") {
         return Vec::new();
     }
     let mut notes = vec![if behind.is_empty() {
