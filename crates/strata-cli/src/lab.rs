@@ -29,7 +29,7 @@ enum LabCommand {
         #[arg(long, value_delimiter = ',')]
         engines: Vec<String>,
         /// Directory the engines write to (a fresh subfolder is used and
-        /// removed). Must be on a real disk: tmpfs refuses O_DIRECT.
+        /// removed), on the disk to measure (not tmpfs: that measures memory).
         #[arg(long, default_value = "lab-data")]
         dir: PathBuf,
         /// Results directory (default: lab-results/<UTC time>).

@@ -146,12 +146,23 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     std::fs::create_dir_all(&config.out_dir)
         .with_context(|| format!("create results directory {}", config.out_dir.display()))?;
 
+    let machine = Machine::describe(&data_dir);
+    let mut run_notes = Vec::new();
+    if MEMORY_FILESYSTEMS.contains(&machine.filesystem.fs_type.as_str()) {
+        let note = format!(
+            "the data directory is on {} (memory): every figure measures memory, not a disk; use --dir on a real disk",
+            machine.filesystem.fs_type
+        );
+        eprintln!("strata lab: warning: {note}");
+        run_notes.push(note);
+    }
     let ctx = RunContext {
         quick: config.quick,
-        machine: Machine::describe(&data_dir),
+        machine,
         git_commit: machine::git_commit(),
         data_dir: data_dir.clone(),
         out_dir: config.out_dir.clone(),
+        run_notes,
     };
     eprintln!(
         "strata lab: {} on {} ({}), engines: {}, {} mode",
@@ -188,6 +199,11 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
             Err(err) => {
                 eprintln!("  {} failed: {err:#}", experiment.name());
                 failures.push(format!("{}: {err:#}", experiment.name()));
+                if experiment == Experiment::Device {
+                    // Nothing else can be put in proportion: stop here.
+                    let _ = std::fs::remove_dir_all(&data_dir);
+                    bail!("the device line could not be measured: {err:#}");
+                }
             }
         }
     }
@@ -205,7 +221,12 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     Ok(report)
 }
 
+/// Filesystem types that live in memory.
+const MEMORY_FILESYSTEMS: [&str; 2] = ["tmpfs", "ramfs"];
+
 struct RunContext {
+    /// Notes for every experiment's results (e.g. a memory filesystem).
+    run_notes: Vec<String>,
     quick: bool,
     machine: Machine,
     git_commit: Option<String>,
@@ -236,8 +257,9 @@ impl RunContext {
             plot_metrics,
             options,
             rows,
-            notes,
+            mut notes,
         } = measured;
+        notes.splice(0..0, self.run_notes.iter().cloned());
         ExperimentResult {
             schema_version: SCHEMA_VERSION,
             experiment: experiment.name().to_string(),
