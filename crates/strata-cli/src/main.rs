@@ -1,6 +1,7 @@
 //! The `strata` command. This file only parses and dispatches; each
 //! subcommand lives in its own module (`lab.rs`, …).
 
+mod kv;
 mod lab;
 
 use clap::{Parser, Subcommand};
@@ -20,10 +21,13 @@ struct Cli {
 enum Command {
     /// Measure strata against the device and peer engines.
     Lab(lab::LabArgs),
+    /// Use a database: put, get, delete, scan, stats, flush (`strata db DIR put K V`).
+    Db(kv::KvArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Lab(args) => lab::main(args),
+        Command::Db(args) => kv::main("db", args),
     }
 }

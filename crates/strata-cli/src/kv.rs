@@ -1,0 +1,136 @@
+//! `strata put|get|delete|scan|stats|flush DIR …`: the engine from the shell.
+//!
+//! Each command opens the database in DIR (creating it for `put`), does one
+//! thing, and closes it, so every write it makes is durable (synced) when it
+//! returns. Keys and values are taken as UTF-8 text; `--hex` reads and prints
+//! them as hexadecimal instead.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use strata::{Db, Options, WriteOptions};
+
+#[derive(Args)]
+pub struct KvArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// Keys and values are hexadecimal (in and out).
+    #[arg(long, global = true)]
+    hex: bool,
+    #[command(subcommand)]
+    command: KvCommand,
+}
+
+#[derive(Subcommand)]
+enum KvCommand {
+    /// Write KEY = VALUE (synced); prints the LSN.
+    Put { key: String, value: String },
+    /// Print the value of KEY (at --lsn, default newest); exit 1 if absent.
+    Get {
+        key: String,
+        #[arg(long)]
+        lsn: Option<u64>,
+    },
+    /// Delete KEY (a tombstone; synced); prints the LSN.
+    Delete { key: String },
+    /// Print `key<TAB>value` for keys in [--from, --to), at --lsn.
+    Scan {
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        to: Option<String>,
+        #[arg(long)]
+        lsn: Option<u64>,
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Print the engine's statistics.
+    Stats,
+    /// Write the in-memory layers out as delta layers.
+    Flush,
+}
+
+fn decode(text: &str, hex: bool) -> Result<Vec<u8>> {
+    if !hex {
+        return Ok(text.as_bytes().to_vec());
+    }
+    if !text.len().is_multiple_of(2) {
+        bail!("{text:?} is not hexadecimal: odd length");
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&text[i..i + 2], 16)
+                .with_context(|| format!("{text:?} is not hexadecimal"))
+        })
+        .collect()
+}
+
+fn encode(bytes: &[u8], hex: bool) -> String {
+    if hex {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+pub fn main(command: &str, args: KvArgs) -> Result<()> {
+    let opts = Options {
+        create_if_missing: matches!(args.command, KvCommand::Put { .. }),
+        ..Options::default()
+    };
+    let db =
+        Db::open(&args.dir, opts).with_context(|| format!("opening {}", args.dir.display()))?;
+    let hex = args.hex;
+    let synced = WriteOptions { sync: true };
+    match args.command {
+        KvCommand::Put { key, value } => println!(
+            "{}",
+            db.put(decode(&key, hex)?, decode(&value, hex)?, synced)?
+        ),
+        KvCommand::Delete { key } => println!("{}", db.delete(decode(&key, hex)?, synced)?),
+        KvCommand::Get { key, lsn } => {
+            let key = decode(&key, hex)?;
+            let value = match lsn {
+                Some(lsn) => db.get_at(&key, lsn)?,
+                None => db.get(&key)?,
+            };
+            match value {
+                Some(v) => println!("{}", encode(&v, hex)),
+                None => {
+                    db.close()?;
+                    eprintln!("strata {command}: not found");
+                    std::process::exit(1);
+                }
+            }
+        }
+        KvCommand::Scan {
+            from,
+            to,
+            lsn,
+            limit,
+        } => {
+            use std::ops::Bound;
+            let start = from
+                .map(|k| decode(&k, hex))
+                .transpose()?
+                .map_or(Bound::Unbounded, Bound::Included);
+            let end = to
+                .map(|k| decode(&k, hex))
+                .transpose()?
+                .map_or(Bound::Unbounded, Bound::Excluded);
+            let lsn = lsn.unwrap_or_else(|| db.last_lsn());
+            for item in db
+                .scan_at((start, end), lsn)?
+                .take(limit.unwrap_or(usize::MAX))
+            {
+                let (k, v) = item?;
+                println!("{}\t{}", encode(&k, hex), encode(&v, hex));
+            }
+        }
+        KvCommand::Stats => println!("{:#?}", db.stats()),
+        KvCommand::Flush => db.flush()?,
+    }
+    db.close()?;
+    Ok(())
+}
