@@ -23,7 +23,7 @@ pub const LAYER_BYTES_DEFAULT: u64 = 128 << 20;
 /// Default capacity of each of a writer's two buffers, bytes.
 pub const WRITER_BUFFER_BYTES_DEFAULT: usize = 1 << 20;
 /// Target size of a delta layer's data block, bytes.
-pub const DELTA_BLOCK_BYTES_DEFAULT: usize = 16 << 10;
+pub const DELTA_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
 
 /// How a database is opened.
 #[derive(Debug, Clone)]
