@@ -10,7 +10,11 @@ fn main() -> strata::Result<()> {
     let gets: u64 = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/get-profile");
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = Options { io_mode: IoMode::DirectRw, ..Options::default() }.with_env_overrides()?;
+    let opts = Options {
+        io_mode: IoMode::DirectRw,
+        ..Options::default()
+    }
+    .with_env_overrides()?;
     let db = Db::open(&dir, opts)?;
     let blocks = (mib << 20) / 4096;
     let key = |b: u64| {
@@ -38,9 +42,17 @@ fn main() -> strata::Result<()> {
         assert_eq!(v.map(|v| v.len()), Some(4096));
     }
     let secs = started.elapsed().as_secs_f64();
-    println!("{gets} random gets of 4 KiB: {:.0} gets/s, {:.1} us each", gets as f64 / secs, secs * 1e6 / gets as f64);
+    println!(
+        "{gets} random gets of 4 KiB: {:.0} gets/s, {:.1} us each",
+        gets as f64 / secs,
+        secs * 1e6 / gets as f64
+    );
     let io = db.stats().io;
-    println!("read ops {} bytes {}", io.ops_total(strata::io::OpKind::Read), io.bytes_total(strata::io::OpKind::Read));
+    println!(
+        "read ops {} bytes {}",
+        io.ops_total(strata::io::OpKind::Read),
+        io.bytes_total(strata::io::OpKind::Read)
+    );
     drop(db);
     std::fs::remove_dir_all(&dir).ok();
     Ok(())

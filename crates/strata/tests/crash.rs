@@ -23,7 +23,9 @@ fn options(mode: IoMode, engine: IoEngine) -> Options {
         io_mode: mode,
         io_engine: engine,
         fallback_to_buffered: false,
-        layer_size_bytes_max: strata::LAYER_BYTES_MIN,
+        // Small enough that freezes and flushes race with the kills, large
+        // enough that the layer count (nothing compacts yet) stays modest.
+        layer_size_bytes_max: 1 << 20,
         writer_buffer_bytes: 16 << 10,
         ..Options::default()
     }
@@ -47,6 +49,12 @@ fn batch_value(lsn: u64, j: usize) -> Vec<u8> {
 fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
     let db = Db::open(dir, options(mode, engine)).expect("child open");
     let stdout = std::io::stdout();
+    {
+        use std::io::Write;
+        let mut out = stdout.lock();
+        writeln!(out, "ready").expect("stdout");
+        out.flush().expect("stdout");
+    }
     let mut lsn = db.last_lsn();
     loop {
         let next = lsn + 1;
@@ -71,7 +79,9 @@ fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
 }
 
 /// Checks the reopened database against what was acknowledged.
-fn check(dir: &Path, acked_max: u64) -> Result<u64, String> {
+/// Every batch written since the previous check (and a sample of older
+/// ones, which earlier checks read in full) is read back.
+fn check(dir: &Path, acked_max: u64, checked_before: u64, seed: u64) -> Result<u64, String> {
     let db = Db::open(dir, options(IoMode::DirectRw, IoEngine::Sync))
         .map_err(|e| format!("reopen: {e}"))?;
     let last = db.last_lsn();
@@ -80,8 +90,10 @@ fn check(dir: &Path, acked_max: u64) -> Result<u64, String> {
             "acknowledged LSN {acked_max} but the database ends at {last}"
         ));
     }
-    // Every batch up to `last` is there in full (deleted first keys aside), none beyond.
-    for lsn in 1..=last {
+    let sample = (0..64u64).map(|i| 1 + (seed.wrapping_mul(i + 1) >> 7) % checked_before.max(1));
+    let recent = checked_before.saturating_sub(10).max(1)..=last;
+    // Those batches are there in full (deleted first keys aside), none beyond.
+    for lsn in sample.filter(|&l| l <= last).chain(recent) {
         for j in 0..BATCH_ENTRIES {
             let got = db.get(batch_key(lsn, j)).map_err(|e| format!("get: {e}"))?;
             let deleted =
@@ -143,6 +155,8 @@ fn parent() -> Result<(), String> {
     ];
     let mut seed = 0x2545_F491_4F6C_DD1Du64 ^ std::process::id() as u64;
     let mut acked_max = 0u64;
+    let mut checked_before = 0u64;
+    let mut total_acked = 0usize;
     for cycle in 0..cycles {
         let (mode, engine) = combos[cycle % combos.len()];
         let mut child = Command::new(&exe)
@@ -157,10 +171,14 @@ fn parent() -> Result<(), String> {
             .spawn()
             .map_err(|e| e.to_string())?;
         let stdout = child.stdout.take().ok_or("no child stdout")?;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             let mut acked = Vec::new();
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                if line == "ready" {
+                    let _ = ready_tx.send(());
+                }
                 if let Some(n) = line
                     .strip_prefix("ack ")
                     .and_then(|n| n.parse::<u64>().ok())
@@ -173,7 +191,19 @@ fn parent() -> Result<(), String> {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let kill_after = Duration::from_millis(150 + seed % 600);
+        // Every fourth cycle the kill may land during open (recovery); the
+        // others let the child open and write first.
+        let during_open = cycle % 4 == 3;
+        if !during_open {
+            ready_rx
+                .recv_timeout(Duration::from_secs(120))
+                .map_err(|_| format!("cycle {cycle}: the child did not open within 120 s"))?;
+        }
+        let kill_after = Duration::from_millis(if during_open {
+            seed % 400
+        } else {
+            50 + seed % 500
+        });
         std::thread::sleep(kill_after);
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -183,19 +213,22 @@ fn parent() -> Result<(), String> {
             acked_max = acked_max.max(m);
         }
         let started = Instant::now();
-        let last = check(&dir, acked_max)?;
+        let last = check(&dir, acked_max, checked_before, seed)?;
+        checked_before = last;
         println!(
             "cycle {cycle:2}: {mode}/{engine}, killed after {kill_after:?} ({status}), {} batches acknowledged, \
              database at LSN {last}, checked in {:?}",
             acked.len(),
             started.elapsed()
         );
-        if acked.is_empty() && cycle > 2 {
+        total_acked += acked.len();
+        if acked.is_empty() && !during_open {
             return Err(format!(
                 "cycle {cycle}: the child acknowledged nothing; the test is not testing"
             ));
         }
     }
+    println!("{cycles} cycles, {total_acked} batches acknowledged and found");
     Ok(())
 }
 
