@@ -399,7 +399,7 @@ impl Db {
     /// delta layer, durable and in the manifest, before returning.
     pub fn flush(&self) -> Result<()> {
         self.freeze()?;
-        self.inner.flush_pending()
+        self.inner.flush_pending(false)
     }
 
     /// Counters and sizes.
@@ -680,6 +680,7 @@ impl DbInner {
         if opts.sync {
             self.group_sync(lsn)?;
         }
+        self.wait_for_flush_backlog()?;
         Ok(lsn)
     }
 
@@ -796,18 +797,29 @@ impl DbInner {
                 }
                 s.pending = false;
             }
-            if let Err(e) = self.flush_pending() {
+            if let Err(e) = self.flush_pending(true) {
                 self.poison(&e);
+                self.flush_cv.notify_all();
                 return;
             }
         }
     }
 
-    /// Flushes frozen layers, oldest first, until none is left.
-    fn flush_pending(&self) -> Result<()> {
+    fn shutting_down(&self) -> bool {
+        self.flush_signal.lock().map_or(true, |s| s.shutdown)
+    }
+
+    /// Flushes frozen layers, oldest first, until none is left (or, for the
+    /// background thread, until the database closes: the rest stay as logs
+    /// and are replayed at the next open). Wakes writers stalled on the
+    /// backlog after each layer.
+    fn flush_pending(&self, stop_at_shutdown: bool) -> Result<()> {
         let _guard = lock(&self.flush_lock)?;
         loop {
             self.check_poisoned()?;
+            if stop_at_shutdown && self.shutting_down() {
+                return Ok(());
+            }
             let Some(layer) = self.layer_set()?.frozen.first().cloned() else {
                 return Ok(());
             };
@@ -815,7 +827,33 @@ impl DbInner {
                 self.poison(&e);
                 return Err(e);
             }
+            self.flush_cv.notify_all();
         }
+    }
+
+    /// Write stall: while more than `frozen_layers_max` frozen layers wait
+    /// for their flush, a writer waits (or, without a background thread,
+    /// flushes them itself), so memory and unflushed logs stay bounded.
+    fn wait_for_flush_backlog(&self) -> Result<()> {
+        let backlog = || self.layer_set().map(|set| set.frozen.len());
+        if backlog()? <= self.opts.frozen_layers_max {
+            return Ok(());
+        }
+        if !self.opts.background_flush {
+            return self.flush_pending(false);
+        }
+        let mut s = lock(&self.flush_signal)?;
+        while backlog()? > self.opts.frozen_layers_max && !s.shutdown {
+            self.check_poisoned()?;
+            s.pending = true;
+            self.flush_cv.notify_all();
+            s = self
+                .flush_cv
+                .wait_timeout(s, std::time::Duration::from_millis(50))
+                .map_err(|_| Error::Poisoned("flush signal lock poisoned".into()))?
+                .0;
+        }
+        Ok(())
     }
 
     /// Writes a frozen layer out as an L0 delta layer, lists it in the

@@ -22,6 +22,8 @@ pub const LAYER_BYTES_MAX: u64 = 4 << 30;
 pub const LAYER_BYTES_DEFAULT: u64 = 128 << 20;
 /// Default capacity of each of a writer's two buffers, bytes.
 pub const WRITER_BUFFER_BYTES_DEFAULT: usize = 1 << 20;
+/// Default of `Options::frozen_layers_max`.
+pub const FROZEN_LAYERS_MAX_DEFAULT: usize = 4;
 /// Target size of a delta layer's data block, bytes.
 pub const DELTA_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
 
@@ -48,8 +50,11 @@ pub struct Options {
     pub value_size_bytes_max: usize,
     /// Target data block size of delta layers, bytes.
     pub delta_block_bytes: usize,
-    /// Flush frozen layers in a background thread (otherwise only `flush()` does).
+    /// Flush frozen layers in a background thread (otherwise `flush()` does,
+    /// or a writer when the backlog passes `frozen_layers_max`).
     pub background_flush: bool,
+    /// Most frozen layers waiting for their flush before writers stall.
+    pub frozen_layers_max: usize,
     /// Create the database if the directory holds none.
     pub create_if_missing: bool,
 }
@@ -67,6 +72,7 @@ impl Default for Options {
             value_size_bytes_max: VALUE_BYTES_MAX_DEFAULT,
             delta_block_bytes: DELTA_BLOCK_BYTES_DEFAULT,
             background_flush: true,
+            frozen_layers_max: FROZEN_LAYERS_MAX_DEFAULT,
             create_if_missing: true,
         }
     }
@@ -120,6 +126,13 @@ impl Options {
             512,
             16 << 20,
             "512 B ..= 16 MiB",
+        )?;
+        range(
+            "frozen_layers_max",
+            self.frozen_layers_max as u64,
+            1,
+            1024,
+            "1 ..= 1024",
         )?;
         if let Some(a) = self.alignment_bytes {
             if !a.is_power_of_two() {

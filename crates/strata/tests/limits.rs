@@ -243,3 +243,32 @@ fn snapshots_and_get_at_see_history_across_flushes() {
     assert_eq!(s.delta_layers, 1);
     assert!(s.index_memory_bytes > 0);
 }
+
+#[test]
+fn writers_stall_on_the_flush_backlog_so_it_stays_bounded() {
+    for background_flush in [false, true] {
+        let d = dir();
+        let opts = Options {
+            layer_size_bytes_max: strata::LAYER_BYTES_MIN,
+            frozen_layers_max: 2,
+            background_flush,
+            ..Options::default()
+        };
+        let db = Db::open(d.path().join("db"), opts).unwrap();
+        let value = vec![3u8; 4000];
+        for i in 0..2000u32 {
+            db.put(i.to_be_bytes(), &value, WriteOptions::default())
+                .unwrap();
+            assert!(
+                db.stats().frozen_layers <= 2,
+                "backlog bounded after each write"
+            );
+        }
+        assert!(
+            db.stats().delta_layers >= 50,
+            "layers were flushed: {:?}",
+            db.stats()
+        );
+        assert_eq!(db.get(1999u32.to_be_bytes()).unwrap(), Some(value.clone()));
+    }
+}
