@@ -2,7 +2,9 @@
 # Tests the strata lab end to end (issue 4). Called by scripts/test.sh; runs
 # alone too. Debian bookworm, as root: installs what it needs itself
 # (apt-get: chromium for the browser check, clang + libclang-dev for the
-# rocksdb crate's bindgen, fio for the device line's cross-check, python3).
+# rocksdb crate's bindgen, fio for the device line's cross-check and the fio
+# experiment, dpkg-dev + gcc + make + fio's configure deps to build strata's
+# fio ioengine, python3).
 # Needs cargo (rustup) on PATH.
 #
 #   scripts/test-lab.sh            # prints "lab tests: N passed, M failed"
@@ -13,11 +15,14 @@
 #  - `strata lab run --quick` with strata and every peer (RocksDB, fjall,
 #    redb, LMDB) exits 0, writes one JSON per experiment with the machine,
 #    the device line and rows for strata and RocksDB, and report.html;
+#  - the fio experiment ran (fio is installed here): every job file through
+#    strata, psync and io_uring at queue depth 1, the iodepth-16 random pair
+#    through strata and io_uring, with IOPS and the ratios to io_uring;
 #  - `strata lab report DIR` regenerates the report from the JSON alone;
 #  - headless Chromium renders report.html: the screenshot is not blank and
 #    shows the plots' colours; the DOM holds one table per experiment and an
-#    SVG plot per experiment; the page needs no network (no http(s) URLs
-#    other than the SVG namespace).
+#    SVG plot per experiment, and the fio table and plots; the page needs
+#    no network (no http(s) URLs other than the SVG namespace).
 # Lab data goes to target/ (the project disk: tmpfs refuses O_DIRECT).
 # Environment: CARGO_TARGET_DIR is honoured; LAB_TEST_KEEP=1 keeps the
 # results; LAB_TEST_ENGINES overrides the engine list.
@@ -39,10 +44,11 @@ finish() {
 
 # ---- install ---------------------------------------------------------------
 if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-	log "installing chromium, clang, libclang-dev, fio, python3 (apt-get)"
+	log "installing chromium, clang, libclang-dev, fio and its build deps, python3 (apt-get)"
 	export DEBIAN_FRONTEND=noninteractive
 	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-		chromium clang libclang-dev fio python3 fonts-dejavu-core ca-certificates >/dev/null; }; then
+		chromium clang libclang-dev fio dpkg-dev gcc make libc6-dev libaio-dev zlib1g-dev \
+		python3 fonts-dejavu-core ca-certificates >/dev/null; }; then
 		fail "apt-get install"
 		finish
 	fi
@@ -53,6 +59,9 @@ for tool in cargo chromium clang python3; do
 		finish
 	fi
 done
+have_fio=0
+command -v fio >/dev/null && have_fio=1
+((have_fio)) || log "fio is not installed: the fio experiment must say it was skipped"
 
 target="${CARGO_TARGET_DIR:-$repo/target}"
 mkdir -p "$repo/target"
@@ -99,10 +108,10 @@ else
 fi
 
 # The results JSON: schema, machine, device line, engines.
-if python3 - "$results" "$engines" <<'EOF'; then
-import json, os, sys
-results, engines = sys.argv[1], sys.argv[2].split(",")
-expected = ["device", "io", "ingest", "bulk"]
+if python3 - "$results" "$engines" "$repo" "$have_fio" <<'EOF'; then
+import glob, json, os, sys
+results, engines, repo, have_fio = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4] == "1"
+expected = ["device", "io", "ingest", "bulk", "fio"]
 errors = []
 for name in expected:
     path = os.path.join(results, name + ".json")
@@ -120,8 +129,12 @@ for name in expected:
     line = d.get("device_line") or {}
     if not line.get("write_mib_s", 0) > 0 or not line.get("read_mib_s", 0) > 0:
         errors.append(f"{name}: no device line")
+    if name == "fio" and not have_fio:
+        if not d.get("options", {}).get("skipped") or not any(n.startswith("skipped: ") for n in d.get("notes", [])):
+            errors.append(f"fio: not installed, yet not marked skipped: {d.get('options')}")
+        continue
     if not d.get("rows"):
-        errors.append(f"{name}: no rows")
+        errors.append(f"{name}: no rows (notes: {d.get('notes')})")
     if name in ("ingest", "bulk"):
         seen = {r["engine"] for r in d["rows"]}
         for engine in engines:
@@ -137,11 +150,36 @@ for name in expected:
             for k in ["insert_s", "write_amp", "recovery_s", "peak_rss_mib", "size_on_disk_mib"]:
                 if k not in r["metrics"]:
                     errors.append(f"bulk {r['engine']}: no {k}")
+    if name == "fio":
+        # fio is installed: the experiment must have run, not skipped.
+        if "skipped" in d.get("options", {}):
+            errors.append(f"fio: skipped: {d['options']['skipped']}")
+        rows = {(r["case"], r["engine"]): r for r in d.get("rows", [])}
+        jobs = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(repo, "fio/jobfiles/*.fio")))
+        wanted = [(f"{j} qd1", e) for j in jobs for e in ("strata", "psync", "io_uring")]
+        wanted += [(f"{j} qd16", e) for j in ("rand-read-iops", "rand-write-iops") for e in ("strata", "io_uring")]
+        for case, engine in wanted:
+            r = rows.get((case, engine))
+            if r is None:
+                errors.append(f"fio: no row for {case} / {engine} (notes: {d.get('notes')})")
+                continue
+            m = r["metrics"]
+            if not m.get("iops", 0) > 0 or not m.get("mib_s", 0) > 0:
+                errors.append(f"fio {case} / {engine}: iops {m.get('iops')} mib_s {m.get('mib_s')}")
+            if not any(k in m for k in ("read_lat_p99_us", "write_lat_p99_us")):
+                errors.append(f"fio {case} / {engine}: no p99 latency")
+            if engine == "strata" and "x_io_uring" not in m:
+                errors.append(f"fio {case}: no strata / io_uring ratio")
+            if not os.path.exists(os.path.join(results, r["params"].get("fio_json", "-"))):
+                errors.append(f"fio {case} / {engine}: fio's JSON {r['params'].get('fio_json')} missing")
+        for case in sorted({c for c, _ in wanted}):
+            print(f"  fio {case}: " + ", ".join(
+                f"{e} {rows[(case, e)]['metrics'].get('iops', 0):.0f} IOPS" for e in ("strata", "psync", "io_uring") if (case, e) in rows))
 for e in errors:
     print("  " + e)
 sys.exit(1 if errors else 0)
 EOF
-	pass "results JSON: every experiment, machine, device line, strata and peers"
+	pass "results JSON: every experiment, machine, device line, strata and peers, fio's jobs × engines"
 else
 	fail "results JSON"
 fi
@@ -249,6 +287,17 @@ if [[ "$n_svg" -ge "$n_json" ]]; then
 	pass "DOM holds the SVG plots ($n_svg)"
 else
 	fail "DOM holds $n_svg SVG plots for $n_json experiments"
+fi
+if ((!have_fio)) && grep -q '<table class="experiment-table" data-experiment="fio">' "$work/dom.html" &&
+	grep -q 'skipped: fio is not installed' "$work/dom.html"; then
+	pass "DOM holds the fio table, saying why it was skipped"
+elif grep -q '<table class="experiment-table" data-experiment="fio">' "$work/dom.html" &&
+	grep -q '<td class="l">rand-write-iops qd1</td>' "$work/dom.html" &&
+	grep -q 'IOPS ÷ io_uring' "$work/dom.html" &&
+	grep -q 'fio: IOPS (read + write)' "$work/dom.html"; then
+	pass "DOM holds the fio table (jobs × engines, ratios) and its plots"
+else
+	fail "DOM has no fio table or plot"
 fi
 for engine in ${engines//,/ }; do
 	if ! grep -q "<td class=\"l\">$engine</td>" "$work/dom.html"; then

@@ -15,11 +15,12 @@ pub struct LabArgs {
 
 #[derive(Subcommand)]
 enum LabCommand {
-    /// Run experiments (default: all of device, io, ingest, bulk), write one
+    /// Run experiments (default: all of device, io, ingest, bulk, fio), write one
     /// JSON per experiment and report.html into the results directory.
     Run {
-        /// Experiments to run: device, io, ingest, bulk (device always runs:
-        /// it is the line the others are compared with).
+        /// Experiments to run: device, io, ingest, bulk, fio (device always
+        /// runs: it is the line the others are compared with; fio is skipped,
+        /// not failed, where fio is not installed).
         experiments: Vec<String>,
         /// Small sizes: the whole set in a few minutes on 2 cores.
         #[arg(long)]

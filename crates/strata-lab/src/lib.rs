@@ -5,7 +5,7 @@
 //! - [`engine`]: the `Engine` trait and its adapters (strata, RocksDB,
 //!   fjall, redb, LMDB);
 //! - [`device`]: the device line every bandwidth is compared with;
-//! - [`io_exp`], [`ingest`], [`bulk`]: the experiments;
+//! - [`io_exp`], [`ingest`], [`bulk`], [`fio_exp`]: the experiments;
 //! - [`results`]: the JSON written per experiment; [`report`] and [`plot`]:
 //!   the HTML report made from it.
 //!
@@ -15,6 +15,7 @@
 pub mod bulk;
 pub mod device;
 pub mod engine;
+pub mod fio_exp;
 pub mod ingest;
 pub mod io_exp;
 pub mod machine;
@@ -42,14 +43,16 @@ pub enum Experiment {
     Io,
     Ingest,
     Bulk,
+    Fio,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 4] = [
+    pub const ALL: [Experiment; 5] = [
         Experiment::Device,
         Experiment::Io,
         Experiment::Ingest,
         Experiment::Bulk,
+        Experiment::Fio,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +61,7 @@ impl Experiment {
             Experiment::Io => "io",
             Experiment::Ingest => "ingest",
             Experiment::Bulk => "bulk",
+            Experiment::Fio => "fio",
         }
     }
 
@@ -69,13 +73,16 @@ impl Experiment {
             }
             Experiment::Ingest => "ingest — the write path (Neon bench_ingest matrix)",
             Experiment::Bulk => "bulk — a large ingest end to end (Neon test_bulk_insert)",
+            Experiment::Fio => {
+                "fio — the job files through strata's fio ioengine and fio's psync and io_uring on a plain file"
+            }
         }
     }
 
     pub fn parse(name: &str) -> Result<Experiment> {
         match Experiment::ALL.iter().find(|e| e.name() == name) {
             Some(e) => Ok(*e),
-            None => bail!("unknown experiment {name:?}; known: device, io, ingest, bulk"),
+            None => bail!("unknown experiment {name:?}; known: device, io, ingest, bulk, fio"),
         }
     }
 
@@ -193,6 +200,7 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
             Experiment::Io => run_io(&ctx, device_line.as_ref()),
             Experiment::Ingest => run_ingest(&ctx, &engines, device_line.as_ref()),
             Experiment::Bulk => run_bulk(&ctx, &engines, device_line.as_ref()),
+            Experiment::Fio => run_fio(&ctx, device_line.as_ref()),
         };
         match outcome.and_then(|result| result.save(&ctx.out_dir)) {
             Ok(path) => eprintln!("  results: {}", path.display()),
@@ -494,6 +502,26 @@ fn run_bulk(
         notes,
     };
     Ok(ctx.result(Experiment::Bulk, t, device_line, measured))
+}
+
+fn run_fio(ctx: &RunContext, device_line: Option<&DeviceLine>) -> Result<ExperimentResult> {
+    let t = started();
+    let params = fio_exp::FioParams::new(ctx.quick);
+    let outcome = fio_exp::run(&params, &ctx.data_dir.join("fio"), &ctx.out_dir.join("fio"))?;
+    let mut opts = params.options();
+    opts.extend(outcome.options);
+    if let Some(why) = &outcome.skipped {
+        eprintln!("  skipped: {why}");
+        opts.insert("skipped".to_string(), why.clone().into());
+    }
+    let measured = Measured {
+        metrics: fio_exp::metrics(),
+        plot_metrics: &["iops", "mib_s", "x_io_uring"],
+        options: opts,
+        rows: outcome.rows,
+        notes: outcome.notes,
+    };
+    Ok(ctx.result(Experiment::Fio, t, device_line, measured))
 }
 
 /// Entry of the hidden `strata lab bulk-child` subcommand.

@@ -221,7 +221,16 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
     }
     writeln!(h, "</div>")?;
 
-    // The summary table.
+    // The summary table (fio's: jobs × engines).
+    if r.experiment == crate::Experiment::Fio.name() {
+        crate::fio_exp::write_table(h, r)?;
+    } else {
+        summary_table(h, r)?;
+    }
+    options_and_notes(h, r)
+}
+
+fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
     let primary = r.spec(&r.primary_metric);
     let has_strata = r.rows.iter().any(|row| row.engine == "strata");
     let has_device = primary.is_some_and(|p| p.device_side.is_some()) && r.device_line.is_some();
@@ -292,8 +301,10 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
         writeln!(h, "</tr>")?;
     }
     writeln!(h, "</tbody></table>")?;
+    Ok(())
+}
 
-    // Options and notes.
+fn options_and_notes(h: &mut String, r: &ExperimentResult) -> Result<()> {
     if !r.options.is_empty() {
         writeln!(h, "<table class=\"options\"><tbody>")?;
         for (k, v) in &r.options {

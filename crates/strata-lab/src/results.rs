@@ -16,7 +16,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ExperimentResult {
     pub schema_version: u32,
-    /// `device`, `io`, `ingest` or `bulk`.
+    /// `device`, `io`, `ingest`, `bulk` or `fio`.
     pub experiment: String,
     pub title: String,
     pub started_at_utc: String,
@@ -94,7 +94,8 @@ impl MetricSpec {
 pub struct Row {
     /// The workload, e.g. `100 B Sequential delta=Yes`.
     pub case: String,
-    /// `strata`, `rocksdb`, … or `device`, `fio`.
+    /// `strata`, `rocksdb`, … or `device`, `fio`; in `fio`: `strata`,
+    /// `psync`, `io_uring` (fio's engines).
     pub engine: String,
     /// The engine's configuration, e.g. `DirectRw` or `DirectRw/IoUring`.
     pub config: String,

@@ -1,0 +1,945 @@
+//! The fio experiment (LAB.md §5): every job file of `fio/jobfiles/` through
+//! strata's fio ioengine (`fio/build/libfio_strata.so`) and through fio's own
+//! `psync` and `io_uring` engines on a plain file, side by side, with
+//! `direct=1`. The runs are `fio/run-compare.sh`'s; this module builds the
+//! engine when it is missing or older than its sources, calls the script once
+//! per queue depth, reads fio's JSON and renders the report's table.
+//!
+//! Without fio, or when the engine does not build, the experiment is
+//! *skipped* (a result with no rows and the reason), not failed: the rest of
+//! the lab does not depend on fio.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+use anyhow::{bail, Context, Result};
+
+use crate::plot::format_value;
+use crate::report::escape;
+use crate::results::{DeviceSide, ExperimentResult, MetricSpec, Row};
+
+/// fio's engines, in the order they run and appear in the report.
+pub const ENGINES: [&str; 3] = ["strata", "psync", "io_uring"];
+
+/// The library `fio/build.sh` builds, relative to the repository root.
+pub const ENGINE_LIB: &str = "fio/build/libfio_strata.so";
+
+/// One call of `fio/run-compare.sh`: some job files at one queue depth.
+#[derive(Clone, Debug)]
+pub struct Pass {
+    pub iodepth: u32,
+    /// Job names (`fio/jobfiles/<name>.fio`); empty: every job file.
+    pub jobs: Vec<&'static str>,
+    pub engines: Vec<&'static str>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FioParams {
+    /// fio's `size=` per job (file size, and strata's key space).
+    pub size: &'static str,
+    pub runtime_s: u32,
+    pub direct: bool,
+    pub numjobs: u32,
+    pub passes: Vec<Pass>,
+}
+
+impl FioParams {
+    pub fn new(quick: bool) -> FioParams {
+        // psync is synchronous: at a deeper queue it would run the qd1 job
+        // again, so only strata and io_uring run the qd16 pass.
+        let deep = |jobs: Vec<&'static str>| Pass {
+            iodepth: 16,
+            jobs,
+            engines: vec!["strata", "io_uring"],
+        };
+        let qd1 = Pass {
+            iodepth: 1,
+            jobs: Vec::new(),
+            engines: ENGINES.to_vec(),
+        };
+        if quick {
+            FioParams {
+                size: "64m",
+                runtime_s: 3,
+                direct: true,
+                numjobs: 1,
+                passes: vec![qd1, deep(vec!["rand-read-iops", "rand-write-iops"])],
+            }
+        } else {
+            FioParams {
+                size: "1g",
+                runtime_s: 20,
+                direct: true,
+                numjobs: 1,
+                passes: vec![
+                    qd1,
+                    deep(vec!["rand-read-iops", "rand-write-iops", "randrw-mix"]),
+                ],
+            }
+        }
+    }
+
+    /// The experiment's options in the results JSON.
+    pub fn options(&self) -> BTreeMap<String, serde_json::Value> {
+        let passes: Vec<serde_json::Value> = self
+            .passes
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "iodepth": p.iodepth,
+                    "jobs": if p.jobs.is_empty() { serde_json::json!("all") } else { serde_json::json!(p.jobs) },
+                    "engines": p.engines,
+                })
+            })
+            .collect();
+        BTreeMap::from([
+            ("size".to_string(), self.size.into()),
+            ("runtime_s".to_string(), self.runtime_s.into()),
+            ("direct".to_string(), u32::from(self.direct).into()),
+            ("numjobs".to_string(), self.numjobs.into()),
+            ("passes".to_string(), passes.into()),
+            (
+                "latency".to_string(),
+                "fio's completion latency (clat_ns): mean and 99th percentile".into(),
+            ),
+            (
+                "method".to_string(),
+                "fio/run-compare.sh per queue depth: each job file through strata's ioengine and fio's psync and io_uring on a plain file, each on an emptied directory, one after the other".into(),
+            ),
+        ])
+    }
+}
+
+/// The repository (the folder holding `fio/run-compare.sh`): the source tree
+/// this binary was built from, else the first ancestor of the current
+/// directory that has one.
+pub fn repo_root() -> Option<PathBuf> {
+    let is_root = |p: &Path| p.join("fio/run-compare.sh").is_file();
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if is_root(&built_from) {
+        return built_from.canonicalize().ok();
+    }
+    let cwd = std::env::current_dir().ok()?;
+    cwd.ancestors().find(|p| is_root(p)).map(Path::to_path_buf)
+}
+
+/// Names of `fio/jobfiles/*.fio`, sorted.
+pub fn job_names(repo: &Path) -> Result<Vec<String>> {
+    let dir = repo.join("fio/jobfiles");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "fio") {
+            if let Some(stem) = path.file_stem() {
+                names.push(stem.to_string_lossy().into_owned());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Newest modification time of the files the engine is built from.
+fn newest_source(repo: &Path) -> Option<SystemTime> {
+    let mut newest: Option<SystemTime> = None;
+    let mut stack: Vec<PathBuf> = [
+        "crates/strata/src",
+        "crates/strata/Cargo.toml",
+        "crates/strata-ffi/src",
+        "crates/strata-ffi/include",
+        "crates/strata-ffi/Cargo.toml",
+        "fio/strata_engine.c",
+        "fio/build.sh",
+    ]
+    .iter()
+    .map(|p| repo.join(p))
+    .collect();
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        } else if let Some(t) = mtime(&path) {
+            newest = Some(newest.map_or(t, |n| n.max(t)));
+        }
+    }
+    newest
+}
+
+/// Why the engine needs building, if it does.
+fn build_reason(repo: &Path) -> Option<&'static str> {
+    let Some(built) = mtime(&repo.join(ENGINE_LIB)) else {
+        return Some("missing");
+    };
+    match newest_source(repo) {
+        Some(src) if src > built => Some("older than its sources"),
+        _ => None,
+    }
+}
+
+/// The last `n` non-empty lines of a log file, joined by " | ".
+fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// Checks fio and builds the engine if needed. `Err(reason)`: skip.
+fn prepare(repo: Option<&Path>, out_dir: &Path) -> std::result::Result<PathBuf, String> {
+    if !crate::device::fio_available() {
+        return Err("fio is not installed (apt-get install fio dpkg-dev gcc)".to_string());
+    }
+    let Some(repo) = repo else {
+        return Err(format!(
+            "fio/run-compare.sh not found: run the lab from the strata repository (built from {})",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+    };
+    if let Some(reason) = build_reason(repo) {
+        let log = out_dir.join("build.log");
+        eprintln!(
+            "  {ENGINE_LIB} is {reason}: fio/build.sh (log: {})",
+            log.display()
+        );
+        let file =
+            std::fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
+        let err_file = file.try_clone().map_err(|e| e.to_string())?;
+        let status = Command::new(repo.join("fio/build.sh"))
+            .current_dir(repo)
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err_file)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => return Err(format!("fio/build.sh failed ({s}): {}", log_tail(&log, 3))),
+            Err(e) => return Err(format!("fio/build.sh could not run: {e}")),
+        }
+    }
+    Ok(repo.to_path_buf())
+}
+
+/// One line of run-compare.sh's `runs.tsv`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunLine {
+    pub job: String,
+    pub engine: String,
+    pub iodepth: u32,
+    pub exit_code: i32,
+    /// fio's JSON, relative to the script's output folder.
+    pub json: String,
+}
+
+/// Parses `runs.tsv` (header: job engine iodepth numjobs size runtime direct
+/// exit_code json).
+pub fn parse_runs_tsv(text: &str) -> Result<Vec<RunLine>> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .context("empty runs.tsv")?
+        .split('\t')
+        .collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .with_context(|| format!("runs.tsv has no {name} column"))
+    };
+    let (job, engine, iodepth, exit_code, json) = (
+        col("job")?,
+        col("engine")?,
+        col("iodepth")?,
+        col("exit_code")?,
+        col("json")?,
+    );
+    let mut runs = Vec::new();
+    for line in lines.filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let get = |i: usize| {
+            f.get(i)
+                .copied()
+                .with_context(|| format!("short runs.tsv line {line:?}"))
+        };
+        runs.push(RunLine {
+            job: get(job)?.to_string(),
+            engine: get(engine)?.to_string(),
+            iodepth: get(iodepth)?.parse().context("runs.tsv iodepth")?,
+            exit_code: get(exit_code)?.parse().context("runs.tsv exit_code")?,
+            json: get(json)?.to_string(),
+        });
+    }
+    Ok(runs)
+}
+
+/// fio's figures for one direction of a job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirFigures {
+    pub iops: f64,
+    pub bw_bytes: f64,
+    pub io_bytes: u64,
+    pub total_ios: u64,
+    /// Completion latency (fio's `clat_ns`).
+    pub clat_mean_ns: f64,
+    pub clat_p99_ns: Option<f64>,
+    /// Total latency (`lat_ns`: submission + completion).
+    pub lat_mean_ns: f64,
+}
+
+/// What one fio run reported (its first job: the job files use
+/// `group_reporting`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FioJob {
+    pub fio_version: String,
+    pub jobname: String,
+    pub error: i64,
+    pub rw: Option<String>,
+    pub bs: Option<String>,
+    /// `None` for a direction the job did not exercise.
+    pub read: Option<DirFigures>,
+    pub write: Option<DirFigures>,
+}
+
+/// Parses fio's `--output-format=json` (text before the document, such as
+/// an engine's messages, is skipped).
+pub fn parse_fio_json(text: &str) -> Result<FioJob> {
+    let start = if text.starts_with('{') {
+        0
+    } else {
+        text.find("\n{")
+            .map(|i| i + 1)
+            .context("no JSON document in fio's output")?
+    };
+    let doc: serde_json::Value =
+        serde_json::from_str(&text[start..]).context("parse fio's JSON")?;
+    let job = doc["jobs"].get(0).context("fio's JSON has no jobs[0]")?;
+    let dir = |name: &str| -> Result<Option<DirFigures>> {
+        let d = &job[name];
+        let total_ios = d["total_ios"].as_u64().unwrap_or(0);
+        if total_ios == 0 {
+            return Ok(None);
+        }
+        let num = |v: &serde_json::Value, what: &str| {
+            v.as_f64()
+                .with_context(|| format!("fio's JSON: no jobs[0].{name}.{what}"))
+        };
+        Ok(Some(DirFigures {
+            iops: num(&d["iops"], "iops")?,
+            bw_bytes: num(&d["bw_bytes"], "bw_bytes")?,
+            io_bytes: d["io_bytes"].as_u64().unwrap_or(0),
+            total_ios,
+            clat_mean_ns: num(&d["clat_ns"]["mean"], "clat_ns.mean")?,
+            clat_p99_ns: d["clat_ns"]["percentile"]["99.000000"].as_f64(),
+            lat_mean_ns: d["lat_ns"]["mean"].as_f64().unwrap_or(f64::NAN),
+        }))
+    };
+    let opt = |key: &str| job["job options"][key].as_str().map(str::to_string);
+    Ok(FioJob {
+        fio_version: doc["fio version"].as_str().unwrap_or("").to_string(),
+        jobname: job["jobname"].as_str().unwrap_or("").to_string(),
+        error: job["error"].as_i64().unwrap_or(0),
+        rw: opt("rw"),
+        bs: opt("bs"),
+        read: dir("read")?,
+        write: dir("write")?,
+    })
+}
+
+pub fn metrics() -> Vec<MetricSpec> {
+    vec![
+        MetricSpec::new("iops", "IOPS (read + write)", "IOPS", true),
+        MetricSpec::new("mib_s", "Bandwidth (read + write)", "MiB/s", true),
+        MetricSpec::new("x_io_uring", "IOPS ÷ io_uring's", "×", true),
+        MetricSpec::new("x_psync", "IOPS ÷ psync's", "×", true),
+        MetricSpec::new("read_iops", "Read IOPS", "IOPS", true),
+        MetricSpec::new("read_mib_s", "Read bandwidth", "MiB/s", true).vs_device(DeviceSide::Read),
+        MetricSpec::new("read_lat_mean_us", "Read latency mean", "µs", false),
+        MetricSpec::new("read_lat_p99_us", "Read latency p99", "µs", false),
+        MetricSpec::new("write_iops", "Write IOPS", "IOPS", true),
+        MetricSpec::new("write_mib_s", "Write bandwidth", "MiB/s", true)
+            .vs_device(DeviceSide::Write),
+        MetricSpec::new("write_lat_mean_us", "Write latency mean", "µs", false),
+        MetricSpec::new("write_lat_p99_us", "Write latency p99", "µs", false),
+    ]
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The case label of a job at a queue depth.
+pub fn case_label(job: &str, iodepth: u32) -> String {
+    format!("{job} qd{iodepth}")
+}
+
+/// A result row from one parsed run (without the ratios: see [`add_ratios`]).
+pub fn row_of(job: &str, engine: &str, iodepth: u32, fio: &FioJob) -> Row {
+    let mut row = Row::new(&case_label(job, iodepth), engine, "")
+        .param("job", job)
+        .param("iodepth", iodepth);
+    if let Some(rw) = &fio.rw {
+        row = row.param("rw", rw.as_str());
+    }
+    if let Some(bs) = &fio.bs {
+        row = row.param("bs", bs.as_str());
+    }
+    let (mut iops, mut bw) = (0.0, 0.0);
+    for (name, d) in [("read", &fio.read), ("write", &fio.write)] {
+        let Some(d) = d else { continue };
+        iops += d.iops;
+        bw += d.bw_bytes;
+        row = row
+            .metric(&format!("{name}_iops"), d.iops)
+            .metric(&format!("{name}_mib_s"), d.bw_bytes / MIB)
+            .metric(&format!("{name}_lat_mean_us"), d.clat_mean_ns / 1000.0)
+            .param(&format!("{name}_io_bytes"), d.io_bytes)
+            .param(&format!("{name}_total_ios"), d.total_ios)
+            .param(&format!("{name}_lat_total_mean_us"), d.lat_mean_ns / 1000.0);
+        if let Some(p99) = d.clat_p99_ns {
+            row = row.metric(&format!("{name}_lat_p99_us"), p99 / 1000.0);
+        }
+    }
+    row.metric("iops", iops).metric("mib_s", bw / MIB)
+}
+
+/// Adds `x_io_uring` and `x_psync` (the row's IOPS ÷ that engine's on the
+/// same case) to every row.
+pub fn add_ratios(rows: &mut [Row]) {
+    let reference: Vec<(String, String, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r.case.clone(), r.engine.clone(), *r.metrics.get("iops")?)))
+        .collect();
+    for row in rows.iter_mut() {
+        let Some(iops) = row.metrics.get("iops").copied() else {
+            continue;
+        };
+        for (engine, key) in [("io_uring", "x_io_uring"), ("psync", "x_psync")] {
+            if let Some((_, _, base)) = reference
+                .iter()
+                .find(|(c, e, _)| *c == row.case && e == engine)
+            {
+                if *base > 0.0 {
+                    row.metrics.insert(key.to_string(), iops / base);
+                }
+            }
+        }
+    }
+}
+
+/// The issue's aims (issue 5): 4 KiB random writes ≥ io_uring's IOPS at the
+/// same queue depth, 4 KiB random reads ≥ 80 % of it; and an order of
+/// magnitude above the Haura engine's published ~2,200 write IOPS.
+pub fn aim_notes(rows: &[Row]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for row in rows.iter().filter(|r| r.engine == "strata") {
+        let job = row.params.get("job").and_then(|v| v.as_str()).unwrap_or("");
+        let (what, aim) = match job {
+            "rand-write-iops" => ("4 KiB random writes", 1.0),
+            "rand-read-iops" => ("4 KiB random reads", 0.8),
+            _ => continue,
+        };
+        let (Some(iops), Some(x)) = (row.metrics.get("iops"), row.metrics.get("x_io_uring")) else {
+            continue;
+        };
+        let verdict = if *x >= aim { "aim met" } else { "aim not met" };
+        notes.push(format!(
+            "{verdict}: {what} at {}: strata {iops:.0} IOPS = {x:.2}× io_uring's (aim ≥ {aim}×)",
+            row.case.rsplit(' ').next().unwrap_or(""),
+        ));
+        if job == "rand-write-iops" && row.params.get("iodepth") == Some(&1.into()) {
+            let x = iops / 2200.0;
+            let verdict = if x >= 10.0 { "aim met" } else { "aim not met" };
+            notes.push(format!(
+                "{verdict}: 4 KiB random writes at qd1: strata {iops:.0} IOPS = {x:.1}× the Haura fio engine's published ~2,200 (aim ≥ 10×)"
+            ));
+        }
+    }
+    notes
+}
+
+/// What the experiment produced.
+pub struct FioOutcome {
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+    /// Set when the experiment did not run, with the reason.
+    pub skipped: Option<String>,
+    /// Extra options learnt while running (fio version, engine library).
+    pub options: BTreeMap<String, serde_json::Value>,
+}
+
+/// Runs every pass with `data_dir` for fio's files and databases and
+/// `out_dir` for fio's raw output (`<out_dir>/qd<N>/<job>/<engine>.json`).
+pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOutcome> {
+    std::fs::create_dir_all(out_dir).with_context(|| format!("create {}", out_dir.display()))?;
+    let mut outcome = FioOutcome {
+        rows: Vec::new(),
+        notes: Vec::new(),
+        skipped: None,
+        options: BTreeMap::new(),
+    };
+    let repo = match prepare(repo_root().as_deref(), out_dir) {
+        Ok(repo) => repo,
+        Err(why) => {
+            outcome.notes.push(format!("skipped: {why}"));
+            outcome.skipped = Some(why);
+            return Ok(outcome);
+        }
+    };
+    outcome.options.insert(
+        "engine_library".to_string(),
+        repo.join(ENGINE_LIB).display().to_string().into(),
+    );
+    if let Ok(config) = std::env::var("STRATA_FIO_CONFIG") {
+        outcome
+            .options
+            .insert("strata_fio_config".to_string(), config.into());
+    }
+    let all_jobs = job_names(&repo)?;
+    if all_jobs.is_empty() {
+        bail!("no job files in {}", repo.join("fio/jobfiles").display());
+    }
+    let mut fio_version = None;
+    for pass in &params.passes {
+        let jobs: Vec<String> = if pass.jobs.is_empty() {
+            all_jobs.clone()
+        } else {
+            pass.jobs.iter().map(|j| j.to_string()).collect()
+        };
+        let pass_dir = out_dir.join(format!("qd{}", pass.iodepth));
+        let _ = std::fs::remove_dir_all(&pass_dir);
+        std::fs::create_dir_all(&pass_dir)?;
+        let log_path = pass_dir.join("run-compare.log");
+        let mut log = std::fs::File::create(&log_path)?;
+        let mut child = Command::new(repo.join("fio/run-compare.sh"))
+            .arg("-o")
+            .arg(&pass_dir)
+            .arg("-d")
+            .arg(data_dir)
+            .arg("-e")
+            .arg(pass.engines.join(" "))
+            .args(&jobs)
+            .env("SIZE", params.size)
+            .env("RUNTIME", params.runtime_s.to_string())
+            .env("DIRECT", u32::from(params.direct).to_string())
+            .env("IODEPTH", pass.iodepth.to_string())
+            .env("NUMJOBS", params.numjobs.to_string())
+            .env_remove("FIO_EXTRA")
+            .env_remove("KEEP_DATA")
+            .current_dir(&repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log.try_clone()?)
+            .spawn()
+            .context("run fio/run-compare.sh")?;
+        // Progress: the script's "job / engine" lines; everything in the log.
+        if let Some(stdout) = child.stdout.take() {
+            for line in BufReader::new(stdout).lines() {
+                let line = line?;
+                writeln!(log, "{line}")?;
+                if let Some(rest) = line.strip_prefix("run-compare.sh: ") {
+                    eprintln!("  fio qd{} {rest}", pass.iodepth);
+                }
+            }
+        }
+        let status = child.wait()?;
+        let _ = std::fs::remove_dir_all(data_dir);
+        let rel = |p: &str| format!("fio/qd{}/{p}", pass.iodepth);
+        let runs_path = pass_dir.join("runs.tsv");
+        let runs = match std::fs::read_to_string(&runs_path) {
+            Ok(text) => parse_runs_tsv(&text)?,
+            Err(err) => {
+                outcome.notes.push(format!(
+                    "fio qd{}: run-compare.sh wrote no runs.tsv ({status}, {err}): {}",
+                    pass.iodepth,
+                    log_tail(&log_path, 3)
+                ));
+                continue;
+            }
+        };
+        let mut pass_rows = Vec::new();
+        for run in &runs {
+            let what = format!("fio {} / {}", case_label(&run.job, run.iodepth), run.engine);
+            if run.exit_code != 0 {
+                outcome.notes.push(format!(
+                    "{what} failed: fio exited with {} (see {})",
+                    run.exit_code,
+                    rel("run-compare.log")
+                ));
+                continue;
+            }
+            let parsed = std::fs::read_to_string(pass_dir.join(&run.json))
+                .map_err(anyhow::Error::from)
+                .and_then(|text| parse_fio_json(&text));
+            match parsed {
+                Ok(fio) if fio.error != 0 => outcome
+                    .notes
+                    .push(format!("{what}: fio reported error {}", fio.error)),
+                Ok(fio) => {
+                    fio_version.get_or_insert_with(|| fio.fio_version.clone());
+                    let mut row = row_of(&run.job, &run.engine, run.iodepth, &fio)
+                        .param("fio_json", rel(&run.json))
+                        .param("size", params.size)
+                        .param("runtime_s", params.runtime_s)
+                        .param("direct", u32::from(params.direct))
+                        .param("numjobs", params.numjobs);
+                    if run.engine == "strata" {
+                        let stats = pass_dir.join(&run.job).join("strata.stats.json");
+                        if let Some(stats) = std::fs::read_to_string(stats)
+                            .ok()
+                            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                        {
+                            row = row.param("strata_stats", stats);
+                        }
+                    }
+                    pass_rows.push(row);
+                }
+                Err(err) => outcome.notes.push(format!("{what}: {err:#}")),
+            }
+        }
+        add_ratios(&mut pass_rows);
+        print_pass(&pass_rows);
+        outcome.rows.extend(pass_rows);
+    }
+    if let Some(v) = fio_version {
+        outcome.options.insert("fio_version".to_string(), v.into());
+    }
+    if outcome.rows.is_empty() {
+        bail!("every fio run failed: {}", outcome.notes.join("; "));
+    }
+    if !outcome.rows.iter().any(|r| r.engine == "strata") {
+        bail!(
+            "no fio run through strata's engine succeeded: {}",
+            outcome.notes.join("; ")
+        );
+    }
+    outcome.notes.extend(aim_notes(&outcome.rows));
+    outcome.notes.push(
+        "strata acknowledges a write once it is in its write path (its WAL buffer and memtable), the plain-file engines once the device has it (direct=1): the job files set no sync=/fsync=, so write figures compare those two contracts".to_string(),
+    );
+    Ok(outcome)
+}
+
+/// One line per case: each engine's IOPS and strata's ratios.
+fn print_pass(rows: &[Row]) {
+    let mut cases: Vec<&str> = Vec::new();
+    for r in rows {
+        if !cases.contains(&r.case.as_str()) {
+            cases.push(&r.case);
+        }
+    }
+    for case in cases {
+        let mut line = format!("  {case:<22}");
+        let mut strata = None;
+        for r in rows.iter().filter(|r| r.case == case) {
+            let iops = r.metrics.get("iops").copied().unwrap_or(f64::NAN);
+            let mib = r.metrics.get("mib_s").copied().unwrap_or(f64::NAN);
+            let _ = write!(line, " {} {iops:.0} IOPS {mib:.0} MiB/s;", r.engine);
+            if r.engine == "strata" {
+                strata = Some(r);
+            }
+        }
+        if let Some(s) = strata {
+            for (key, name) in [("x_io_uring", "io_uring"), ("x_psync", "psync")] {
+                if let Some(x) = s.metrics.get(key) {
+                    let _ = write!(line, " strata ÷ {name} {x:.2}");
+                }
+            }
+        }
+        eprintln!("{line}");
+    }
+}
+
+/// The report's table for the fio experiment: one row per job, queue depth
+/// and direction; per engine its IOPS, MiB/s and latencies; then strata's
+/// IOPS ÷ io_uring's and ÷ psync's, and strata's MiB/s ÷ the device line.
+pub fn write_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
+    let engines: Vec<&str> = ENGINES
+        .iter()
+        .copied()
+        .filter(|e| r.rows.iter().any(|row| row.engine == *e))
+        .collect();
+    writeln!(
+        h,
+        "<table class=\"experiment-table\" data-experiment=\"{}\"><thead>",
+        escape(&r.experiment)
+    )?;
+    if engines.is_empty() {
+        let why = r
+            .options
+            .get("skipped")
+            .and_then(|v| v.as_str())
+            .unwrap_or("no run succeeded");
+        writeln!(
+            h,
+            "<tr><th class=\"l\">fio</th></tr></thead><tbody><tr><td class=\"l note\">skipped: {}</td></tr></tbody></table>",
+            escape(why)
+        )?;
+        return Ok(());
+    }
+    const FIGURES: [(&str, &str); 4] = [
+        ("iops", "IOPS"),
+        ("mib_s", "MiB/s"),
+        ("lat_mean_us", "mean µs"),
+        ("lat_p99_us", "p99 µs"),
+    ];
+    write!(
+        h,
+        "<tr><th class=\"l\" rowspan=\"2\">job</th><th class=\"l\" rowspan=\"2\">direction</th>"
+    )?;
+    for e in &engines {
+        write!(h, "<th colspan=\"{}\">{}</th>", FIGURES.len(), escape(e))?;
+    }
+    writeln!(h, "<th colspan=\"3\">strata</th></tr>")?;
+    write!(h, "<tr>")?;
+    for _ in &engines {
+        for (_, label) in FIGURES {
+            write!(h, "<th>{label}</th>")?;
+        }
+    }
+    writeln!(
+        h,
+        "<th>IOPS ÷ io_uring</th><th>IOPS ÷ psync</th><th>MiB/s × device line</th></tr></thead><tbody>"
+    )?;
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("<td>{a:.2}×</td>", a = a / b),
+        _ => "<td class=\"muted\">–</td>".to_string(),
+    };
+    for case in r.cases() {
+        let of = |engine: &str| {
+            r.rows
+                .iter()
+                .find(|row| row.case == case && row.engine == engine)
+        };
+        for dir in ["read", "write"] {
+            let key = |f: &str| format!("{dir}_{f}");
+            if !r
+                .rows
+                .iter()
+                .any(|row| row.case == case && row.metrics.contains_key(&key("iops")))
+            {
+                continue;
+            }
+            write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{dir}</td>",
+                escape(&case)
+            )?;
+            for e in &engines {
+                for (f, _) in FIGURES {
+                    match of(e).and_then(|row| row.metrics.get(&key(f))) {
+                        Some(v) => write!(h, "<td>{}</td>", format_value(*v))?,
+                        None => write!(h, "<td class=\"muted\">–</td>")?,
+                    }
+                }
+            }
+            let get = |engine: &str, f: &str| {
+                of(engine).and_then(|row| row.metrics.get(&key(f)).copied())
+            };
+            h.push_str(&ratio(get("strata", "iops"), get("io_uring", "iops")));
+            h.push_str(&ratio(get("strata", "iops"), get("psync", "iops")));
+            let device = r.device_line.as_ref().map(|l| match dir {
+                "read" => l.read_mib_s,
+                _ => l.write_mib_s,
+            });
+            h.push_str(&ratio(get("strata", "mib_s"), device));
+            writeln!(h, "</tr>")?;
+        }
+    }
+    writeln!(h, "</tbody></table>")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIX_STRATA: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fio-randrw-mix-strata.json"
+    ));
+    const SEQ_READ_IO_URING: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fio-seq-read-bw-io_uring.json"
+    ));
+
+    #[test]
+    fn parses_both_directions_of_a_mixed_job() {
+        let job = parse_fio_json(MIX_STRATA).unwrap();
+        assert_eq!(job.fio_version, "fio-3.33");
+        assert_eq!(job.jobname, "randrw-mix");
+        assert_eq!(job.error, 0);
+        assert_eq!(job.rw.as_deref(), Some("randrw"));
+        assert_eq!(job.bs.as_deref(), Some("4k"));
+        let read = job.read.unwrap();
+        assert!((read.iops - 10747.75075).abs() < 1e-6);
+        assert_eq!(read.bw_bytes, 44022787.0);
+        assert_eq!(read.total_ios, 32254);
+        assert!((read.clat_mean_ns - 90474.997148).abs() < 1e-6);
+        assert_eq!(read.clat_p99_ns, Some(152576.0));
+        let write = job.write.unwrap();
+        assert!((write.iops - 4584.471843).abs() < 1e-6);
+        assert_eq!(write.clat_p99_ns, Some(4896.0));
+    }
+
+    #[test]
+    fn a_direction_without_io_is_absent() {
+        let job = parse_fio_json(SEQ_READ_IO_URING).unwrap();
+        assert_eq!(job.bs.as_deref(), Some("1m"));
+        assert!(job.read.is_some());
+        assert_eq!(job.write, None);
+        let row = row_of("seq-read-bw", "io_uring", 1, &job);
+        assert_eq!(row.case, "seq-read-bw qd1");
+        assert!(row.metrics.contains_key("read_iops"));
+        assert!(!row.metrics.contains_key("write_iops"));
+        let mib = row.metrics["read_mib_s"];
+        assert!((mib - 1057311221.0 / MIB).abs() < 1e-9);
+        assert_eq!(row.metrics["read_lat_p99_us"], 1105.92);
+    }
+
+    #[test]
+    fn text_before_the_document_is_skipped() {
+        let text = format!("fio: strata: laying out 1 file\n{MIX_STRATA}");
+        assert_eq!(
+            parse_fio_json(&text).unwrap(),
+            parse_fio_json(MIX_STRATA).unwrap()
+        );
+        assert!(parse_fio_json("fio: no such file").is_err());
+        assert!(parse_fio_json("{\"jobs\": []}").is_err());
+    }
+
+    #[test]
+    fn rows_get_ratios_to_io_uring_and_psync() {
+        let mix = parse_fio_json(MIX_STRATA).unwrap();
+        let mut half = mix.clone();
+        for d in [&mut half.read, &mut half.write].into_iter().flatten() {
+            d.iops /= 2.0;
+        }
+        let mut rows = vec![
+            row_of("randrw-mix", "strata", 1, &mix),
+            row_of("randrw-mix", "psync", 1, &half),
+            row_of("randrw-mix", "io_uring", 1, &half),
+            row_of("randrw-mix", "strata", 16, &mix),
+        ];
+        add_ratios(&mut rows);
+        assert!((rows[0].metrics["x_io_uring"] - 2.0).abs() < 1e-9);
+        assert!((rows[0].metrics["x_psync"] - 2.0).abs() < 1e-9);
+        assert!((rows[2].metrics["x_io_uring"] - 1.0).abs() < 1e-9);
+        // No io_uring row at qd16: no ratio.
+        assert!(!rows[3].metrics.contains_key("x_io_uring"));
+        let total = mix.read.as_ref().unwrap().iops + mix.write.as_ref().unwrap().iops;
+        assert!((rows[0].metrics["iops"] - total).abs() < 1e-9);
+    }
+
+    #[test]
+    fn runs_tsv_is_parsed() {
+        let text = "job\tengine\tiodepth\tnumjobs\tsize\truntime\tdirect\texit_code\tjson\n\
+                    rand-read-iops\tstrata\t16\t1\t64m\t3\t1\t0\trand-read-iops/strata.json\n\
+                    rand-read-iops\tio_uring\t16\t1\t64m\t3\t1\t1\trand-read-iops/io_uring.json\n";
+        let runs = parse_runs_tsv(text).unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(
+            runs[0],
+            RunLine {
+                job: "rand-read-iops".to_string(),
+                engine: "strata".to_string(),
+                iodepth: 16,
+                exit_code: 0,
+                json: "rand-read-iops/strata.json".to_string(),
+            }
+        );
+        assert_eq!(runs[1].exit_code, 1);
+        assert!(parse_runs_tsv("").is_err());
+    }
+
+    #[test]
+    fn aims_compare_strata_with_io_uring() {
+        let mut rows = vec![
+            Row::new("rand-write-iops qd1", "strata", "")
+                .param("job", "rand-write-iops")
+                .param("iodepth", 1)
+                .metric("iops", 30000.0)
+                .metric("x_io_uring", 3.0),
+            Row::new("rand-read-iops qd16", "strata", "")
+                .param("job", "rand-read-iops")
+                .param("iodepth", 16)
+                .metric("iops", 5000.0)
+                .metric("x_io_uring", 0.5),
+        ];
+        let notes = aim_notes(&rows);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].starts_with("aim met: 4 KiB random writes at qd1"));
+        assert!(notes[1].starts_with("aim met") && notes[1].contains("13.6×"));
+        assert!(notes[2].starts_with("aim not met: 4 KiB random reads at qd16"));
+        rows[0].metrics.insert("x_io_uring".to_string(), 0.9);
+        assert!(aim_notes(&rows)[0].starts_with("aim not met"));
+    }
+
+    #[test]
+    fn table_has_a_row_per_job_and_direction_and_the_ratios() {
+        let mut result = crate::results::tests::sample("fio");
+        let mix = parse_fio_json(MIX_STRATA).unwrap();
+        let mut half = mix.clone();
+        for d in [&mut half.read, &mut half.write].into_iter().flatten() {
+            d.iops /= 2.0;
+        }
+        let mut rows = vec![
+            row_of("randrw-mix", "strata", 1, &mix),
+            row_of("randrw-mix", "psync", 1, &half),
+            row_of("randrw-mix", "io_uring", 1, &half),
+        ];
+        add_ratios(&mut rows);
+        result.rows = rows;
+        let mut h = String::new();
+        write_table(&mut h, &result).unwrap();
+        assert_eq!(h.matches("<table class=\"experiment-table\"").count(), 1);
+        assert_eq!(
+            h.matches("<tr><td class=\"l\">randrw-mix qd1</td>").count(),
+            2
+        );
+        assert!(h.contains("<th colspan=\"4\">io_uring</th>"));
+        assert!(h.contains("2.00×"));
+
+        result.rows.clear();
+        result
+            .options
+            .insert("skipped".to_string(), "fio is not installed".into());
+        let mut h = String::new();
+        write_table(&mut h, &result).unwrap();
+        assert!(h.contains("skipped: fio is not installed"));
+        assert_eq!(h.matches("<table class=\"experiment-table\"").count(), 1);
+    }
+
+    #[test]
+    fn a_skipped_experiment_shows_why_in_the_report() {
+        let mut result = crate::results::tests::sample("fio");
+        result.rows.clear();
+        result
+            .options
+            .insert("skipped".to_string(), "fio is not installed".into());
+        result.notes = vec!["skipped: fio is not installed".to_string()];
+        let html =
+            crate::report::render(&[crate::results::tests::sample("ingest"), result]).unwrap();
+        assert_eq!(html.matches("<table class=\"experiment-table\"").count(), 2);
+        assert!(html.contains("<section class=\"experiment\" id=\"fio\">"));
+        assert!(html.contains("skipped: fio is not installed"));
+    }
+
+    #[test]
+    fn quick_passes_cover_every_job_at_qd1_and_a_random_pair_at_qd16() {
+        let p = FioParams::new(true);
+        assert!(p.passes[0].jobs.is_empty() && p.passes[0].iodepth == 1);
+        assert_eq!(p.passes[0].engines, ENGINES.to_vec());
+        assert_eq!(p.passes[1].iodepth, 16);
+        let repo = repo_root().expect("the lab's tests run in the repository");
+        let jobs = job_names(&repo).unwrap();
+        for job in &p.passes[1].jobs {
+            assert!(jobs.iter().any(|j| j == job), "{job} is not a job file");
+        }
+        assert!(jobs.len() >= 9, "{jobs:?}");
+    }
+}
