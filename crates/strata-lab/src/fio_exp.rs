@@ -28,6 +28,9 @@ pub const ENGINES: [&str; 3] = ["strata", "psync", "io_uring"];
 /// The library `fio/build.sh` builds, relative to the repository root.
 pub const ENGINE_LIB: &str = "fio/build/libfio_strata.so";
 
+/// The fio the engine is built for (`fio/build.sh` refuses any other).
+pub const FIO_VERSION: &str = "fio-3.33";
+
 /// One call of `fio/run-compare.sh`: some job files at one queue depth.
 #[derive(Clone, Debug)]
 pub struct Pass {
@@ -196,6 +199,16 @@ fn log_tail(path: &Path, n: usize) -> String {
 fn prepare(repo: Option<&Path>, out_dir: &Path) -> std::result::Result<PathBuf, String> {
     if !crate::device::fio_available() {
         return Err("fio is not installed (apt-get install fio dpkg-dev gcc)".to_string());
+    }
+    let version = Command::new("fio")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if version != FIO_VERSION {
+        return Err(format!(
+            "the installed fio is {version:?}; strata's ioengine is built against {FIO_VERSION}'s headers (Debian bookworm) and loads into that fio only"
+        ));
     }
     let Some(repo) = repo else {
         return Err(format!(
