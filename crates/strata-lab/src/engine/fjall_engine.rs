@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{Engine, EngineConfig, EngineKind, EngineWriteStats};
+use super::{Engine, EngineConfig, EngineKind};
 use crate::workload::Batch;
 
 pub struct FjallEngine {
@@ -85,10 +85,6 @@ impl Engine for FjallEngine {
     fn compact(&self) -> Result<bool> {
         self.keyspace.major_compact()?;
         Ok(true)
-    }
-
-    fn write_stats(&self) -> Option<EngineWriteStats> {
-        None
     }
 
     fn close(self: Box<Self>) -> Result<()> {

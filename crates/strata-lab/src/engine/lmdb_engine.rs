@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 
-use super::{Engine, EngineConfig, EngineKind, EngineWriteStats};
+use super::{Engine, EngineConfig, EngineKind};
 use crate::workload::Batch;
 
 /// LMDB reserves its map up front (address space, not disk).
@@ -94,14 +94,6 @@ impl Engine for LmdbEngine {
             n += 1;
         }
         Ok(n)
-    }
-
-    fn compact(&self) -> Result<bool> {
-        Ok(false)
-    }
-
-    fn write_stats(&self) -> Option<EngineWriteStats> {
-        None
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -186,9 +186,13 @@ pub trait Engine: Send + Sync {
     /// after `limit`.
     fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<u64>;
     /// Runs a full compaction and waits; `false` if the engine has none.
-    fn compact(&self) -> Result<bool>;
+    fn compact(&self) -> Result<bool> {
+        Ok(false)
+    }
     /// The engine's own write accounting, if it keeps one.
-    fn write_stats(&self) -> Option<EngineWriteStats>;
+    fn write_stats(&self) -> Option<EngineWriteStats> {
+        None
+    }
     fn close(self: Box<Self>) -> Result<()>;
 }
 

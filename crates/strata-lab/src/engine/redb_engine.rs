@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-use super::{Engine, EngineConfig, EngineKind, EngineWriteStats};
+use super::{Engine, EngineConfig, EngineKind};
 use crate::workload::Batch;
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("lab");
@@ -95,15 +95,8 @@ impl Engine for RedbEngine {
         Ok(n)
     }
 
-    fn compact(&self) -> Result<bool> {
-        // `Database::compact` needs `&mut self`; the lab shares engines by
-        // reference, so redb's compaction is not measured.
-        Ok(false)
-    }
-
-    fn write_stats(&self) -> Option<EngineWriteStats> {
-        None
-    }
+    // `compact` keeps the default: `Database::compact` needs `&mut self`
+    // and the lab shares engines by reference, so redb's is not measured.
 
     fn close(self: Box<Self>) -> Result<()> {
         self.commit_durable()?;

@@ -84,10 +84,7 @@ impl Engine for StrataEngine {
         Ok(n)
     }
 
-    fn compact(&self) -> Result<bool> {
-        // No compaction in the engine yet.
-        Ok(false)
-    }
+    // `compact` keeps the default: the engine has no compaction yet.
 
     fn write_stats(&self) -> Option<EngineWriteStats> {
         let io = self.db.stats().io;
