@@ -54,6 +54,8 @@ fn main() -> strata::Result<()> {
         io.bytes_total(strata::io::OpKind::Read)
     );
     drop(db);
-    std::fs::remove_dir_all(&dir).ok();
+    if std::env::var_os("KEEP").is_none() {
+        std::fs::remove_dir_all(&dir).ok();
+    }
     Ok(())
 }

@@ -663,7 +663,10 @@ impl DbInner {
                     .into())
                 }
                 Some(lsn) => lsn,
-                None => ws.last_lsn + 1,
+                None => ws
+                    .last_lsn
+                    .checked_add(1)
+                    .ok_or(InvalidInput::LsnExhausted)?,
             };
             let open = Arc::clone(&self.layer_set()?.open);
             if let Err(e) = open.append(batch, lsn) {
@@ -920,6 +923,8 @@ impl DbInner {
 
     fn get_at(&self, key: &[u8], lsn: Lsn) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
+        // A batch being written above the visible LSN is never seen in part.
+        let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
         let set = self.layer_set()?;
         let found = |kind: ValueKind, value: Vec<u8>| match kind {
             ValueKind::Put => Some(value),
@@ -942,6 +947,7 @@ impl DbInner {
     }
 
     fn scan_at(&self, (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>), lsn: Lsn) -> Result<Scan> {
+        let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
         let set = self.layer_set()?;
         fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
             match b {

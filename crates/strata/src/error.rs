@@ -80,6 +80,8 @@ pub enum InvalidInput {
     BatchTooLarge { len: usize, max: usize },
     #[error("LSN {lsn} is not greater than the last LSN {last}")]
     LsnNotIncreasing { lsn: u64, last: u64 },
+    #[error("the LSN space is exhausted: the last LSN is u64::MAX")]
+    LsnExhausted,
     #[error("entry {entry_index}: keys must come in strictly ascending order; this key is smaller than the previous one")]
     KeyOutOfOrder { entry_index: u64 },
     #[error("unknown value {value:?} for {option}; expected one of {expected}")]

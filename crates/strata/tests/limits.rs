@@ -272,3 +272,18 @@ fn writers_stall_on_the_flush_backlog_so_it_stays_bounded() {
         assert_eq!(db.get(1999u32.to_be_bytes()).unwrap(), Some(value.clone()));
     }
 }
+
+#[test]
+fn the_last_lsn_is_the_end_of_the_lsn_space_not_a_wrap() {
+    let d = dir();
+    let db = Db::open(d.path().join("db"), Options::default()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"k", b"v");
+    db.write_at_lsn(&b, u64::MAX, WriteOptions::default())
+        .unwrap();
+    assert_eq!(
+        invalid(db.write(&b, WriteOptions::default()).unwrap_err()),
+        InvalidInput::LsnExhausted
+    );
+    assert_eq!(db.get_at(b"k", u64::MAX).unwrap(), Some(b"v".to_vec()));
+}
