@@ -351,6 +351,23 @@ impl Db {
         self.inner.get_at(key.as_ref(), lsn)
     }
 
+    /// The newest values of several keys. Their block reads are submitted
+    /// together (one io_uring submission per round with `IoEngine::IoUring`)
+    /// and waited for once.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner
+            .multi_get_at(keys, self.inner.visible_lsn.load(Ordering::Acquire))
+    }
+
+    /// The values of several keys visible at `lsn` (see [`Db::multi_get`]).
+    pub fn multi_get_at<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        lsn: Lsn,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get_at(keys, lsn)
+    }
+
     /// The live keys in `range` with their newest values, in key order.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
         self.inner.scan_at(
@@ -944,6 +961,75 @@ impl DbInner {
             }
         }
         Ok(None)
+    }
+
+    fn multi_get_at<K: AsRef<[u8]>>(&self, keys: &[K], lsn: Lsn) -> Result<Vec<Option<Vec<u8>>>> {
+        let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
+        let set = self.layer_set()?;
+        let value = |kind: ValueKind, value: Vec<u8>| (kind == ValueKind::Put).then_some(value);
+        let mut out: Vec<Option<Option<Vec<u8>>>> = vec![None; keys.len()];
+        for (i, key) in keys.iter().enumerate() {
+            check_key(key.as_ref())?;
+            for layer in std::iter::once(&set.open).chain(set.frozen.iter().rev()) {
+                if let Some((_, kind, v)) = layer.get(key.as_ref(), lsn)? {
+                    out[i] = Some(value(kind, v));
+                    break;
+                }
+            }
+        }
+        // Deltas, newest first; each round reads, for every key still open,
+        // the block of the next delta that may hold it (a bloom false
+        // positive sends the key on to an older delta in the next round).
+        let deltas: Vec<&Arc<DeltaLayer>> = set
+            .deltas
+            .iter()
+            .rev()
+            .filter(|d| d.reader.summary().lsn_min <= lsn)
+            .collect();
+        let mut next_delta = vec![0usize; keys.len()];
+        loop {
+            let mut plans = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                while out[i].is_none() {
+                    let Some(delta) = deltas.get(next_delta[i]) else {
+                        out[i] = Some(None);
+                        break;
+                    };
+                    if let Some((block, offset, len)) =
+                        delta.reader.point_read_plan(key.as_ref(), lsn)
+                    {
+                        plans.push((i, next_delta[i], block, offset, len));
+                        break;
+                    }
+                    next_delta[i] += 1;
+                }
+            }
+            if plans.is_empty() {
+                break;
+            }
+            let reqs = plans
+                .iter()
+                .map(|&(_, d, _, offset, len)| {
+                    let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
+                        option: "block length",
+                        value: len,
+                        why: "larger than memory can address",
+                    })?;
+                    Ok((&*deltas[d].reader.file().file, offset, len))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let blocks = crate::io::read_batch(&reqs)?;
+            for ((i, d, block, _, _), bytes) in plans.into_iter().zip(blocks) {
+                match deltas[d]
+                    .reader
+                    .get_in_block(block, bytes, keys[i].as_ref(), lsn)?
+                {
+                    Some((_, kind, v)) => out[i] = Some(value(kind, v)),
+                    None => next_delta[i] += 1,
+                }
+            }
+        }
+        Ok(out.into_iter().map(|v| v.flatten()).collect())
     }
 
     fn scan_at(&self, (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>), lsn: Lsn) -> Result<Scan> {

@@ -15,6 +15,7 @@ enum Op {
     Batch(Vec<(u16, Option<usize>)>),
     Get(u16),
     GetAt(u16, u8),
+    MultiGetAt(Vec<u16>, u8),
     Scan(u16, u16),
     ScanAt(u16, u16, u8),
     Freeze,
@@ -51,6 +52,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => prop::collection::vec((k.clone(), prop::option::weighted(0.8, value_len())), 1..12).prop_map(Op::Batch),
         20 => k.clone().prop_map(Op::Get),
         10 => (k.clone(), any::<u8>()).prop_map(|(k, p)| Op::GetAt(k, p)),
+        4 => (prop::collection::vec(k.clone(), 1..40), any::<u8>()).prop_map(|(ks, p)| Op::MultiGetAt(ks, p)),
         3 => (k.clone(), k.clone()).prop_map(|(a, b)| Op::Scan(a, b)),
         2 => (k.clone(), k.clone(), any::<u8>()).prop_map(|(a, b, p)| Op::ScanAt(a, b, p)),
         1 => Just(Op::Freeze),
@@ -164,6 +166,21 @@ fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
                 assert_eq!(
                     db.get_at(key(*k), lsn).unwrap(),
                     oracle.get_at(&key(*k), lsn),
+                    "{} at {lsn}",
+                    ctx()
+                );
+            }
+            Op::MultiGetAt(ks, p) => {
+                let lsn = if *p > 200 {
+                    oracle.last_lsn
+                } else {
+                    pick_lsn(*p, oracle.last_lsn)
+                };
+                let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
+                let expected: Vec<_> = keys.iter().map(|k| oracle.get_at(k, lsn)).collect();
+                assert_eq!(
+                    db.multi_get_at(&keys, lsn).unwrap(),
+                    expected,
                     "{} at {lsn}",
                     ctx()
                 );

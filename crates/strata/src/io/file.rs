@@ -427,43 +427,11 @@ impl IoFile {
         Ok(buf.spare_capacity_full()[head..head + len].to_vec())
     }
 
-    /// Several reads of any alignment submitted together where the engine
-    /// allows it (io_uring: one submission, one wait).
+    /// Several reads of any alignment from this file, submitted together
+    /// where the engine allows it (see [`read_batch`]).
     pub fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
-        if self.engine != IoEngine::IoUring || !self.mode.direct_reads() || ranges.len() < 2 {
-            return ranges
-                .iter()
-                .map(|&(off, len)| self.read_range(off, len))
-                .collect();
-        }
-        let a = self.alignment;
-        let mut bufs: Vec<(AlignedBuf, u64)> = ranges
-            .iter()
-            .map(|&(off, len)| {
-                let start = align_down(off, a);
-                let end = align_up(off + len as u64, a);
-                (AlignedBuf::zeroed((end - start) as usize, a), start)
-            })
-            .collect();
-        let mut reads: Vec<(&mut [u8], u64)> = bufs
-            .iter_mut()
-            .map(|(b, start)| (b.spare_capacity_full(), *start))
-            .collect();
-        let got = uring::pread_many(self.fd.as_raw_fd(), &mut reads)
-            .map_err(|e| Error::io(&self.path, "read", e))?;
-        let mut out = Vec::with_capacity(ranges.len());
-        for (i, &(off, len)) in ranges.iter().enumerate() {
-            let (buf, start) = &mut bufs[i];
-            self.stats.record(self.class, OpKind::Read, got[i] as u64);
-            let head = (off - *start) as usize;
-            if got[i] < head + len {
-                // A short read (end of file or a partial transfer): redo it alone.
-                out.push(self.read_range(off, len)?);
-            } else {
-                out.push(buf.spare_capacity_full()[head..head + len].to_vec());
-            }
-        }
-        Ok(out)
+        let reqs: Vec<(&IoFile, u64, usize)> = ranges.iter().map(|&(o, l)| (self, o, l)).collect();
+        read_batch(&reqs)
     }
 
     /// Writes all of `buf` at `offset`. With O_DIRECT writes, address,
@@ -584,6 +552,58 @@ impl IoFile {
     pub fn alignment(&self) -> usize {
         self.alignment
     }
+}
+
+/// Reads of any alignment from any files: with io_uring and O_DIRECT reads,
+/// submitted together and waited for once (one submission for a whole
+/// multi-key read); otherwise one after another. Reading past the end of a
+/// file is an error.
+pub fn read_batch(reqs: &[(&IoFile, u64, usize)]) -> Result<Vec<Vec<u8>>> {
+    let batched = reqs.len() >= 2
+        && reqs
+            .iter()
+            .all(|(f, _, _)| f.engine == IoEngine::IoUring && f.mode.direct_reads());
+    if !batched {
+        return reqs
+            .iter()
+            .map(|&(f, off, len)| f.read_range(off, len))
+            .collect();
+    }
+    let mut bufs: Vec<(AlignedBuf, u64)> = reqs
+        .iter()
+        .map(|&(f, off, len)| {
+            let start = align_down(off, f.alignment);
+            let end = align_up(off + len as u64, f.alignment);
+            (
+                AlignedBuf::zeroed((end - start) as usize, f.alignment),
+                start,
+            )
+        })
+        .collect();
+    let mut reads: Vec<(std::os::fd::RawFd, &mut [u8], u64)> = bufs
+        .iter_mut()
+        .zip(reqs)
+        .map(|((b, start), (f, _, _))| (f.fd.as_raw_fd(), b.spare_capacity_full(), *start))
+        .collect();
+    let got = uring::pread_many(&mut reads).map_err(|e| {
+        let path = reqs
+            .first()
+            .map_or(Path::new("<batch>"), |(f, _, _)| f.path());
+        Error::io(path, "read", e)
+    })?;
+    let mut out = Vec::with_capacity(reqs.len());
+    for (i, &(f, off, len)) in reqs.iter().enumerate() {
+        let (buf, start) = &mut bufs[i];
+        f.stats.record(f.class, OpKind::Read, got[i] as u64);
+        let head = (off - *start) as usize;
+        if got[i] < head + len {
+            // A short read (end of file or a partial transfer): redo it alone.
+            out.push(f.read_range(off, len)?);
+        } else {
+            out.push(buf.spare_capacity_full()[head..head + len].to_vec());
+        }
+    }
+    Ok(out)
 }
 
 /// The kernel's direct-I/O alignment for `file` (statx STATX_DIOALIGN): the

@@ -15,7 +15,7 @@ mod uring;
 pub use aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 pub use buffered_writer::{BufferedWriter, ShutdownMode, WRITER_CAPACITY_MAX_BYTES};
 pub use file::{
-    sync_dir, BlockFile, FileOptions, IoEngine, IoFile, IoMode, ALIGNMENT_DEFAULT_BYTES,
-    ALIGNMENT_MAX_BYTES,
+    read_batch, sync_dir, BlockFile, FileOptions, IoEngine, IoFile, IoMode,
+    ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
 };
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};

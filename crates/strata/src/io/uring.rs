@@ -105,17 +105,17 @@ pub(crate) fn fdatasync(fd: RawFd) -> io::Result<()> {
     with_ring(|ring| check(submit_all(ring, &[entry])?[0]).map(|_| ()))
 }
 
-/// Several preads submitted together and waited for once. Returns bytes read
-/// by each, in order.
-pub(crate) fn pread_many(fd: RawFd, reads: &mut [(&mut [u8], u64)]) -> io::Result<Vec<usize>> {
+/// Several preads, on any descriptors, submitted together and waited for
+/// once. Returns bytes read by each, in order.
+pub(crate) fn pread_many(reads: &mut [(RawFd, &mut [u8], u64)]) -> io::Result<Vec<usize>> {
     let mut out = Vec::with_capacity(reads.len());
     for chunk in reads.chunks_mut(RING_ENTRIES_MAX as usize) {
         let mut entries = Vec::with_capacity(chunk.len());
-        for (buf, offset) in chunk.iter_mut() {
+        for (fd, buf, offset) in chunk.iter_mut() {
             let len = u32::try_from(buf.len())
                 .map_err(|_| io::Error::other("io_uring read over 4 GiB"))?;
             entries.push(
-                opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len)
+                opcode::Read::new(types::Fd(*fd), buf.as_mut_ptr(), len)
                     .offset(*offset)
                     .build(),
             );

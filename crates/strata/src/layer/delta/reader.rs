@@ -421,7 +421,6 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     }
 
     /// The file the reader reads.
-    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn file(&self) -> &R {
         &self.file
     }
@@ -439,6 +438,16 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// versions straddle blocks: the block to read is the last one whose first
     /// (key, lsn) is <= (`key`, `lsn`), and it holds the last entry <= that.
     pub(crate) fn get(&self, key: &[u8], lsn: Lsn) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        let Some(handle) = self.locate(key, lsn).and_then(|i| self.index.get(i)) else {
+            return Ok(None);
+        };
+        Self::search_block(self.read_block(handle)?, key, lsn)
+    }
+
+    /// The number of the block that would hold the newest version of `key`
+    /// at or below `lsn`, or `None` when the key range or the bloom filter
+    /// rules it out.
+    fn locate(&self, key: &[u8], lsn: Lsn) -> Option<usize> {
         if key.is_empty()
             || key.len() > KEY_BYTES_MAX
             || self.index.is_empty()
@@ -446,15 +455,62 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             || key > self.summary.key_max.as_slice()
             || !self.bloom.may_contain(key)
         {
-            return Ok(None);
+            return None;
         }
         let after = self
             .index
             .partition_point(|h| (&*h.first_key, h.first_lsn) <= (key, lsn));
-        let Some(handle) = after.checked_sub(1).and_then(|i| self.index.get(i)) else {
-            return Ok(None); // (key, lsn) sorts before the first entry
-        };
-        let mut block = self.read_block(handle)?;
+        // None: (key, lsn) sorts before the first entry.
+        after.checked_sub(1)
+    }
+
+    /// For a batched point read: `(block number, offset, length)` of the
+    /// block to read for `key` at `lsn`, or `None` when the layer cannot hold
+    /// it. Read those bytes (any way, e.g. together with other reads) and
+    /// hand them to [`Self::get_in_block`].
+    pub(crate) fn point_read_plan(&self, key: &[u8], lsn: Lsn) -> Option<(usize, u64, u64)> {
+        let block = self.locate(key, lsn)?;
+        let handle = self.index.get(block)?;
+        Some((block, handle.offset, handle.len_bytes))
+    }
+
+    /// Finishes a batched point read: verifies the block's bytes (read at the
+    /// plan's offset and length) and finds the newest version of `key` at or
+    /// below `lsn` in it.
+    pub(crate) fn get_in_block(
+        &self,
+        block: usize,
+        bytes: Vec<u8>,
+        key: &[u8],
+        lsn: Lsn,
+    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        let handle = self.index.get(block).ok_or_else(|| {
+            corrupt(
+                self.file.path(),
+                0,
+                format!("block number {block} is not in the index"),
+            )
+        })?;
+        if bytes.len() as u64 != handle.len_bytes {
+            return Err(corrupt(
+                self.file.path(),
+                handle.offset,
+                format!(
+                    "short read of data block: asked {} bytes, got {}",
+                    handle.len_bytes,
+                    bytes.len()
+                ),
+            ));
+        }
+        Self::search_block(self.parse_block(handle, bytes)?, key, lsn)
+    }
+
+    /// The newest version of `key` at or below `lsn` in a block.
+    fn search_block(
+        mut block: BlockCursor,
+        key: &[u8],
+        lsn: Lsn,
+    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
         let mut found: Option<(Lsn, ValueKind, Range<usize>)> = None;
         while let Some(entry) = block.next_entry()? {
             match block.key().cmp(key) {
@@ -494,8 +550,13 @@ impl<R: ReadAt> DeltaLayerReader<R> {
 
     /// Reads and verifies the data block `handle` points at.
     fn read_block(&self, handle: &BlockHandle) -> Result<BlockCursor> {
-        let path = self.file.path();
         let bytes = read_checked(&self.file, handle.offset, handle.len_bytes, "data block")?;
+        self.parse_block(handle, bytes)
+    }
+
+    /// Verifies a data block's checksum and header and opens a cursor on it.
+    fn parse_block(&self, handle: &BlockHandle, bytes: Vec<u8>) -> Result<BlockCursor> {
+        let path = self.file.path();
         let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
         let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
         let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
