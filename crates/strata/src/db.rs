@@ -235,6 +235,10 @@ impl Db {
                 empty_logs.push(id);
                 continue;
             }
+            // What was replayed may have reached only the page cache before a
+            // crash: make it durable before newer writes can be, so a power
+            // loss later cannot leave a hole below them.
+            file.sync_data()?;
             let layer = InMemoryLayer::from_replay(id, file, &log, &bytes)?;
             let (lsn_min, lsn_max) = layer.lsn_range();
             if lsn_min <= last_lsn {
