@@ -9,8 +9,8 @@
 #  - libstrata_ffi.so exports exactly the functions strata.h declares;
 #  - a C program exercises the C API (put/get/delete/batch/errors/reopen);
 #  - fio jobs through strata with verify=crc32c (write, read back, verify):
-#    sequential and random, numjobs=2, iodepth>1 (worker pool), multi-block
-#    I/O units, fsync=N, jobs in
+#    sequential and random, numjobs=2, iodepth>1 (worker pool; reads through
+#    strata_multi_get), multi-block I/O units, fsync=N, jobs in
 #    threads sharing one database, verify in a second fio run (persistence),
 #    read jobs (layout), and a negative control (verifying an empty database
 #    must fail, so a silent verifier cannot pass);
@@ -120,6 +120,26 @@ t_rand_write_verify_numjobs2() {
 t_rand_write_verify_qd16_numjobs2() {
 	sfio --name=qd --directory="$1" --rw=randwrite --bs=4k --size=16m --numjobs=2 --iodepth=16 \
 		--direct=1 --verify=crc32c --do_verify=1 --group_reporting
+}
+
+# Verify reads at iodepth 16 go through strata_multi_get (a reader takes every
+# queued read; io_engine io-uring by default): I/O units of 1 to 128 blocks,
+# so some span several multi_get calls, and a reader batch of a few blocks.
+# Small layers, so that most reads go to layer files (the batched block reads).
+t_multiblock_verify_qd16_multi_get() {
+	local dir="$1" config='{"layer_size_bytes_max": "4MiB"}'
+	sfio --name=mgv --directory="$dir" --rw=randwrite --bsrange=4k-512k --size=32m --iodepth=16 \
+		--direct=1 --verify=crc32c --do_verify=1 --strata-config="$config" || return 1
+	sfio --name=mgv --directory="$dir" --rw=randwrite --bsrange=4k-512k --size=32m --iodepth=16 \
+		--direct=1 --verify=crc32c --verify_only --strata-read-batch=3 --strata-threads=3 \
+		--strata-config="$config" --strata-stats="$dir/stats.json" || return 1
+	python3 - "$dir/stats.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+reads = s["io"].get("delta", {}).get("read", {}).get("ops", 0)
+print(f"delta layers={s['delta_layers']} delta reads={reads}")
+assert s["delta_layers"] >= 2 and reads > 0, "the verify reads did not reach layer files"
+EOF
 }
 
 # A sync waits for every write in flight; with reads and writes mixed.
@@ -271,6 +291,7 @@ run_test c_api t_c_api
 run_test seq_write_verify_numjobs2 t_seq_write_verify_numjobs2
 run_test rand_write_verify_numjobs2 t_rand_write_verify_numjobs2
 run_test rand_write_verify_qd16_numjobs2 t_rand_write_verify_qd16_numjobs2
+run_test multiblock_verify_qd16_multi_get t_multiblock_verify_qd16_multi_get
 run_test randrw_fsync_verify_qd8 t_randrw_fsync_verify_qd8
 run_test multiblock_write_verify t_multiblock_write_verify
 run_test randrw_verify_numjobs3 t_randrw_verify_numjobs3

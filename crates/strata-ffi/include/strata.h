@@ -42,6 +42,7 @@
  *   history_lsns          versions kept below the last LSN; null/"none": all
  *   delta_block_bytes     target data block size of delta layers
  *   background_flush      true | false
+ *   frozen_layers_max     frozen layers waiting for their flush before writers stall (1..=1024)
  *   create_if_missing     true | false
  * Unknown keys and bad values are STRATA_CONFIG_ERROR with a message naming
  * the key and the source.
@@ -119,6 +120,21 @@ extern int strata_get(const strata_db_t *db, const char *key, size_t key_len, ch
                       size_t buf_len, size_t *value_len, strata_error_t **err);
 extern int strata_get_alloc(const strata_db_t *db, const char *key, size_t key_len, char **value,
                             size_t *value_len, strata_error_t **err);
+/* strata_multi_get reads n keys at one point in time, their block reads
+ * submitted together (one io_uring submission per round with io_engine
+ * "io-uring" and O_DIRECT reads). Key i is keys[i] / key_lens[i]; its value is
+ * copied into bufs[i] (capacity buf_lens[i]; bufs[i] may be NULL when
+ * buf_lens[i] is 0). Per key, statuses[i] is STRATA_OK with value_lens[i] =
+ * length; STRATA_NOT_FOUND with value_lens[i] = 0; or STRATA_BUFFER_TOO_SMALL
+ * (nothing copied) with value_lens[i] = length needed. None of these sets an
+ * error. Returns STRATA_OK when every key has its answer; otherwise the
+ * failure, with *err set: a bad argument leaves the output arrays untouched,
+ * an engine failure sets every statuses[i] to the returned code and
+ * value_lens[i] to 0. value_lens may be the same array as buf_lens; buffers
+ * must not overlap keys, arrays or each other. Arrays may be NULL when n is 0. */
+extern int strata_multi_get(const strata_db_t *db, size_t n, const char *const *keys,
+                            const size_t *key_lens, char *const *bufs, const size_t *buf_lens,
+                            size_t *value_lens, int *statuses, strata_error_t **err);
 
 /* Write batches: applied atomically at one LSN. */
 extern strata_writebatch_t *strata_writebatch_create(void);

@@ -52,6 +52,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "target data block size of delta layers, bytes",
     ),
     ("background_flush", "true | false"),
+    (
+        "frozen_layers_max",
+        "most frozen layers waiting for their flush before writers stall (1 ..= 1024)",
+    ),
     ("create_if_missing", "true | false"),
 ];
 
@@ -128,6 +132,7 @@ impl Config {
             }
             "delta_block_bytes" => o.delta_block_bytes = as_usize(key, value)?,
             "background_flush" => o.background_flush = as_bool(key, value)?,
+            "frozen_layers_max" => o.frozen_layers_max = as_usize(key, value)?,
             "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
@@ -155,6 +160,7 @@ impl Config {
             "history_lsns": o.history_lsns,
             "delta_block_bytes": o.delta_block_bytes,
             "background_flush": o.background_flush,
+            "frozen_layers_max": o.frozen_layers_max,
             "create_if_missing": o.create_if_missing,
         })
     }
@@ -374,6 +380,30 @@ mod tests {
         assert_eq!(c.options.history_lsns, None);
         c.set("background_flush", "false").unwrap();
         assert!(!c.options.background_flush);
+    }
+
+    #[test]
+    fn frozen_layers_max_is_a_key() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.to_json()["frozen_layers_max"],
+            strata::Options::default().frozen_layers_max as u64
+        );
+        c.load(Some("frozen_layers_max = 8")).unwrap();
+        assert_eq!(c.options.frozen_layers_max, 8);
+        c.set("frozen_layers_max", "2").unwrap();
+        assert_eq!(c.to_json()["frozen_layers_max"], 2);
+        assert!(c.set("frozen_layers_max", "many").is_err());
+    }
+
+    #[test]
+    fn every_key_is_in_to_json() {
+        let json = Config::default().to_json();
+        let obj = json.as_object().unwrap();
+        for (key, _) in KEYS {
+            assert!(obj.contains_key(*key), "to_json lacks `{key}`");
+        }
+        assert_eq!(obj.len(), KEYS.len());
     }
 
     #[test]

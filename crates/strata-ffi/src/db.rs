@@ -1,5 +1,5 @@
 //! `strata_db_t` and the entry points that act on an open database: open,
-//! close, put, get, delete, write, sync, flush, stats.
+//! close, put, get, multi_get, delete, write, sync, flush, stats.
 //!
 //! Invariants: a `strata_db_t` always holds an open `engine::Db`;
 //! `strata_close` consumes the handle whatever the outcome.
@@ -14,9 +14,9 @@ use crate::config::Config;
 use crate::debug_json::debug_to_json;
 use crate::engine;
 use crate::error::{
-    strata_error_t, FfiError, STRATA_BUFFER_TOO_SMALL, STRATA_NOT_FOUND, STRATA_OK,
+    strata_error_t, FfiError, STRATA_BUFFER_TOO_SMALL, STRATA_ERROR, STRATA_NOT_FOUND, STRATA_OK,
 };
-use crate::guard::{bytes, guard, guard_ptr, handle, key, opt_str};
+use crate::guard::{bytes, guard, guard_ptr, handle, key, opt_str, BUFFER_BYTES_MAX};
 use crate::malloc_copy;
 use crate::options::strata_options_t;
 
@@ -301,6 +301,145 @@ pub unsafe extern "C" fn strata_get_alloc(
                 Ok(STRATA_OK)
             }
         }
+    })
+}
+
+/// `n` elements of a C array as a slice; null is allowed only when `n` is 0.
+///
+/// # Safety
+/// When non-null, `ptr` points to `n` readable, initialized elements that
+/// stay valid for the returned lifetime.
+unsafe fn array<'a, T>(what: &str, ptr: *const T, n: usize) -> Result<&'a [T], FfiError> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(FfiError::invalid(format!(
+            "{what} is a null pointer with n = {n}"
+        )));
+    }
+    Ok(std::slice::from_raw_parts(ptr, n))
+}
+
+/// Largest `n` for `strata_multi_get`: every array of `n` pointers or sizes
+/// must fit a Rust slice (`isize::MAX` bytes).
+const MULTI_GET_KEYS_MAX: usize = isize::MAX as usize / std::mem::size_of::<usize>();
+
+/// Reads the newest values of `n` keys at one point in time, their block reads
+/// submitted together (one io_uring submission per round when the database
+/// uses `io_engine = "io-uring"` with O_DIRECT reads). Key `i` is
+/// `keys[i]` / `key_lens[i]`; its value is copied into `bufs[i]` (capacity
+/// `buf_lens[i]`; null allowed when that is 0; `value_lens` may be the same
+/// array as `buf_lens`). Per key, `statuses[i]` is
+/// `STRATA_OK` with `value_lens[i]` = the value's length, `STRATA_NOT_FOUND`
+/// with `value_lens[i]` = 0, or `STRATA_BUFFER_TOO_SMALL` (nothing copied)
+/// with `value_lens[i]` = the length needed; none of these sets `*err`.
+///
+/// Returns `STRATA_OK` when every key has its answer in `statuses`, else the
+/// failure (and `*err`). A bad argument leaves the output arrays untouched;
+/// a failure of the engine sets every `statuses[i]` to the returned code and
+/// every `value_lens[i]` to 0, and copies nothing. The arrays may be null when
+/// `n` is 0.
+///
+/// # Safety
+/// `db` a live handle; each array (when `n` > 0) holds `n` elements; `keys[i]`
+/// readable for `key_lens[i]` bytes; `bufs[i]` writable for `buf_lens[i]`
+/// bytes, overlapping no key, no array and no other buffer; `value_lens` and
+/// `statuses` writable for `n` elements.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature: parallel arrays, as LevelDB/RocksDB
+pub unsafe extern "C" fn strata_multi_get(
+    db: *const strata_db_t,
+    n: usize,
+    keys: *const *const c_char,
+    key_lens: *const usize,
+    bufs: *const *mut c_char,
+    buf_lens: *const usize,
+    value_lens: *mut usize,
+    statuses: *mut c_int,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let h = handle("db", db)?;
+        if n > MULTI_GET_KEYS_MAX {
+            return Err(FfiError::invalid(format!(
+                "n = {n} is larger than the largest array ({MULTI_GET_KEYS_MAX} elements)"
+            )));
+        }
+        // Copies of the input arrays: an output array may be the same memory
+        // as an input one (value_lens == buf_lens), so no reference into the
+        // caller's arrays is held while the outputs are written.
+        let key_ptrs = array("keys", keys, n)?.to_vec();
+        let key_lens = array("key_lens", key_lens, n)?.to_vec();
+        let buf_ptrs = array("bufs", bufs, n)?.to_vec();
+        let buf_lens = array("buf_lens", buf_lens, n)?.to_vec();
+        if n > 0 && value_lens.is_null() {
+            return Err(FfiError::invalid(format!(
+                "value_lens is a null pointer with n = {n}"
+            )));
+        }
+        if n > 0 && statuses.is_null() {
+            return Err(FfiError::invalid(format!(
+                "statuses is a null pointer with n = {n}"
+            )));
+        }
+        let mut ks: Vec<&[u8]> = Vec::with_capacity(n);
+        for i in 0..n {
+            let k = key(key_ptrs[i], key_lens[i])
+                .map_err(|e| FfiError::new(e.code, format!("keys[{i}]: {}", e.message)))?;
+            ks.push(k);
+            if buf_ptrs[i].is_null() && buf_lens[i] != 0 {
+                return Err(FfiError::invalid(format!(
+                    "bufs[{i}] is a null pointer with buf_lens[{i}] = {}",
+                    buf_lens[i]
+                )));
+            }
+            if buf_lens[i] > BUFFER_BYTES_MAX {
+                return Err(FfiError::invalid(format!(
+                    "buf_lens[{i}] = {} is larger than the largest buffer",
+                    buf_lens[i]
+                )));
+            }
+        }
+        if n == 0 {
+            return Ok(STRATA_OK);
+        }
+        let result = h.db.multi_get(&ks).map_err(FfiError::from).and_then(|v| {
+            if v.len() == n {
+                Ok(v)
+            } else {
+                Err(FfiError::new(
+                    STRATA_ERROR,
+                    format!("the engine returned {} values for {n} keys", v.len()),
+                ))
+            }
+        });
+        drop(ks); // no borrowed key bytes outlive the engine call: the copies below write
+        let answer = |i: usize, status: c_int, len: usize| {
+            // SAFETY: i < n; both arrays are writable for n elements (checked non-null above).
+            unsafe {
+                statuses.add(i).write(status);
+                value_lens.add(i).write(len);
+            }
+        };
+        let values = match result {
+            Ok(values) => values,
+            Err(e) => {
+                (0..n).for_each(|i| answer(i, e.code, 0));
+                return Err(e);
+            }
+        };
+        for (i, v) in values.into_iter().enumerate() {
+            match v {
+                None => answer(i, STRATA_NOT_FOUND, 0),
+                Some(v) if v.len() > buf_lens[i] => answer(i, STRATA_BUFFER_TOO_SMALL, v.len()),
+                Some(v) => {
+                    std::ptr::copy_nonoverlapping(v.as_ptr(), buf_ptrs[i].cast::<u8>(), v.len());
+                    answer(i, STRATA_OK, v.len());
+                }
+            }
+        }
+        Ok(STRATA_OK)
     })
 }
 

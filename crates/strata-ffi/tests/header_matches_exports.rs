@@ -1,9 +1,10 @@
 //! The hand-maintained `include/strata.h` must declare exactly the functions
-//! the crate exports (`#[no_mangle] extern "C"`), and its status codes must
+//! the crate exports (`#[no_mangle] extern "C"`) with as many parameters as
+//! each takes, and its status codes must
 //! equal the crate's constants. `scripts/test-fio.sh` checks the built
 //! `.so`'s dynamic symbols against the header as well.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 fn crate_dir() -> &'static Path {
@@ -15,7 +16,21 @@ fn header() -> String {
 }
 
 fn header_functions() -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+    header_arities().into_keys().collect()
+}
+
+/// Parameters in a comma-separated list (`void` or nothing is 0).
+fn count_params(list: &str) -> usize {
+    let list = list.trim();
+    if list.is_empty() || list == "void" {
+        return 0;
+    }
+    list.split(',').filter(|p| !p.trim().is_empty()).count()
+}
+
+/// Each function the header declares, with its number of parameters.
+fn header_arities() -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
     // Strip /* */ comments, then look at each `extern ... name(` declaration.
     let text = header();
     let mut code = String::new();
@@ -35,33 +50,63 @@ fn header_functions() -> BTreeSet<String> {
         if !decl.contains('(') || decl.starts_with("extern \"C\"") {
             continue;
         }
-        let before_paren = &decl[..decl.find('(').unwrap()];
+        let open = decl.find('(').unwrap();
+        let before_paren = &decl[..open];
         let name = before_paren
             .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
             .next()
             .unwrap();
-        out.insert(name.to_string());
+        let params = &decl[open + 1..decl.rfind(')').unwrap()];
+        out.insert(name.to_string(), count_params(params));
     }
     out
 }
 
 fn exported_functions() -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+    exported_arities().into_keys().collect()
+}
+
+/// Each `#[no_mangle] extern "C" fn` of the crate, with its number of parameters.
+fn exported_arities() -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(crate_dir().join("src")).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         let mut pending = false;
-        for line in text.lines() {
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            let start = offset;
+            offset += line.len();
             let line = line.trim();
             if line == "#[no_mangle]" {
                 pending = true;
             } else if pending && line.contains("extern \"C\" fn ") {
-                let rest = &line[line.find("fn ").unwrap() + 3..];
-                out.insert(rest[..rest.find('(').unwrap()].to_string());
+                let rest = &text[start + text[start..].find("fn ").unwrap() + 3..];
+                let open = rest.find('(').unwrap();
+                let close = rest.find(')').unwrap(); // no parentheses inside Rust C-ABI parameter types here
+                out.insert(
+                    rest[..open].to_string(),
+                    count_params(&rest[open + 1..close]),
+                );
                 pending = false;
             }
         }
     }
     out
+}
+
+#[test]
+fn header_and_exports_agree_on_parameter_counts() {
+    let h = header_arities();
+    let e = exported_arities();
+    let differ: Vec<_> = h
+        .iter()
+        .filter_map(|(name, n)| match e.get(name) {
+            Some(m) if m != n => Some(format!("{name}: header {n}, Rust {m}")),
+            _ => None,
+        })
+        .collect();
+    assert!(differ.is_empty(), "{differ:?}");
+    assert_eq!(h.get("strata_multi_get"), Some(&9));
 }
 
 #[test]

@@ -121,6 +121,124 @@ static void test_batch(strata_db_t *db)
 	      "the later batch wins");
 }
 
+static void test_multi_get(strata_db_t *db)
+{
+	strata_error_t *err = NULL;
+	/* present, absent, deleted, present with a too-small buffer, present in a
+	 * zero-length NULL buffer, an empty value, a duplicate of the first */
+	const char *keys[7] = {"m-a", "m-absent", "m-del", "m-long", "m-a", "m-empty", "m-a"};
+	size_t key_lens[7], buf_lens[7], value_lens[7], lens[7];
+	char b0[16], b1[16], b2[16], b3[4], b5[4], b6[16];
+	char *bufs[7] = {b0, b1, b2, b3, NULL, b5, b6};
+	int statuses[7], rc, i;
+	const char *one_key[1] = {"m-a"};
+	size_t one_len[1] = {3}, one_cap[1] = {sizeof(b0)};
+	char *one_buf[1] = {b0};
+	static char too_long[5000]; /* keys are at most 4096 bytes */
+
+	for (i = 0; i < 7; i++) {
+		key_lens[i] = strlen(keys[i]);
+		value_lens[i] = 12345;
+		statuses[i] = -1;
+	}
+	buf_lens[0] = sizeof(b0);
+	buf_lens[1] = sizeof(b1);
+	buf_lens[2] = sizeof(b2);
+	buf_lens[3] = sizeof(b3);
+	buf_lens[4] = 0;
+	buf_lens[5] = sizeof(b5);
+	buf_lens[6] = sizeof(b6);
+	CHECK(strata_put(db, "m-a", 3, "alpha", 5, 0, &err) == STRATA_OK, "multi_get setup: put");
+	CHECK(strata_put(db, "m-del", 5, "gone", 4, 0, &err) == STRATA_OK, "multi_get setup: put");
+	CHECK(strata_delete(db, "m-del", 5, 0, &err) == STRATA_OK, "multi_get setup: delete");
+	CHECK(strata_put(db, "m-long", 6, "0123456789", 10, 0, &err) == STRATA_OK, "multi_get setup: put");
+	CHECK(strata_put(db, "m-empty", 7, NULL, 0, 0, &err) == STRATA_OK, "multi_get setup: put empty");
+
+	rc = strata_multi_get(db, 7, keys, key_lens, bufs, buf_lens, value_lens, statuses, &err);
+	CHECK(rc == STRATA_OK && err == NULL, "multi_get succeeds with per-key answers, no error set");
+	CHECK(statuses[0] == STRATA_OK && value_lens[0] == 5 && memcmp(b0, "alpha", 5) == 0,
+	      "multi_get: a present key");
+	CHECK(statuses[1] == STRATA_NOT_FOUND && value_lens[1] == 0, "multi_get: an absent key");
+	CHECK(statuses[2] == STRATA_NOT_FOUND && value_lens[2] == 0, "multi_get: a deleted key");
+	CHECK(statuses[3] == STRATA_BUFFER_TOO_SMALL && value_lens[3] == 10,
+	      "multi_get: a too-small buffer reports the length needed");
+	CHECK(statuses[4] == STRATA_BUFFER_TOO_SMALL && value_lens[4] == 5,
+	      "multi_get: a NULL zero-length buffer asks for the length");
+	CHECK(statuses[5] == STRATA_OK && value_lens[5] == 0, "multi_get: an empty value is found, not missing");
+	CHECK(statuses[6] == STRATA_OK && value_lens[6] == 5 && memcmp(b6, "alpha", 5) == 0,
+	      "multi_get: a duplicate key answers again");
+
+	/* value_lens may be the buf_lens array itself: capacities in, lengths out. */
+	for (i = 0; i < 7; i++)
+		lens[i] = buf_lens[i];
+	rc = strata_multi_get(db, 7, keys, key_lens, bufs, lens, lens, statuses, &err);
+	CHECK(rc == STRATA_OK && lens[0] == 5 && lens[1] == 0 && lens[3] == 10 && statuses[3] == STRATA_BUFFER_TOO_SMALL,
+	      "multi_get: lengths in and out through one array");
+
+	/* After a flush the values come from a layer file (the batched block reads). */
+	CHECK(strata_flush(db, &err) == STRATA_OK, "multi_get setup: flush");
+	memset(b0, 0, sizeof(b0));
+	rc = strata_multi_get(db, 7, keys, key_lens, bufs, buf_lens, value_lens, statuses, &err);
+	CHECK(rc == STRATA_OK && statuses[0] == STRATA_OK && value_lens[0] == 5 && memcmp(b0, "alpha", 5) == 0 &&
+		      statuses[1] == STRATA_NOT_FOUND && statuses[2] == STRATA_NOT_FOUND &&
+		      statuses[3] == STRATA_BUFFER_TOO_SMALL && value_lens[3] == 10 && statuses[5] == STRATA_OK &&
+		      value_lens[5] == 0,
+	      "multi_get after a flush: the same answers");
+
+	/* n = 0: nothing to read; the arrays may be NULL. */
+	CHECK(strata_multi_get(db, 0, NULL, NULL, NULL, NULL, NULL, NULL, &err) == STRATA_OK && err == NULL,
+	      "multi_get of no keys");
+
+	/* Bad arguments: an error, and the output arrays are left alone. */
+	statuses[0] = -1;
+	value_lens[0] = 777;
+	expect_error(&err, strata_multi_get(NULL, 1, one_key, one_len, one_buf, one_cap, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null db");
+	expect_error(&err, strata_multi_get(db, 1, NULL, one_len, one_buf, one_cap, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null keys");
+	expect_error(&err, strata_multi_get(db, 1, one_key, NULL, one_buf, one_cap, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null key_lens");
+	expect_error(&err, strata_multi_get(db, 1, one_key, one_len, NULL, one_cap, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null bufs");
+	expect_error(&err, strata_multi_get(db, 1, one_key, one_len, one_buf, NULL, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null buf_lens");
+	expect_error(&err, strata_multi_get(db, 1, one_key, one_len, one_buf, one_cap, NULL, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null value_lens");
+	expect_error(&err, strata_multi_get(db, 1, one_key, one_len, one_buf, one_cap, value_lens, NULL, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: null statuses");
+	CHECK(statuses[0] == -1 && value_lens[0] == 777, "multi_get: a bad argument leaves the outputs alone");
+
+	/* A NULL key among good ones names its index; so does an empty key. */
+	keys[1] = NULL;
+	rc = strata_multi_get(db, 7, keys, key_lens, bufs, buf_lens, value_lens, statuses, &err);
+	CHECK(rc == STRATA_INVALID_ARGUMENT && err && strstr(strata_error_message(err), "keys[1]"),
+	      "multi_get: a null key is named by its index");
+	strata_error_free(err);
+	err = NULL;
+	keys[1] = "m-absent";
+	key_lens[2] = 0;
+	expect_error(&err, strata_multi_get(db, 7, keys, key_lens, bufs, buf_lens, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: an empty key");
+	key_lens[2] = strlen(keys[2]);
+	bufs[1] = NULL;
+	expect_error(&err, strata_multi_get(db, 7, keys, key_lens, bufs, buf_lens, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: a null buffer with a length");
+	bufs[1] = b1;
+	memset(too_long, 'k', sizeof(too_long));
+	keys[0] = too_long;
+	key_lens[0] = sizeof(too_long);
+	expect_error(&err, strata_multi_get(db, 7, keys, key_lens, bufs, buf_lens, value_lens, statuses, &err),
+		     STRATA_INVALID_ARGUMENT, "multi_get: a key over the limit is the engine's refusal");
+	CHECK(statuses[0] == STRATA_INVALID_ARGUMENT && value_lens[0] == 0 && statuses[6] == STRATA_INVALID_ARGUMENT,
+	      "multi_get: an engine refusal marks every key");
+	keys[0] = "m-a";
+	key_lens[0] = 3;
+	/* A null err slot is allowed. */
+	CHECK(strata_multi_get(db, 1, one_key, one_len, NULL, one_cap, value_lens, statuses, NULL) ==
+		      STRATA_INVALID_ARGUMENT,
+	      "multi_get: null err slot");
+}
+
 static void test_bad_arguments(strata_db_t *db)
 {
 	strata_error_t *err = NULL;
@@ -217,6 +335,7 @@ int main(int argc, char **argv)
 		goto out;
 	test_put_get_delete(db);
 	test_batch(db);
+	test_multi_get(db);
 	test_bad_arguments(db);
 	CHECK(strata_put(db, "persist", 7, "across-reopen", 13, 0, &err) == STRATA_OK, "put before close");
 	CHECK(strata_sync(db, &err) == STRATA_OK, "sync");
