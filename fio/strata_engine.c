@@ -26,7 +26,8 @@
  *  - A job that reads lays its files out first, as fio does for plain files:
  *    when a file's key space holds neither block 0 nor a layout marker, every
  *    block is written once with pseudo-random bytes (the marker key is the
- *    file prefix ++ 0xffffffffffffffff, value = laid-out bytes, LE u64).
+ *    file prefix ++ 0xffffffffffffffff, value = laid-out bytes, LE u64), then
+ *    flushed to layer files.
  *
  * Engine options: strata-config=PATH (a JSON/TOML file or text; without it
  * STRATA_CONFIG is read), disrespect-fio-files, disrespect-fio-direct,
@@ -36,11 +37,14 @@
  *
  * Queue: with iodepth=1 the engine is synchronous (FIO_SYNCIO, each io_u
  * completes inside ->queue; its blocks are one strata_multi_get). With
- * iodepth>1, ->queue hands reads to reader threads (strata-threads=N, default
- * min(iodepth, 2)): a reader takes every read queued at that moment, up to
- * strata-read-batch blocks (default and most 64; at least one io_u), and serves
- * them with ONE strata_multi_get, whose block reads strata submits together;
- * ->getevents, rather than sleep while reads wait, serves them the same way.
+ * iodepth>1, ->queue hands reads to reader threads (strata-threads=N): a
+ * reader takes every read queued at that moment, up to strata-read-batch
+ * blocks (at most 64; at least one io_u), and serves them with ONE
+ * strata_multi_get, whose block reads strata submits together; ->getevents,
+ * rather than sleep while reads wait, serves them the same way. Defaults: with
+ * batched reads (io_engine io-uring and O_DIRECT reads) 64 blocks and
+ * min(iodepth, 2) readers; otherwise a multi_get reads its blocks one after
+ * another, so 1 block and min(iodepth, 16) readers, one read each.
  * Writes/trims go to one writer thread, which applies everything queued at
  * that moment as ONE write batch (group commit); ->getevents reaps what they
  * completed. A sync waits (FIO_Q_BUSY) until nothing is in flight, then calls
@@ -142,7 +146,8 @@ static struct fio_option options[] = {
 		.lname = "strata worker threads",
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct strata_fio_options, threads),
-		.help = "Reader threads when iodepth > 1 (0: min(iodepth, 2)); writes use one writer thread",
+		.help = "Reader threads when iodepth > 1 (0: min(iodepth, 2) with batched reads, else min(iodepth, 16)); "
+			"writes use one writer thread",
 		.def = "0",
 		.maxval = 256,
 		.category = FIO_OPT_C_ENGINE,
@@ -153,9 +158,9 @@ static struct fio_option options[] = {
 		.lname = "strata blocks per multi_get",
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct strata_fio_options, read_batch),
-		.help = "Most blocks a reader serves with one multi_get when iodepth > 1 (default and at most 64)",
-		.def = "64",
-		.minval = 1,
+		.help = "Most blocks a reader serves with one multi_get when iodepth > 1 (at most 64; 0: 64 with "
+			"batched reads, else 1)",
+		.def = "0",
 		.maxval = STRATA_FIO_MULTI_GET_BLOCKS,
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
@@ -179,11 +184,14 @@ static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct strata_fio_shared *shared_list;
 
 /*
- * Default reader threads. Each serves a whole queue's worth of reads per
- * multi_get, so a few keep the device busy; more only add context switches
- * (measured at iodepth=16 on 2 vCPUs: 2 readers ~38k IOPS, 16 readers ~15k).
+ * Default reader threads. With batched reads (io_uring, O_DIRECT) each serves
+ * a whole queue's worth of reads per multi_get, so a few keep the device busy
+ * and more only add context switches (measured at iodepth=16 on 2 vCPUs: 2
+ * readers ~38k IOPS, 16 readers ~15k). Otherwise a multi_get reads its blocks
+ * one after another, so readers take one read each and many run at once.
  */
-#define STRATA_FIO_THREADS_AUTO_MAX 2U
+#define STRATA_FIO_THREADS_BATCHED_MAX 2U
+#define STRATA_FIO_THREADS_UNBATCHED_MAX 16U
 
 /* A FIFO of io_us; capacity = the job's iodepth, all fio ever has outstanding. */
 struct strata_fio_ring {
@@ -252,6 +260,7 @@ struct strata_fio_data {
 	struct strata_fio_mget *mget; /* the synchronous path's multi_get space */
 	unsigned long long block_bytes;
 	int sync_writes;
+	int batched_reads; /* the database submits a multi_get's block reads together */
 	unsigned int errors_logged; /* atomic: workers log too */
 	struct strata_fio_pool *pool; /* NULL: synchronous */
 };
@@ -442,6 +451,41 @@ static int shared_close(struct strata_fio_shared *s)
 static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int threads);
 static void pool_stop(struct strata_fio_data *sd);
 
+/* Case-insensitive: does `s` hold `word`? */
+static int holds_word(const char *s, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (; s && *s; s++)
+		if (!strncasecmp(s, word, n))
+			return 1;
+	return 0;
+}
+
+/*
+ * Whether a database opened with `opts` submits a multi_get's block reads
+ * together: io_engine io-uring with O_DIRECT reads (io_mode not "buffered"),
+ * after strata's STRATA_IO_ENGINE / STRATA_IO_MODE overrides. (A filesystem
+ * refusing O_DIRECT with fallback_to_buffered is not foreseen here.)
+ */
+static int strata_fio_batched_reads(const strata_options_t *opts)
+{
+	char *json = strata_options_to_json(opts, NULL);
+	const char *env_engine = getenv("STRATA_IO_ENGINE"), *env_mode = getenv("STRATA_IO_MODE");
+	int uring, buffered;
+
+	if (!json)
+		return 0;
+	uring = strstr(json, "\"io_engine\":\"io-uring\"") != NULL;
+	buffered = strstr(json, "\"io_mode\":\"buffered\"") != NULL;
+	strata_free(json);
+	if (env_engine && *env_engine)
+		uring = holds_word(env_engine, "uring");
+	if (env_mode && *env_mode)
+		buffered = holds_word(env_mode, "buffered");
+	return uring && !buffered;
+}
+
 static int fio_strata_init(struct thread_data *td)
 {
 	struct strata_fio_options *eo = td->eo;
@@ -502,11 +546,14 @@ static int fio_strata_init(struct thread_data *td)
 	sd->shared = shared_open(name, db_path, opts, uring_implied);
 	if (!sd->shared)
 		goto fail;
+	sd->batched_reads = strata_fio_batched_reads(opts);
 	strata_options_destroy(opts);
 	sd->batch = strata_writebatch_create();
 	td->io_ops_data = sd;
 	if (td->o.iodepth > 1) {
-		unsigned int threads = eo->threads ? eo->threads : min(td->o.iodepth, STRATA_FIO_THREADS_AUTO_MAX);
+		unsigned int threads = eo->threads ? eo->threads
+					: min(td->o.iodepth, sd->batched_reads ? STRATA_FIO_THREADS_BATCHED_MAX
+									     : STRATA_FIO_THREADS_UNBATCHED_MAX);
 
 		if (pool_start(td, sd, threads)) {
 			log_err("fio: strata: cannot start %u reader threads and a writer\n", threads);
@@ -630,8 +677,13 @@ static int strata_fio_layout(struct thread_data *td, struct fio_file *f)
 	make_key(key, f, STRATA_FIO_MARKER_BLOCK);
 	if (strata_put(db, (const char *)key, sizeof(key), (const char *)marker, sizeof(marker), 0, &err))
 		return strata_fio_fail(td, "layout marker", err);
-	if (strata_sync(db, &err))
-		return strata_fio_fail(td, "layout sync", err);
+	/*
+	 * Flush, not just sync: the laid-out blocks end up in layer files, as a
+	 * plain file's are on disk, so the job's reads do not race the layout's
+	 * own flush backlog (in-memory layers being written out).
+	 */
+	if (strata_flush(db, &err))
+		return strata_fio_fail(td, "layout flush", err);
 	return 0;
 fail:
 	free(buf);
@@ -977,7 +1029,9 @@ static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsign
 	pthread_cond_init(&pool->done, NULL);
 	pool->capacity = cap;
 	pool->read_batch = ((struct strata_fio_options *)td->eo)->read_batch;
-	if (!pool->read_batch || pool->read_batch > STRATA_FIO_MULTI_GET_BLOCKS)
+	if (!pool->read_batch)
+		pool->read_batch = sd->batched_reads ? STRATA_FIO_MULTI_GET_BLOCKS : 1;
+	if (pool->read_batch > STRATA_FIO_MULTI_GET_BLOCKS)
 		pool->read_batch = STRATA_FIO_MULTI_GET_BLOCKS;
 	pool->reads.slots = calloc(cap, sizeof(*pool->reads.slots));
 	pool->writes.slots = calloc(cap, sizeof(*pool->writes.slots));

@@ -76,6 +76,9 @@ static void test_put_get_delete(strata_db_t *db)
 	rc = strata_get_alloc(db, "empty", 5, &value, &len, &err);
 	CHECK(rc == STRATA_OK && value != NULL && len == 0, "an empty value reads back as empty, not missing");
 	strata_free(value);
+	len = 99;
+	rc = strata_get(db, "empty", 5, NULL, 0, &len, &err);
+	CHECK(rc == STRATA_OK && len == 0 && err == NULL, "an empty value fits a NULL zero-length buffer");
 
 	CHECK(strata_delete(db, "k1", 2, 1, &err) == STRATA_OK, "delete (sync)");
 	rc = strata_get(db, "k1", 2, buf, sizeof(buf), &len, &err);
@@ -184,6 +187,19 @@ static void test_multi_get(strata_db_t *db)
 		      statuses[3] == STRATA_BUFFER_TOO_SMALL && value_lens[3] == 10 && statuses[5] == STRATA_OK &&
 		      value_lens[5] == 0,
 	      "multi_get after a flush: the same answers");
+
+	/* An empty value fits a NULL zero-length buffer. */
+	one_key[0] = "m-empty";
+	one_len[0] = 7;
+	one_cap[0] = 0;
+	one_buf[0] = NULL;
+	rc = strata_multi_get(db, 1, one_key, one_len, one_buf, one_cap, value_lens, statuses, &err);
+	CHECK(rc == STRATA_OK && statuses[0] == STRATA_OK && value_lens[0] == 0,
+	      "multi_get: an empty value into a NULL zero-length buffer");
+	one_key[0] = "m-a";
+	one_len[0] = 3;
+	one_cap[0] = sizeof(b0);
+	one_buf[0] = b0;
 
 	/* n = 0: nothing to read; the arrays may be NULL. */
 	CHECK(strata_multi_get(db, 0, NULL, NULL, NULL, NULL, NULL, NULL, &err) == STRATA_OK && err == NULL,
