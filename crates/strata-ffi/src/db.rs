@@ -260,11 +260,7 @@ pub unsafe extern "C" fn strata_get(
                         format!("value is {} bytes; buffer is {buf_len} bytes", v.len()),
                     ));
                 }
-                // An empty value may meet a null buffer (buf_len 0), which
-                // copy_nonoverlapping must not be given even for 0 bytes.
-                if !v.is_empty() {
-                    std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>(), v.len());
-                }
+                std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>(), v.len());
                 Ok(STRATA_OK)
             }
         }
@@ -438,7 +434,7 @@ pub unsafe extern "C" fn strata_multi_get(
                 None => answer(i, STRATA_NOT_FOUND, 0),
                 Some(v) if v.len() > buf_lens[i] => answer(i, STRATA_BUFFER_TOO_SMALL, v.len()),
                 Some(v) => {
-                    // An empty value may meet a null buffer: copy nothing then.
+                    // Nothing to copy for an empty value (its buffer may be null).
                     if !v.is_empty() {
                         std::ptr::copy_nonoverlapping(
                             v.as_ptr(),
