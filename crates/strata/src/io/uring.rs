@@ -40,34 +40,74 @@ pub(crate) fn probe() -> io::Result<()> {
     with_ring(|_| Ok(()))
 }
 
+/// Tags each submission's user data, so a completion is only ever matched
+/// to the call that submitted it.
+static GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// Times `submit_all` retries a failing submit before it gives up on a ring
+/// that still holds our requests.
+const SUBMIT_RETRIES_MAX: u32 = 1000;
+
 /// Submits `entries` (at most RING_ENTRIES_MAX) and waits for all; returns
 /// each operation's result in submission order.
+///
+/// Memory safety rests on one rule: no request that points into a caller's
+/// buffer is still in the kernel when this returns. So whatever fails after
+/// a request was pushed, the call keeps reaping until every pushed request
+/// has completed; if the ring cannot be made to finish them, the process
+/// aborts rather than let the kernel write into freed memory.
 fn submit_all(ring: &mut IoUring, entries: &[io_uring::squeue::Entry]) -> io::Result<Vec<i32>> {
     debug_assert!(entries.len() <= RING_ENTRIES_MAX as usize);
+    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as u64;
+    let mut pushed = 0usize;
     for (i, entry) in entries.iter().enumerate() {
-        let entry = entry.clone().user_data(i as u64);
+        let entry = entry.clone().user_data((generation << 32) | i as u64);
         // SAFETY: the buffers the entries point to are borrowed by our caller
-        // for the whole call, and we wait for every completion before returning.
-        unsafe { ring.submission().push(&entry) }
-            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        // for the whole call, and we wait for every pushed entry below.
+        if unsafe { ring.submission().push(&entry) }.is_err() {
+            break;
+        }
+        pushed += 1;
     }
-    let mut results = vec![0i32; entries.len()];
-    let mut done = 0;
-    while done < entries.len() {
-        match ring.submit_and_wait(entries.len() - done) {
+    let mut results: Vec<Option<i32>> = vec![None; pushed];
+    let mut done = 0usize;
+    let mut failures = 0u32;
+    let mut first_error: Option<io::Error> = None;
+    while done < pushed {
+        match ring.submit_and_wait(pushed - done) {
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                failures += 1;
+                if failures > SUBMIT_RETRIES_MAX {
+                    eprintln!("strata: io_uring cannot complete requests that point into live buffers ({e}); aborting");
+                    std::process::abort();
+                }
+                first_error.get_or_insert(e);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
         for cqe in ring.completion() {
-            let i = cqe.user_data() as usize;
-            if let Some(slot) = results.get_mut(i) {
-                *slot = cqe.result();
+            if cqe.user_data() >> 32 != generation & 0xffff_ffff {
+                continue; // not ours (cannot happen once every call drains its own)
+            }
+            let i = (cqe.user_data() & 0xffff_ffff) as usize;
+            if let Some(slot @ None) = results.get_mut(i) {
+                *slot = Some(cqe.result());
                 done += 1;
             }
         }
     }
-    Ok(results)
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    if pushed < entries.len() {
+        return Err(io::Error::other("io_uring submission queue full"));
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or(-libc::EIO))
+        .collect())
 }
 
 fn check(result: i32) -> io::Result<usize> {
