@@ -435,3 +435,36 @@ fn alignment_comes_from_the_kernel_or_defaults_to_4096() {
         65536
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    /// Reads interleaved with writes see exactly what was written, whether
+    /// the bytes are in the file, in a buffer the flusher is writing, or in
+    /// the buffer being filled.
+    #[test]
+    fn reads_during_writes_see_what_was_written(
+        steps in prop::collection::vec((size_strategy(), any::<u64>(), 1usize..3000, prop::bool::weighted(0.1)), 1..60),
+        engine in prop_oneof![Just(IoEngine::Sync), Just(IoEngine::IoUring)],
+    ) {
+        let dir = test_dir();
+        let mut w = BufferedWriter::new(open(&dir.path().join("f"), IoMode::DirectRw, engine), 8192, 0).unwrap();
+        let mut model = Vec::new();
+        for (i, (size, at, len, sync)) in steps.into_iter().enumerate() {
+            let data = pattern(i as u64, size);
+            w.write(&data).unwrap();
+            model.extend_from_slice(&data);
+            if sync {
+                w.sync().unwrap();
+            }
+            if !model.is_empty() {
+                let off = (at % model.len() as u64) as usize;
+                let len = len.min(model.len() - off);
+                prop_assert_eq!(w.read_range(off as u64, len).unwrap(), &model[off..off + len]);
+            }
+        }
+        let file = w.finish(ShutdownMode::PadThenTruncate).unwrap();
+        drop(file);
+        prop_assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), model);
+    }
+}

@@ -43,13 +43,15 @@ pub enum ShutdownMode {
 }
 
 struct Job {
-    buf: AlignedBuf,
+    /// Shared with `in_flight`, so readers can copy from a buffer while the
+    /// flusher writes it; nobody mutates it until it comes back.
+    buf: Arc<AlignedBuf>,
     offset: u64,
 }
 
 struct Flusher {
     jobs: mpsc::Sender<Job>,
-    done: mpsc::Receiver<(AlignedBuf, Result<()>)>,
+    done: mpsc::Receiver<(Arc<AlignedBuf>, Result<()>)>,
     thread: JoinHandle<()>,
 }
 
@@ -64,7 +66,7 @@ pub struct BufferedWriter<F: BlockFile = IoFile> {
     spare: Vec<AlignedBuf>,
     /// File ranges handed to the flusher and not yet confirmed, oldest first;
     /// empty when idle. At most two (there are two buffers).
-    in_flight: std::collections::VecDeque<(u64, u64)>,
+    in_flight: std::collections::VecDeque<(u64, Arc<AlignedBuf>)>,
     /// The flusher thread; empty only after shutdown.
     flusher: Option<Flusher>,
     /// Why the writer refuses further calls; empty while healthy.
@@ -145,7 +147,7 @@ impl<F: BlockFile> BufferedWriter<F> {
     pub fn written_end(&self) -> u64 {
         self.in_flight
             .front()
-            .map_or(self.buf_start, |&(start, _)| start)
+            .map_or(self.buf_start, |(start, _)| *start)
     }
 
     fn check_ok(&self) -> Result<()> {
@@ -230,15 +232,21 @@ impl<F: BlockFile> BufferedWriter<F> {
             is_aligned(len as u64, self.alignment),
             "hand-off of unaligned length {len}"
         );
-        let full = std::mem::replace(&mut self.current, AlignedBuf::empty(self.alignment));
+        let full = Arc::new(std::mem::replace(
+            &mut self.current,
+            AlignedBuf::empty(self.alignment),
+        ));
         let offset = self.buf_start;
         self.buf_start += len as u64;
         let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
         flusher
             .jobs
-            .send(Job { buf: full, offset })
+            .send(Job {
+                buf: Arc::clone(&full),
+                offset,
+            })
             .map_err(|_| Error::Poisoned("the flusher thread is gone".into()))?;
-        self.in_flight.push_back((offset, offset + len as u64));
+        self.in_flight.push_back((offset, full));
         if self.spare.is_empty() {
             self.wait_one()?;
         }
@@ -251,16 +259,26 @@ impl<F: BlockFile> BufferedWriter<F> {
 
     /// Waits for the oldest buffer in flight; its error, if it failed.
     fn wait_one(&mut self) -> Result<()> {
+        // Our reference goes first, so the returned one is the last.
         if self.in_flight.pop_front().is_none() {
             return Ok(());
         }
         let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
-        let (mut buf, result) = flusher
+        let (buf, result) = flusher
             .done
             .recv()
             .map_err(|_| Error::Poisoned("the flusher thread died".into()))?;
-        buf.clear();
-        self.spare.push(buf);
+        match Arc::try_unwrap(buf) {
+            Ok(mut buf) => {
+                buf.clear();
+                self.spare.push(buf);
+            }
+            // Unreachable (readers copy under the owner's borrow), but a new
+            // buffer is the safe answer, not a panic.
+            Err(shared) => self
+                .spare
+                .push(AlignedBuf::with_capacity(shared.capacity(), self.alignment)),
+        }
         result
     }
 
@@ -312,8 +330,9 @@ impl<F: BlockFile> BufferedWriter<F> {
     }
 
     /// Reads `len` bytes at `offset` of what was written, wherever they are
-    /// now: the file, the buffer in flight (waited for), or the current buffer.
-    pub fn read_range(&mut self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    /// now: the file, a buffer in flight (copied while the flusher writes it,
+    /// without waiting), or the current buffer.
+    pub fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         self.check_ok()?;
         let end = offset + len as u64;
         if end > self.end_offset() {
@@ -324,16 +343,12 @@ impl<F: BlockFile> BufferedWriter<F> {
             }
             .into());
         }
-        if let Some(&(_, flight_end)) = self.in_flight.back() {
-            if offset < flight_end {
-                let result = self.wait_in_flight();
-                self.guard(result)?;
-            }
-        }
         let mut out = Vec::with_capacity(len);
-        if offset < self.buf_start {
-            let file_end = end.min(self.buf_start);
-            let start = align_down(offset, self.alignment);
+        let mut pos = offset;
+        // Below the oldest buffer in flight: the file.
+        let file_end = end.min(self.written_end());
+        if pos < file_end {
+            let start = align_down(pos, self.alignment);
             let stop = align_up(file_end, self.alignment);
             let mut block = AlignedBuf::zeroed((stop - start) as usize, self.alignment);
             let n = self.file.read_at(block.spare_capacity_full(), start)?;
@@ -344,12 +359,25 @@ impl<F: BlockFile> BufferedWriter<F> {
                     start + n as u64
                 )));
             }
-            out.extend_from_slice(&block.spare_capacity_full()[(offset - start) as usize..want]);
+            out.extend_from_slice(&block.spare_capacity_full()[(pos - start) as usize..want]);
+            pos = file_end;
         }
-        if end > self.buf_start {
-            let from = offset.max(self.buf_start) - self.buf_start;
+        // Buffers in flight: copied while the flusher writes them, no wait.
+        for (start, buf) in &self.in_flight {
+            let buf_end = start + buf.len() as u64;
+            if pos < end && pos >= *start && pos < buf_end {
+                let stop = end.min(buf_end);
+                out.extend_from_slice(
+                    &buf.as_slice()[(pos - start) as usize..(stop - start) as usize],
+                );
+                pos = stop;
+            }
+        }
+        // The buffer being filled.
+        if pos < end {
             out.extend_from_slice(
-                &self.current.as_slice()[from as usize..(end - self.buf_start) as usize],
+                &self.current.as_slice()
+                    [(pos - self.buf_start) as usize..(end - self.buf_start) as usize],
             );
         }
         debug_assert_eq!(out.len(), len);
