@@ -64,15 +64,8 @@ impl WriteBatch {
         if self.invalid.is_some() {
             return;
         }
-        if key.is_empty() {
-            self.invalid = Some(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX });
-            return;
-        }
-        if key.len() > KEY_BYTES_MAX {
-            self.invalid = Some(InvalidInput::KeyTooLong {
-                len: key.len(),
-                max: KEY_BYTES_MAX,
-            });
+        if let Err(invalid) = crate::options::check_key(key) {
+            self.invalid = Some(invalid);
             return;
         }
         let Ok(value_len) = u32::try_from(value.len()) else {

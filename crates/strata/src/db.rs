@@ -28,7 +28,7 @@ use crate::layer::delta::{LayerSink, Lsn, ReadAt, ValueKind};
 use crate::layer::inmemory::InMemoryLayer;
 use crate::log::record::{encode_log_header, LOG_HEADER_BYTES};
 use crate::manifest::{delta_name, is_own_file, log_name, Manifest, MANIFEST_NAME};
-use crate::options::{Options, WriteOptions, KEY_BYTES_MAX};
+use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -158,17 +158,7 @@ fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
-    if key.is_empty() {
-        return Err(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX }.into());
-    }
-    if key.len() > KEY_BYTES_MAX {
-        return Err(InvalidInput::KeyTooLong {
-            len: key.len(),
-            max: KEY_BYTES_MAX,
-        }
-        .into());
-    }
-    Ok(())
+    Ok(crate::options::check_key(key)?)
 }
 
 impl Db {
@@ -538,13 +528,9 @@ fn read_whole(file: &IoFile, len: u64) -> Result<AlignedBuf> {
     let mut buf = AlignedBuf::zeroed(len, file.alignment());
     let n = file.read_at(buf.spare_capacity_full(), 0)?;
     if n < len {
-        return Err(Error::io(
+        return Err(crate::io::short_read(
             file.path(),
-            "read",
-            std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the file ends at {n}, expected {len}"),
-            ),
+            format!("the file ends at {n}, expected {len}"),
         ));
     }
     buf.set_len(len);

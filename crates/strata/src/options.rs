@@ -27,6 +27,20 @@ pub const FROZEN_LAYERS_MAX_DEFAULT: usize = 4;
 /// Target size of a delta layer's data block, bytes.
 pub const DELTA_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
 
+/// Checks a key against the key limits (1..=KEY_BYTES_MAX bytes).
+pub(crate) fn check_key(key: &[u8]) -> std::result::Result<(), InvalidInput> {
+    if key.is_empty() {
+        return Err(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX });
+    }
+    if key.len() > KEY_BYTES_MAX {
+        return Err(InvalidInput::KeyTooLong {
+            len: key.len(),
+            max: KEY_BYTES_MAX,
+        });
+    }
+    Ok(())
+}
+
 /// How a database is opened.
 #[derive(Debug, Clone)]
 pub struct Options {

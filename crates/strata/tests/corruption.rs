@@ -50,6 +50,14 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
     v
 }
 
+/// The log that holds the records `make_db` wrote (the others are empty).
+fn log_with_records(dir: &Path) -> PathBuf {
+    files_with_ext(dir, "log")
+        .into_iter()
+        .find(|p| std::fs::metadata(p).unwrap().len() > 10_000)
+        .expect("a log with records")
+}
+
 fn flip(path: &Path, offset: u64) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[offset as usize] ^= 0x5a;
@@ -119,11 +127,7 @@ fn flipped_byte_in_the_log_before_its_tail_is_an_error_naming_file_and_offset() 
     let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let dir = base.path().join("db");
     make_db(&dir, 300, false);
-    let logs = files_with_ext(&dir, "log");
-    let log = logs
-        .iter()
-        .find(|p| std::fs::metadata(p).unwrap().len() > 10_000)
-        .expect("a log with records");
+    let log = &log_with_records(&dir);
     // Inside the payload of an early record: later synced records say the log was durable past it.
     flip(log, 64 + 32 + 40);
     let err = Db::open(&dir, options()).err().expect("open must fail");
@@ -140,11 +144,7 @@ fn torn_tail_of_the_log_is_not_an_error() {
     let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let dir = base.path().join("db");
     make_db(&dir, 300, false);
-    let logs = files_with_ext(&dir, "log");
-    let log = logs
-        .iter()
-        .find(|p| std::fs::metadata(p).unwrap().len() > 10_000)
-        .expect("a log with records");
+    let log = &log_with_records(&dir);
     // Cut the last record in half: a crash in the middle of its write.
     let bytes = std::fs::read(log).unwrap();
     let end = bytes.iter().rposition(|&b| b != 0).unwrap();

@@ -382,15 +382,11 @@ impl IoFile {
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let n = self.read_at(buf, offset)?;
         if n < buf.len() {
-            return Err(Error::io(
+            return Err(short_read(
                 &self.path,
-                "read",
-                std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "wanted {} bytes at offset {offset}, the file ends after {n}",
-                        buf.len()
-                    ),
+                format!(
+                    "wanted {} bytes at offset {offset}, the file ends after {n}",
+                    buf.len()
                 ),
             ));
         }
@@ -412,15 +408,11 @@ impl IoFile {
         let n = self.read_at(buf.spare_capacity_full(), start)?;
         let head = (offset - start) as usize;
         if n < head + len {
-            return Err(Error::io(
+            return Err(short_read(
                 &self.path,
-                "read",
-                std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "wanted {len} bytes at offset {offset}, the file ends at {}",
-                        start + n as u64
-                    ),
+                format!(
+                    "wanted {len} bytes at offset {offset}, the file ends at {}",
+                    start + n as u64
                 ),
             ));
         }
@@ -552,6 +544,15 @@ impl IoFile {
     pub fn alignment(&self) -> usize {
         self.alignment
     }
+}
+
+/// The error for a read that found the file shorter than it needed.
+pub(crate) fn short_read(path: &Path, what: String) -> Error {
+    Error::io(
+        path,
+        "read",
+        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what),
+    )
 }
 
 /// Reads of any alignment from any files: with io_uring and O_DIRECT reads,

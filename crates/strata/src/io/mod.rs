@@ -14,6 +14,7 @@ mod uring;
 
 pub use aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 pub use buffered_writer::{BufferedWriter, ShutdownMode, WRITER_CAPACITY_MAX_BYTES};
+pub(crate) use file::short_read;
 pub use file::{
     read_batch, sync_dir, BlockFile, FileOptions, IoEngine, IoFile, IoMode,
     ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,

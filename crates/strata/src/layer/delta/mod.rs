@@ -122,6 +122,10 @@ pub(crate) struct DeltaLayerSummary {
 pub(crate) const DELTA_FORMAT_VERSION: u32 = 1;
 /// Longest key.
 pub(crate) const KEY_BYTES_MAX: usize = 4096;
+const _: () = assert!(
+    KEY_BYTES_MAX == crate::options::KEY_BYTES_MAX,
+    "one key limit for the API and the format"
+);
 /// Largest value the format holds (the engine's `Options` limit must not exceed it).
 pub(crate) const VALUE_BYTES_MAX: usize = 64 << 20;
 /// Smallest data-block target size a writer accepts (tests use it to get many blocks).

@@ -21,7 +21,7 @@ use super::{
     BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET,
     BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_LEN_OFFSET, DELTA_FORMAT_VERSION,
     ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC, HEADER_BYTES,
-    HEADER_CRC_OFFSET, HEADER_MAGIC, KEY_BYTES_MAX, VALUE_BYTES_MAX,
+    HEADER_CRC_OFFSET, HEADER_MAGIC, VALUE_BYTES_MAX,
 };
 use crate::error::{Error, InvalidInput, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter};
@@ -112,16 +112,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         value: &[u8],
     ) -> Result<()> {
         self.check_not_failed()?;
-        if key.is_empty() {
-            return Err(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX }.into());
-        }
-        if key.len() > KEY_BYTES_MAX {
-            return Err(InvalidInput::KeyTooLong {
-                len: key.len(),
-                max: KEY_BYTES_MAX,
-            }
-            .into());
-        }
+        crate::options::check_key(key)?;
         if value.len() > VALUE_BYTES_MAX {
             return Err(InvalidInput::ValueTooLarge {
                 len: value.len(),
