@@ -1,14 +1,19 @@
-//! `strata put|get|delete|scan|stats|flush DIR …`: the engine from the shell.
+//! `strata db DIR put|get|delete|scan|stats|flush …`: the engine from the shell.
 //!
 //! Each command opens the database in DIR (creating it for `put`), does one
 //! thing, and closes it, so every write it makes is durable (synced) when it
 //! returns. Keys and values are taken as UTF-8 text; `--hex` reads and prints
-//! them as hexadecimal instead.
+//! them as hexadecimal instead. Failures are returned to `main`, which prints
+//! them as one line; the one exit status decided here is `get`'s "not found".
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use strata::{Db, Options, WriteOptions};
+
+use crate::stats;
 
 #[derive(Args)]
 pub struct KvArgs {
@@ -44,8 +49,12 @@ enum KvCommand {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Print the engine's statistics.
-    Stats,
+    /// Print the engine's statistics (io counts are since this command's open).
+    Stats {
+        /// One JSON object with snake_case keys and sizes in bytes.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the in-memory layers out as delta layers.
     Flush,
 }
@@ -74,7 +83,24 @@ fn encode(bytes: &[u8], hex: bool) -> String {
     }
 }
 
-pub fn main(command: &str, args: KvArgs) -> Result<()> {
+pub fn main(command: &str, args: KvArgs) -> Result<ExitCode> {
+    match run(command, args) {
+        // The reader went away (`strata db DIR scan | head`): nothing to say.
+        // Only stdout can be a pipe here; the engine's files never are.
+        Err(error) if is_broken_pipe(&error) => Ok(ExitCode::SUCCESS),
+        result => result,
+    }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
     let opts = Options {
         create_if_missing: matches!(args.command, KvCommand::Put { .. }),
         ..Options::default()
@@ -83,12 +109,16 @@ pub fn main(command: &str, args: KvArgs) -> Result<()> {
         Db::open(&args.dir, opts).with_context(|| format!("opening {}", args.dir.display()))?;
     let hex = args.hex;
     let synced = WriteOptions { sync: true };
+    // Buffered for long scans; a failed write (a closed pipe) is an error,
+    // not println!'s panic.
+    let mut out = BufWriter::new(std::io::stdout().lock());
     match args.command {
-        KvCommand::Put { key, value } => println!(
+        KvCommand::Put { key, value } => writeln!(
+            out,
             "{}",
             db.put(decode(&key, hex)?, decode(&value, hex)?, synced)?
-        ),
-        KvCommand::Delete { key } => println!("{}", db.delete(decode(&key, hex)?, synced)?),
+        )?,
+        KvCommand::Delete { key } => writeln!(out, "{}", db.delete(decode(&key, hex)?, synced)?)?,
         KvCommand::Get { key, lsn } => {
             let key = decode(&key, hex)?;
             let value = match lsn {
@@ -96,11 +126,11 @@ pub fn main(command: &str, args: KvArgs) -> Result<()> {
                 None => db.get(&key)?,
             };
             match value {
-                Some(v) => println!("{}", encode(&v, hex)),
+                Some(v) => writeln!(out, "{}", encode(&v, hex))?,
                 None => {
                     db.close()?;
                     eprintln!("strata {command}: not found");
-                    std::process::exit(1);
+                    return Ok(ExitCode::FAILURE);
                 }
             }
         }
@@ -125,12 +155,14 @@ pub fn main(command: &str, args: KvArgs) -> Result<()> {
                 .take(limit.unwrap_or(usize::MAX))
             {
                 let (k, v) = item?;
-                println!("{}\t{}", encode(&k, hex), encode(&v, hex));
+                writeln!(out, "{}\t{}", encode(&k, hex), encode(&v, hex))?;
             }
         }
-        KvCommand::Stats => println!("{:#?}", db.stats()),
+        KvCommand::Stats { json: true } => writeln!(out, "{}", stats::to_json(&db.stats()))?,
+        KvCommand::Stats { json: false } => stats::write_text(&mut out, &db.stats())?,
         KvCommand::Flush => db.flush()?,
     }
+    out.flush()?;
     db.close()?;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,17 +1,68 @@
-//! The `strata db` commands against a real database directory.
+//! The `strata db` commands against a real database directory, through the
+//! built binary: output formats, exit statuses and error lines.
+//!
+//! Databases live under CARGO_TARGET_TMPDIR (on the build's disk), not /tmp,
+//! which may be a tmpfs that refuses the engine's O_DIRECT.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-fn strata(args: &[&str]) -> (bool, String, String) {
+/// What one run of the binary did.
+#[derive(Debug)]
+struct Run {
+    /// None when a signal ended it.
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `strata ARGS` with RUST_BACKTRACE=1: no output may depend on it.
+fn run(args: &[&str]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(args)
+        .env("RUST_BACKTRACE", "1")
         .output()
         .expect("run strata");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn strata(args: &[&str]) -> (bool, String, String) {
+    let run = run(args);
+    (run.code == Some(0), run.stdout, run.stderr)
+}
+
+/// An expected failure: status 1 and exactly one line `strata: …` on stderr.
+fn assert_one_line_failure(run: &Run) {
+    assert_eq!(run.code, Some(1), "{run:#?}");
+    assert!(run.stderr.starts_with("strata: "), "{run:#?}");
+    assert_eq!(run.stderr.lines().count(), 1, "{run:#?}");
+    assert!(run.stderr.ends_with('\n'), "{run:#?}");
+    assert!(!run.stderr.to_lowercase().contains("backtrace"), "{run:#?}");
+}
+
+/// A database in a fresh temporary directory holding apple, banana, cherry
+/// (LSNs 1..=3), flushed to a delta layer.
+fn flushed_db() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = dir.path().join("db").to_str().unwrap().to_owned();
+    for (key, value) in [("apple", "red"), ("banana", "yellow"), ("cherry", "dark")] {
+        let (ok, _, err) = strata(&["db", &db, "put", key, value]);
+        assert!(ok, "{err}");
+    }
+    let (ok, _, err) = strata(&["db", &db, "flush"]);
+    assert!(ok, "{err}");
+    (dir, db)
+}
+
+/// The byte column where the value of a `label  value` line starts.
+fn value_column(line: &str) -> usize {
+    let gap = line
+        .find("  ")
+        .unwrap_or_else(|| panic!("no gap in {line:?}"));
+    gap + line[gap..].len() - line[gap..].trim_start().len()
 }
 
 #[test]
@@ -45,7 +96,10 @@ fn put_get_scan_delete_and_history_through_the_cli() {
         strata(&["db", db, "--hex", "get", "62616e616e61"]).1.trim(),
         "79656c6c6f77"
     );
-    assert!(strata(&["db", db, "stats"]).1.contains("last_lsn: 4"));
+    assert!(strata(&["db", db, "stats"])
+        .1
+        .lines()
+        .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["last", "lsn", "4"]));
 }
 
 #[test]
@@ -54,4 +108,238 @@ fn a_directory_that_is_not_a_database_is_a_clear_error() {
     std::fs::write(dir.path().join("x"), "y").unwrap();
     let (ok, _, err) = strata(&["db", dir.path().to_str().unwrap(), "get", "k"]);
     assert!(!ok && err.contains("not a strata database"), "{err}");
+}
+
+#[test]
+fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
+    let (_dir, db) = flushed_db();
+    let run = run(&["db", &db, "stats"]);
+    assert_eq!(run.code, Some(0), "{run:#?}");
+    assert_eq!(run.stderr, "");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let summary = &lines[..6];
+    let labels: Vec<&str> = summary
+        .iter()
+        .map(|l| l[..l.find("  ").unwrap()].trim())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "last lsn",
+            "io mode",
+            "open layer",
+            "frozen layers",
+            "delta layers",
+            "index memory"
+        ],
+        "{}",
+        run.stdout
+    );
+    let column = value_column(summary[0]);
+    assert!(
+        summary.iter().all(|l| value_column(l) == column),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(&summary[0][column..], "3");
+    assert!(
+        ["buffered", "direct", "direct-rw"].contains(&&summary[1][column..]),
+        "{}",
+        run.stdout
+    );
+    // "1 (1.2 KiB)": a count, then the files' size with a unit.
+    let delta = &summary[4][column..];
+    let (count, size) = delta.split_once(' ').unwrap();
+    assert!(count.parse::<u64>().unwrap() >= 1, "{delta}");
+    assert!(
+        size.starts_with('(') && (size.ends_with(" B)") || size.ends_with("iB)")),
+        "{delta}"
+    );
+    assert!(summary[5][column..].ends_with('B'), "{}", run.stdout);
+
+    assert_eq!(lines[6], "");
+    let header: Vec<&str> = lines[7]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "io since open",
+            "reads",
+            "read bytes",
+            "writes",
+            "write bytes",
+            "syncs"
+        ]
+    );
+    let rows: Vec<&str> = lines[8..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        ["log", "delta", "image", "manifest", "other", "total"]
+    );
+    // Right-aligned: every row of the table ends at the same column.
+    assert!(
+        lines[7..].iter().all(|l| l.len() == lines[7].len()),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("Stats {"),
+        "not a Debug dump: {}",
+        run.stdout
+    );
+}
+
+#[test]
+fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
+    let (_dir, db) = flushed_db();
+    let run = run(&["db", &db, "stats", "--json"]);
+    assert_eq!(run.code, Some(0), "{run:#?}");
+    assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+    let stats: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let object = stats.as_object().unwrap();
+    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "delta_bytes",
+            "delta_layers",
+            "frozen_layers",
+            "index_memory_bytes",
+            "io",
+            "io_mode",
+            "last_lsn",
+            "open_layer_bytes"
+        ]
+    );
+    let number = |key: &str| {
+        stats[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key}: {stats}"))
+    };
+    assert_eq!(number("last_lsn"), 3);
+    assert!(number("delta_layers") >= 1, "{stats}");
+    assert!(number("delta_bytes") > 0, "{stats}");
+    assert!(number("index_memory_bytes") > 0, "{stats}");
+    number("open_layer_bytes");
+    number("frozen_layers");
+    assert!(
+        ["buffered", "direct", "direct-rw"].contains(&stats["io_mode"].as_str().unwrap()),
+        "{stats}"
+    );
+
+    let io = stats["io"].as_object().unwrap();
+    let mut classes: Vec<&str> = io.keys().map(String::as_str).collect();
+    classes.sort_unstable();
+    assert_eq!(classes, ["delta", "image", "log", "manifest", "other"]);
+    for (class, kinds) in io {
+        let mut names: Vec<&str> = kinds
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, ["read", "sync", "write"], "{class}");
+        for (kind, counters) in kinds.as_object().unwrap() {
+            let ops = counters["ops"].as_u64().unwrap();
+            let bytes = counters["bytes"].as_u64().unwrap();
+            assert_eq!(counters.as_object().unwrap().len(), 2, "{class}.{kind}");
+            // Syncs move no bytes; no operations move no bytes.
+            if kind == "sync" || ops == 0 {
+                assert_eq!(bytes, 0, "{class}.{kind}");
+            }
+        }
+    }
+    // Opening the flushed database reads its delta layer.
+    assert!(
+        stats["io"]["delta"]["read"]["ops"].as_u64().unwrap() >= 1,
+        "{stats}"
+    );
+}
+
+#[test]
+fn a_bad_key_is_one_line_and_exit_1_without_a_backtrace() {
+    let (_dir, db) = flushed_db();
+    let (db, long) = (db.as_str(), "k".repeat(5000));
+    for args in [
+        vec!["db", db, "put", "", "v"],
+        vec!["db", db, "put", &long, "v"],
+        vec!["db", db, "get", ""],
+        vec!["db", db, "get", &long],
+    ] {
+        let run = run(&args);
+        assert_one_line_failure(&run);
+        assert!(run.stderr.contains("key is"), "{run:#?}");
+    }
+    // The database is untouched.
+    assert_eq!(strata(&["db", db, "scan"]).1.lines().count(), 3);
+}
+
+#[test]
+fn a_database_path_that_is_a_regular_file_is_one_line() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "not a database").unwrap();
+    let run = run(&["db", file.to_str().unwrap(), "stats"]);
+    assert_one_line_failure(&run);
+    assert!(run.stderr.contains("not a strata database"), "{run:#?}");
+}
+
+#[test]
+fn a_missing_directory_is_one_line_naming_it_once_per_cause() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let missing = dir.path().join("missing");
+    let run = run(&["db", missing.to_str().unwrap(), "get", "k"]);
+    assert_one_line_failure(&run);
+    // The engine's error prints its io source and also returns it as its
+    // source: the line says it once.
+    assert_eq!(run.stderr.matches("(os error 2)").count(), 1, "{run:#?}");
+}
+
+#[test]
+fn bad_hex_is_one_line() {
+    let (_dir, db) = flushed_db();
+    let run = run(&["db", &db, "--hex", "get", "zz"]);
+    assert_one_line_failure(&run);
+    assert!(run.stderr.contains("not hexadecimal"), "{run:#?}");
+}
+
+#[test]
+fn an_absent_key_exits_1_with_not_found() {
+    let (_dir, db) = flushed_db();
+    let run = run(&["db", &db, "get", "durian"]);
+    assert_eq!(run.code, Some(1), "{run:#?}");
+    assert_eq!(run.stdout, "");
+    assert_eq!(run.stderr, "strata db: not found\n");
+}
+
+#[test]
+fn usage_errors_keep_clap_format_and_exit_2() {
+    let run = run(&["db"]);
+    assert_eq!(run.code, Some(2), "{run:#?}");
+    assert!(run.stderr.contains("Usage:"), "{run:#?}");
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let (_dir, db) = flushed_db();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["db", &db, "scan"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run strata");
+    // Close the only read end before the child writes: its writes fail with EPIPE.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
