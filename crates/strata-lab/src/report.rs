@@ -1,16 +1,21 @@
 //! `strata lab report DIR`: turns a results folder (one JSON per experiment)
 //! into one self-contained `report.html` — inline CSS and SVG, no script, no
-//! network — with, per experiment, its plots, one summary table (each
-//! engine's figures, the primary figure's ratio to strata and to the device
-//! line), its options and notes; and the machine and commit once at the top.
+//! network. It opens with the verdict (`<section id="summary">`, from
+//! [`crate::summary`]): per experiment, strata ÷ the best peer and ÷ the
+//! device line, each aim met or not, and an overview plot of those ratios.
+//! Then the machine and commit once, and per experiment its plots, each
+//! engine's durability settings, one summary table (each engine's figures —
+//! median and min–max where repeated — and the primary figure's ratio to
+//! strata and to the device line), its options and notes.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::plot::{bar_chart_svg, format_value, BarChart, RefLine};
-use crate::results::{DeviceSide, ExperimentResult};
+use crate::plot::{bar_chart_svg, format_value, BarChart, RefLine, YScale};
+use crate::results::{DeviceSide, ExperimentResult, Row};
+use crate::summary::{summarize, ExperimentSummary};
 
 pub const REPORT_FILE: &str = "report.html";
 
@@ -48,7 +53,14 @@ th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}\
 th{background:#f2f2f2}td.l,th.l{text-align:left}\
 tr.strata td{background:#eef6ff}.note{color:#a40}\
 .plots svg{display:block;margin:12px 0;max-width:100%;height:auto}\
-.muted{color:#777}table.options pre{margin:0;white-space:pre-wrap;font-size:12px}";
+.muted{color:#777}table.options pre{margin:0;white-space:pre-wrap;font-size:12px}\
+section.summary{border:1px solid #ccc;padding:4px 16px 12px;background:#fafafa}\
+section.summary h2{margin-top:8px}table.summary-table{font-size:14px}\
+table.summary-table td{vertical-align:top}.better{color:#060}.worse{color:#a00}\
+ul.aims{margin:0;padding-left:0;list-style:none}\
+[data-verdict=met]{color:#060}[data-verdict=not-met]{color:#a00}\
+.overview svg{display:block;margin:12px 0;max-width:100%;height:auto}\
+table.durability caption{text-align:left;font-weight:bold;padding:2px 0}";
 
 pub fn render(results: &[ExperimentResult]) -> Result<String> {
     let mut h = String::new();
@@ -62,6 +74,7 @@ pub fn render(results: &[ExperimentResult]) -> Result<String> {
         "<title>strata lab report</title><style>{STYLE}</style></head><body>"
     )?;
     writeln!(h, "<h1>strata lab report</h1>")?;
+    summary_section(&mut h, results)?;
     writeln!(
         h,
         "<p>Every figure below was measured in one run on the machine described here; compare ratios (to strata, to the device line), not absolutes.</p>"
@@ -178,16 +191,28 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
     };
     for key in plot_keys {
         let Some(spec) = r.spec(key) else { continue };
+        let row_of = |s: &String, c: &String| {
+            r.rows
+                .iter()
+                .find(|row| &row.case == c && &row.series() == s)
+        };
         let values: Vec<Vec<Option<f64>>> = series
             .iter()
             .map(|s| {
                 cases
                     .iter()
+                    .map(|c| row_of(s, c).and_then(|row| row.metrics.get(key).copied()))
+                    .collect()
+            })
+            .collect();
+        let spreads: Vec<Vec<Option<(f64, f64)>>> = series
+            .iter()
+            .map(|s| {
+                cases
+                    .iter()
                     .map(|c| {
-                        r.rows
-                            .iter()
-                            .find(|row| &row.case == c && &row.series() == s)
-                            .and_then(|row| row.metrics.get(key).copied())
+                        let spread = row_of(s, c)?.spread.get(key)?;
+                        Some((spread.min, spread.max))
                     })
                     .collect()
             })
@@ -210,17 +235,21 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
         let y_label = format!("{} ({})", spec.label, spec.unit);
         let svg = bar_chart_svg(&BarChart {
             title: &title,
+            x_label: "case",
             y_label: &y_label,
             cases: &cases,
             series: &series,
             values: &values,
+            spreads: &spreads,
             ref_line,
+            y_scale: YScale::Auto,
         })?;
         h.push_str(&svg);
         h.push('\n');
     }
     writeln!(h, "</div>")?;
 
+    durability_table(h, r)?;
     // The summary table (fio's: jobs × engines).
     if r.experiment == crate::Experiment::Fio.name() {
         crate::fio_exp::write_table(h, r)?;
@@ -249,11 +278,13 @@ fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
         .filter(|spec| r.rows.iter().any(|row| row.metrics.contains_key(&spec.key)))
         .collect();
     for spec in &shown {
+        let repeated = r.rows.iter().any(|row| row.spread.contains_key(&spec.key));
         writeln!(
             h,
-            "<th>{}<br><span class=\"muted\">{}</span></th>",
+            "<th>{}<br><span class=\"muted\">{}{}</span></th>",
             escape(&spec.label),
-            escape(&spec.unit)
+            escape(&spec.unit),
+            if repeated { ", median min–max" } else { "" }
         )?;
     }
     if let Some(p) = primary {
@@ -280,7 +311,7 @@ fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
         )?;
         for spec in &shown {
             match row.metrics.get(&spec.key) {
-                Some(v) => write!(h, "<td>{}</td>", format_value(*v))?,
+                Some(v) => write!(h, "<td>{}</td>", figure_with_spread(row, &spec.key, *v))?,
                 None => write!(h, "<td class=\"muted\">–</td>")?,
             }
         }
@@ -301,6 +332,234 @@ fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
         writeln!(h, "</tr>")?;
     }
     writeln!(h, "</tbody></table>")?;
+    Ok(())
+}
+
+/// A figure, and its samples' min–max where it is the median of several.
+fn figure_with_spread(row: &Row, key: &str, value: f64) -> String {
+    match row.spread.get(key) {
+        Some(spread) => format!(
+            "{} <span class=\"muted\">{}–{}</span>",
+            format_value(value),
+            format_value(spread.min),
+            format_value(spread.max)
+        ),
+        None => format_value(value),
+    }
+}
+
+/// Each engine's durability setting (its `durability` option, else its
+/// `write` option), next to the figures it explains.
+fn durability_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
+    let Some(serde_json::Value::Object(engines)) = r.options.get("engine_options") else {
+        return Ok(());
+    };
+    if engines.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        h,
+        "<table class=\"durability\" data-experiment=\"{}\"><caption>durability</caption><thead><tr><th class=\"l\">engine</th><th class=\"l\">durability</th></tr></thead><tbody>",
+        escape(&r.experiment)
+    )?;
+    for (engine, opts) in engines {
+        let setting = ["durability", "write"]
+            .iter()
+            .find_map(|k| opts.get(*k).and_then(|v| v.as_str()));
+        let class = if crate::summary::is_strata(engine) {
+            " class=\"strata\""
+        } else {
+            ""
+        };
+        match setting {
+            Some(text) => writeln!(
+                h,
+                "<tr{class} data-engine=\"{0}\"><td class=\"l\">{0}</td><td class=\"l\">{1}</td></tr>",
+                escape(engine),
+                escape(text)
+            )?,
+            None => writeln!(
+                h,
+                "<tr{class} data-engine=\"{0}\"><td class=\"l\">{0}</td><td class=\"l muted\">not recorded</td></tr>",
+                escape(engine)
+            )?,
+        }
+    }
+    writeln!(h, "</tbody></table>")?;
+    Ok(())
+}
+
+/// A ratio as `1.23×`.
+fn ratio_text(x: f64) -> String {
+    format!("{}×", format_value(x))
+}
+
+/// The verdict on top: one row per experiment and the overview plot.
+fn summary_section(h: &mut String, results: &[ExperimentResult]) -> Result<()> {
+    let summaries = summarize(results);
+    writeln!(h, "<section class=\"summary\" id=\"summary\">")?;
+    writeln!(h, "<h2>Summary</h2>")?;
+    writeln!(
+        h,
+        "<p class=\"muted\">Each experiment on its primary figure, as ratios measured in the same run: strata's best configuration against the best peer's, per case (geometric mean over the cases, and the worst case; above 1× strata is better), and strata's best figure as a fraction of the device line (median over the cases).</p>"
+    )?;
+    writeln!(
+        h,
+        "<table class=\"summary-table\"><thead><tr><th class=\"l\">experiment</th><th class=\"l\">strata ÷ best peer<br><span class=\"muted\">geo-mean, worst case</span></th><th class=\"l\">strata ÷ device line<br><span class=\"muted\">median over cases</span></th><th class=\"l\">aims</th></tr></thead><tbody>"
+    )?;
+    for (s, r) in summaries.iter().zip(results) {
+        summary_row(h, s, r)?;
+    }
+    writeln!(h, "</tbody></table>")?;
+    overview_plot(h, &summaries)?;
+    writeln!(h, "</section>")?;
+    Ok(())
+}
+
+fn summary_row(h: &mut String, s: &ExperimentSummary, r: &ExperimentResult) -> Result<()> {
+    let name = escape(&s.experiment);
+    write!(
+        h,
+        "<tr data-experiment=\"{name}\"><td class=\"l\"><a href=\"#{name}\">{name}</a>"
+    )?;
+    if let Some(spec) = &s.metric {
+        write!(
+            h,
+            "<br><span class=\"muted\">{} ({})</span>",
+            escape(&spec.label),
+            escape(&spec.unit)
+        )?;
+    }
+    if r.options.contains_key("failed") {
+        write!(h, "<br><span class=\"note\">failed (see below)</span>")?;
+    }
+    write!(h, "</td>")?;
+
+    match &s.vs_peer {
+        Some(p) => {
+            let class = if p.geo_mean >= 1.0 { "better" } else { "worse" };
+            write!(
+                h,
+                "<td class=\"l\"><b class=\"{class}\">{}</b> over {} case{}; best peer: {} ({} of {})<br><span class=\"muted\">worst: {} {} vs {}</span></td>",
+                ratio_text(p.geo_mean),
+                p.cases,
+                if p.cases == 1 { "" } else { "s" },
+                escape(&p.best_peer),
+                p.best_peer_cases,
+                p.cases,
+                escape(&p.worst.case),
+                ratio_text(p.worst.ratio),
+                escape(&p.worst.peer)
+            )?;
+        }
+        None => write!(h, "<td class=\"l muted\">–</td>")?,
+    }
+
+    match (&s.vs_device, &s.device_line) {
+        (Some(d), _) => {
+            let side = match d.side {
+                DeviceSide::Write => "write",
+                DeviceSide::Read => "read",
+            };
+            write!(
+                h,
+                "<td class=\"l\"><b>{}</b> <span class=\"muted\">of the device {side} line ({:.0} MiB/s), {} case{}</span></td>",
+                ratio_text(d.median),
+                d.line_mib_s,
+                d.cases,
+                if d.cases == 1 { "" } else { "s" }
+            )?;
+        }
+        (None, Some(line)) => {
+            let fio = match (line.fio_write_mib_s, line.fio_read_mib_s) {
+                (Some(w), Some(r)) => {
+                    format!("<br><span class=\"muted\">fio: write {w:.0}, read {r:.0} MiB/s</span>")
+                }
+                (Some(w), None) => {
+                    format!("<br><span class=\"muted\">fio: write {w:.0} MiB/s</span>")
+                }
+                (None, Some(r)) => {
+                    format!("<br><span class=\"muted\">fio: read {r:.0} MiB/s</span>")
+                }
+                (None, None) => String::new(),
+            };
+            write!(
+                h,
+                "<td class=\"l\">the line: write <b>{:.0}</b> MiB/s, read <b>{:.0}</b> MiB/s{fio}</td>",
+                line.write_mib_s, line.read_mib_s
+            )?;
+        }
+        (None, None) => write!(h, "<td class=\"l muted\">–</td>")?,
+    }
+
+    if s.aims.is_empty() {
+        write!(h, "<td class=\"l muted\">–</td>")?;
+    } else {
+        write!(h, "<td class=\"l\"><ul class=\"aims\">")?;
+        for aim in &s.aims {
+            let (verdict, mark) = if aim.met {
+                ("met", "✓")
+            } else {
+                ("not-met", "✗")
+            };
+            write!(
+                h,
+                "<li data-verdict=\"{verdict}\">{mark} {}</li>",
+                escape(&aim.text)
+            )?;
+        }
+        write!(h, "</ul></td>")?;
+    }
+    writeln!(h, "</tr>")?;
+    Ok(())
+}
+
+/// Strata ÷ best peer and ÷ device line per experiment, on a log axis with
+/// 1× marked.
+fn overview_plot(h: &mut String, summaries: &[ExperimentSummary]) -> Result<()> {
+    writeln!(h, "<div class=\"overview\">")?;
+    let plotted: Vec<&ExperimentSummary> = summaries
+        .iter()
+        .filter(|s| s.vs_peer.is_some() || s.vs_device.is_some())
+        .collect();
+    if plotted.is_empty() {
+        writeln!(
+            h,
+            "<p class=\"muted\">No experiment has a ratio to plot.</p></div>"
+        )?;
+        return Ok(());
+    }
+    let cases: Vec<String> = plotted.iter().map(|s| s.experiment.clone()).collect();
+    let series = vec![
+        "strata ÷ best peer (geo-mean)".to_string(),
+        "strata ÷ device line (median)".to_string(),
+    ];
+    let values = vec![
+        plotted
+            .iter()
+            .map(|s| s.vs_peer.as_ref().map(|p| p.geo_mean))
+            .collect(),
+        plotted
+            .iter()
+            .map(|s| s.vs_device.as_ref().map(|d| d.median))
+            .collect(),
+    ];
+    let svg = bar_chart_svg(&BarChart {
+        title: "overview: strata ÷ best peer and ÷ device line",
+        x_label: "experiment",
+        y_label: "strata ÷ reference (ratio, ×)",
+        cases: &cases,
+        series: &series,
+        values: &values,
+        spreads: &[],
+        ref_line: Some(RefLine {
+            label: "1× (parity)".to_string(),
+            value: 1.0,
+        }),
+        y_scale: YScale::Log,
+    })?;
+    h.push_str(&svg);
+    writeln!(h, "\n</div>")?;
     Ok(())
 }
 
@@ -337,6 +596,7 @@ fn options_and_notes(h: &mut String, r: &ExperimentResult) -> Result<()> {
 mod tests {
     use super::*;
     use crate::results::tests::sample;
+    use crate::results::MetricSpec;
 
     #[test]
     fn report_has_one_table_per_experiment_and_plots() {
@@ -354,6 +614,110 @@ mod tests {
         );
         assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
         assert!(!html.contains("<script"));
+    }
+
+    /// The device, ingest (repeated rows, aims, durability settings, a
+    /// peer 100× slower) and bulk experiments.
+    fn three_experiments() -> Vec<ExperimentResult> {
+        let mut device = sample("device");
+        device.metrics = vec![MetricSpec::new("mib_s", "Bandwidth", "MiB/s", true)];
+        device.plot_metrics = vec!["mib_s".to_string()];
+        device.rows = vec![
+            Row::new("sequential write 1 MiB", "lab probe", "O_DIRECT").metric("mib_s", 200.0),
+            Row::new("sequential read 1 MiB", "lab probe", "O_DIRECT").metric("mib_s", 400.0),
+        ];
+        device.options.clear();
+        device.notes.clear();
+
+        let mut ingest = sample("ingest");
+        ingest.rows[0] = Row::new("100 B Sequential", "strata", "DirectRw")
+            .sampled("mib_s", &[118.0, 123.4, 130.2])
+            .metric("puts_s", 1e6);
+        // 100× slower than strata: the chart needs a log axis.
+        ingest.rows[3] = Row::new("8 KiB Sequential", "rocksdb", "DirectRw").metric("mib_s", 1.8);
+        ingest.notes = vec![
+            "aim met: strata ≥ 1× rocksdb".to_string(),
+            "aim not met: strata ≥ 0.9× the device write line".to_string(),
+        ];
+        ingest.options.insert(
+            "engine_options".to_string(),
+            serde_json::json!({
+                "strata": {"durability": "WAL synced at each flush", "write": "WriteBatch"},
+                "rocksdb": {"write": "WriteBatch, WAL on, sync=false"},
+            }),
+        );
+        vec![device, ingest, sample("bulk")]
+    }
+
+    #[test]
+    fn report_opens_with_a_summary_row_per_experiment_and_an_overview() {
+        let html = render(&three_experiments()).unwrap();
+        let summary = html
+            .find("<section class=\"summary\" id=\"summary\">")
+            .expect("summary section");
+        let end = summary + html[summary..].find("</section>").unwrap();
+        let section = &html[summary..end];
+        assert!(summary < html.find("<table class=\"machine\"").unwrap());
+        assert!(html[..summary].contains("<h1>"));
+        assert!(section.contains("<h2>Summary</h2>"));
+        assert_eq!(
+            section.matches("<table class=\"summary-table\">").count(),
+            1
+        );
+        assert_eq!(section.matches("<tr data-experiment=").count(), 3);
+        for name in ["device", "ingest", "bulk"] {
+            assert!(section.contains(&format!("<tr data-experiment=\"{name}\">")));
+        }
+        // ingest: strata 123.4 vs 50 and 180 vs 1.8 → √(2.468 × 100) = 15.7.
+        assert!(section.contains("15.7×"), "{section}");
+        assert!(section.contains("worst: 100 B Sequential 2.47× vs rocksdb"));
+        // bulk: 100 vs 50 and 180 vs 90; device fractions 0.5, 0.9 → 0.70.
+        assert!(section.contains("2.00×") && section.contains("0.70×"));
+        // The device experiment shows the line itself.
+        assert!(section.contains("the line: write <b>200</b> MiB/s, read <b>400</b> MiB/s"));
+        assert_eq!(section.matches("data-verdict=\"met\"").count(), 1);
+        assert_eq!(section.matches("data-verdict=\"not-met\"").count(), 1);
+        assert!(section.contains("✓ strata ≥ 1× rocksdb"));
+        assert!(section.contains("✗ strata ≥ 0.9× the device write line"));
+        // One overview plot, log scale, labelled in ×, with the 1× line.
+        let overview = section.find("<div class=\"overview\">").unwrap();
+        assert_eq!(section.matches("<svg").count(), 1);
+        assert!(section[overview..].contains("<svg"));
+        assert!(section.contains("(ratio, ×), log scale"));
+        assert!(section.contains("1× (parity)"));
+        // The per-experiment tables keep their count.
+        assert_eq!(html.matches("<table class=\"experiment-table\"").count(), 3);
+        assert!(!section.contains("experiment-table"));
+    }
+
+    #[test]
+    fn experiment_tables_show_spread_durability_and_log_charts() {
+        let html = render(&three_experiments()).unwrap();
+        // The repeated figure: median, then min–max.
+        assert!(
+            html.contains("<td>123 <span class=\"muted\">118–130</span></td>"),
+            "{html}"
+        );
+        assert!(html.contains("median min–max"));
+        // ingest spans 100× (1.8 to 180 MiB/s): log axis; bulk does not.
+        assert!(html.contains("Throughput (MiB/s), log scale"));
+        assert_eq!(html.matches("Throughput (MiB/s), log scale").count(), 1);
+        // The whisker's legend, on the chart with a repeated figure only.
+        assert_eq!(html.matches("min–max of the samples").count(), 1);
+        // Durability per engine: its own setting, else its write setting.
+        let durability = html.find("<table class=\"durability\"").unwrap();
+        let table = &html[durability..];
+        let table = &table[..table.find("</table>").unwrap()];
+        assert!(table.contains("<td class=\"l\">WAL synced at each flush</td>"));
+        assert!(table.contains("<td class=\"l\">WriteBatch, WAL on, sync=false</td>"));
+        assert_eq!(html.matches("<table class=\"durability\"").count(), 1);
+        // Beside the figures: before ingest's summary table.
+        assert!(
+            durability
+                < html
+                    .find("<table class=\"experiment-table\" data-experiment=\"ingest\"")
+                    .unwrap()
+        );
     }
 
     #[test]
