@@ -36,6 +36,8 @@ const CHILD_PROGRESS_BYTES: u64 = 8 << 20;
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct BulkParams {
     pub volume_bytes: u64,
+    /// Samples per engine, interleaved across engines.
+    pub repeats: u32,
     pub value_len_bytes: usize,
     pub layout: KeyLayout,
 }
@@ -44,6 +46,7 @@ impl BulkParams {
     pub fn new(quick: bool) -> BulkParams {
         BulkParams {
             volume_bytes: if quick { 256 << 20 } else { 8 << 30 },
+            repeats: 3,
             value_len_bytes: 1024,
             layout: KeyLayout::Random,
         }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use crate::progress::Progress;
-use crate::results::{DeviceLine, MetricSpec, Row};
+use crate::results::{median, DeviceLine, MetricSpec, Row};
 use crate::workload::fmix64;
 
 /// Block size of the sequential probe (LAB.md §4).
@@ -33,9 +33,10 @@ pub struct DeviceParams {
 impl DeviceParams {
     pub fn new(quick: bool) -> DeviceParams {
         if quick {
+            // About a second per sample on a 1 GB/s disk.
             DeviceParams {
-                file_bytes: 256 << 20,
-                repeats: 2,
+                file_bytes: 1 << 30,
+                repeats: 3,
             }
         } else {
             DeviceParams {
@@ -227,20 +228,6 @@ pub fn fio_bandwidth_mib_s(path: &Path, file_bytes: u64, write: bool) -> Result<
     Ok(bw_bytes / (1024.0 * 1024.0))
 }
 
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
 /// What the device experiment measured.
 pub struct DeviceOutcome {
     pub line: DeviceLine,
@@ -249,11 +236,12 @@ pub struct DeviceOutcome {
 }
 
 pub fn metrics() -> Vec<MetricSpec> {
-    vec![
-        MetricSpec::new("mib_s", "Bandwidth (median)", "MiB/s", true),
-        MetricSpec::new("min_mib_s", "Min", "MiB/s", true),
-        MetricSpec::new("max_mib_s", "Max", "MiB/s", true),
-    ]
+    vec![MetricSpec::new(
+        "mib_s",
+        "Bandwidth (median)",
+        "MiB/s",
+        true,
+    )]
 }
 
 /// Measures the device line in `dir` (removing its test file afterwards).
@@ -319,12 +307,7 @@ pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
     };
     let row = |case: &str, engine: &str, config: &str, samples: &[f64]| {
         Row::new(case, engine, config)
-            .metric("mib_s", median(samples))
-            .metric(
-                "min_mib_s",
-                samples.iter().cloned().fold(f64::INFINITY, f64::min),
-            )
-            .metric("max_mib_s", samples.iter().cloned().fold(0.0, f64::max))
+            .sampled("mib_s", samples)
             .param("samples_mib_s", samples.to_vec())
     };
     let mut rows = vec![
@@ -361,12 +344,6 @@ pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even_samples() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
 
     #[test]
     fn probe_writes_and_reads_a_small_file() {

@@ -45,6 +45,9 @@ pub struct FioParams {
     /// fio's `size=` per job (file size, and strata's key space).
     pub size: &'static str,
     pub runtime_s: u32,
+    /// Runs of every pass, one after the other (each pass runs its jobs
+    /// through every engine in turn, so samples interleave across engines).
+    pub repeats: u32,
     pub direct: bool,
     pub numjobs: u32,
     pub passes: Vec<Pass>,
@@ -67,7 +70,8 @@ impl FioParams {
         if quick {
             FioParams {
                 size: "64m",
-                runtime_s: 3,
+                runtime_s: 2,
+                repeats: 3,
                 direct: true,
                 numjobs: 1,
                 passes: vec![qd1, deep(vec!["rand-read-iops", "rand-write-iops"])],
@@ -76,6 +80,7 @@ impl FioParams {
             FioParams {
                 size: "1g",
                 runtime_s: 20,
+                repeats: 3,
                 direct: true,
                 numjobs: 1,
                 passes: vec![
@@ -102,6 +107,7 @@ impl FioParams {
         BTreeMap::from([
             ("size".to_string(), self.size.into()),
             ("runtime_s".to_string(), self.runtime_s.into()),
+            ("repeats".to_string(), self.repeats.into()),
             ("direct".to_string(), u32::from(self.direct).into()),
             ("numjobs".to_string(), self.numjobs.into()),
             ("passes".to_string(), passes.into()),
@@ -517,117 +523,126 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
         bail!("no job files in {}", repo.join("fio/jobfiles").display());
     }
     let mut fio_version = None;
-    for pass in &params.passes {
-        let jobs: Vec<String> = if pass.jobs.is_empty() {
-            all_jobs.clone()
-        } else {
-            pass.jobs.iter().map(|j| j.to_string()).collect()
-        };
-        let pass_dir = out_dir.join(format!("qd{}", pass.iodepth));
-        let _ = std::fs::remove_dir_all(&pass_dir);
-        std::fs::create_dir_all(&pass_dir)?;
-        let log_path = pass_dir.join("run-compare.log");
-        let mut log = std::fs::File::create(&log_path)?;
-        let mut child = Command::new(repo.join("fio/run-compare.sh"))
-            .arg("-o")
-            .arg(&pass_dir)
-            .arg("-d")
-            .arg(data_dir)
-            .arg("-e")
-            .arg(pass.engines.join(" "))
-            .args(&jobs)
-            .env("SIZE", params.size)
-            .env("RUNTIME", params.runtime_s.to_string())
-            .env("DIRECT", u32::from(params.direct).to_string())
-            .env("IODEPTH", pass.iodepth.to_string())
-            .env("NUMJOBS", params.numjobs.to_string())
-            .env_remove("FIO_EXTRA")
-            .env_remove("KEEP_DATA")
-            .current_dir(&repo)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log.try_clone()?)
-            .spawn()
-            .context("run fio/run-compare.sh")?;
-        // Progress: the script's "job / engine" lines; everything in the log.
-        if let Some(stdout) = child.stdout.take() {
-            for line in BufReader::new(stdout).lines() {
-                let line = line?;
-                writeln!(log, "{line}")?;
-                if let Some(rest) = line.strip_prefix("run-compare.sh: ") {
-                    eprintln!("  fio qd{} {rest}", pass.iodepth);
-                }
-            }
+    // (case, engine) → one row per repeat, in first-seen order.
+    let mut samples: Vec<((String, String), Vec<Row>)> = Vec::new();
+    let mut runs_total = 0usize;
+    for rep in 1..=params.repeats {
+        if rep > 1 && samples.is_empty() {
+            // The first round of every pass failed: a second says the same.
+            break;
         }
-        let status = child.wait()?;
-        let _ = std::fs::remove_dir_all(data_dir);
-        let rel = |p: &str| format!("fio/qd{}/{p}", pass.iodepth);
-        let runs_path = pass_dir.join("runs.tsv");
-        let runs = match std::fs::read_to_string(&runs_path) {
-            Ok(text) => parse_runs_tsv(&text)?,
-            Err(err) => {
-                outcome.notes.push(format!(
-                    "fio qd{}: run-compare.sh wrote no runs.tsv ({status}, {err}): {}",
-                    pass.iodepth,
-                    log_tail(&log_path, 3)
-                ));
-                continue;
-            }
-        };
-        let mut pass_rows = Vec::new();
-        for run in &runs {
-            let what = format!("fio {} / {}", case_label(&run.job, run.iodepth), run.engine);
-            if run.exit_code != 0 {
-                outcome.notes.push(format!(
-                    "{what} failed: fio exited with {} (see {})",
-                    run.exit_code,
-                    rel("run-compare.log")
-                ));
-                continue;
-            }
-            let parsed = std::fs::read_to_string(pass_dir.join(&run.json))
-                .map_err(anyhow::Error::from)
-                .and_then(|text| parse_fio_json(&text));
-            match parsed {
-                Ok(fio) if fio.error != 0 => outcome
-                    .notes
-                    .push(format!("{what}: fio reported error {}", fio.error)),
-                Ok(fio) => {
-                    fio_version.get_or_insert_with(|| fio.fio_version.clone());
-                    let mut row = row_of(&run.job, &run.engine, run.iodepth, &fio)
-                        .param("fio_json", rel(&run.json))
-                        .param("size", params.size)
-                        .param("runtime_s", params.runtime_s)
-                        .param("direct", u32::from(params.direct))
-                        .param("numjobs", params.numjobs);
-                    if run.engine == "strata" {
-                        let stats = pass_dir.join(&run.job).join("strata.stats.json");
-                        if let Some(stats) = std::fs::read_to_string(stats)
-                            .ok()
-                            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                        {
-                            row = row.param("strata_stats", stats);
+        for pass in &params.passes {
+            let jobs: Vec<String> = if pass.jobs.is_empty() {
+                all_jobs.clone()
+            } else {
+                pass.jobs.iter().map(|j| j.to_string()).collect()
+            };
+            let rel = |p: &str| format!("fio/qd{}/rep{rep}/{p}", pass.iodepth);
+            let pass_dir = out_dir.join(format!("qd{}/rep{rep}", pass.iodepth));
+            let _ = std::fs::remove_dir_all(&pass_dir);
+            std::fs::create_dir_all(&pass_dir)?;
+            let log_path = pass_dir.join("run-compare.log");
+            let what_pass = format!("fio qd{} run {rep}/{}", pass.iodepth, params.repeats);
+            let status = run_compare(params, pass, &jobs, &repo, data_dir, &pass_dir, &log_path)
+                .with_context(|| {
+                    format!(
+                        "{what_pass}: fio/run-compare.sh (log: {})",
+                        log_path.display()
+                    )
+                })?;
+            let _ = std::fs::remove_dir_all(data_dir);
+            let runs = match std::fs::read_to_string(pass_dir.join("runs.tsv")) {
+                Ok(text) => parse_runs_tsv(&text)?,
+                Err(err) => {
+                    let note = format!(
+                        "{what_pass}: run-compare.sh wrote no runs.tsv ({status}, {err}); log: {}",
+                        log_path.display()
+                    );
+                    eprintln!("  {note}");
+                    outcome.notes.push(note);
+                    continue;
+                }
+            };
+            let mut pass_rows = Vec::new();
+            for run in &runs {
+                runs_total += 1;
+                let what = format!(
+                    "fio {} / {} (run {rep})",
+                    case_label(&run.job, run.iodepth),
+                    run.engine
+                );
+                let json_path = pass_dir.join(&run.json);
+                let failure = if run.exit_code != 0 {
+                    Some(format!("fio exited with {}", run.exit_code))
+                } else {
+                    match std::fs::read_to_string(&json_path)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|text| parse_fio_json(&text))
+                    {
+                        Ok(fio) if fio.error != 0 => {
+                            Some(format!("fio reported error {}", fio.error))
                         }
+                        Ok(fio) => {
+                            fio_version.get_or_insert_with(|| fio.fio_version.clone());
+                            let mut row = row_of(&run.job, &run.engine, run.iodepth, &fio)
+                                .param("fio_json", rel(&run.json))
+                                .param("size", params.size)
+                                .param("runtime_s", params.runtime_s)
+                                .param("direct", u32::from(params.direct))
+                                .param("numjobs", params.numjobs);
+                            if run.engine == "strata" {
+                                let stats = pass_dir.join(&run.job).join("strata.stats.json");
+                                if let Some(stats) =
+                                    std::fs::read_to_string(stats).ok().and_then(|t| {
+                                        serde_json::from_str::<serde_json::Value>(&t).ok()
+                                    })
+                                {
+                                    row = row.param("strata_stats", stats);
+                                }
+                            }
+                            pass_rows.push(row);
+                            None
+                        }
+                        Err(err) => Some(format!("{err:#}")),
                     }
-                    pass_rows.push(row);
+                };
+                if let Some(why) = failure {
+                    // One line per failed run, naming the log that says why.
+                    let note = format!("{what} failed: {why}; log: {}", log_path.display());
+                    eprintln!("  {note}");
+                    outcome.notes.push(note);
                 }
-                Err(err) => outcome.notes.push(format!("{what}: {err:#}")),
+            }
+            // Ratios within one pass: the engines ran back to back.
+            add_ratios(&mut pass_rows);
+            for row in pass_rows {
+                let key = (row.case.clone(), row.engine.clone());
+                match samples.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, rows)) => rows.push(row),
+                    None => samples.push((key, vec![row])),
+                }
             }
         }
-        add_ratios(&mut pass_rows);
-        print_pass(&pass_rows);
-        outcome.rows.extend(pass_rows);
     }
+    outcome.rows = samples
+        .iter()
+        .filter_map(|(_, rows)| Row::from_samples(rows))
+        .collect();
+    print_pass(&outcome.rows);
     if let Some(v) = fio_version {
         outcome.options.insert("fio_version".to_string(), v.into());
     }
+    // Each failed run was said once above; the error only counts them.
     if outcome.rows.is_empty() {
-        bail!("every fio run failed: {}", outcome.notes.join("; "));
+        bail!(
+            "every fio run failed ({runs_total} runs; the first failure is above, logs under {})",
+            out_dir.display()
+        );
     }
     if !outcome.rows.iter().any(|r| r.engine == "strata") {
         bail!(
-            "no fio run through strata's engine succeeded: {}",
-            outcome.notes.join("; ")
+            "no fio run through strata's engine succeeded (logs under {})",
+            out_dir.display()
         );
     }
     outcome.notes.extend(aim_notes(&outcome.rows));
@@ -635,6 +650,53 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
         "strata acknowledges a write once it is in its write path (its WAL buffer and memtable), the plain-file engines once the device has it (direct=1): the job files set no sync=/fsync=, so write figures compare those two contracts".to_string(),
     );
     Ok(outcome)
+}
+
+/// Runs `fio/run-compare.sh` for one pass into `pass_dir`, its output in
+/// `log_path`; prints its progress lines. Every path it is given is
+/// absolute (the caller's are).
+fn run_compare(
+    params: &FioParams,
+    pass: &Pass,
+    jobs: &[String],
+    repo: &Path,
+    data_dir: &Path,
+    pass_dir: &Path,
+    log_path: &Path,
+) -> Result<std::process::ExitStatus> {
+    debug_assert!(data_dir.is_absolute() && pass_dir.is_absolute());
+    let mut log = std::fs::File::create(log_path)?;
+    let mut child = Command::new(repo.join("fio/run-compare.sh"))
+        .arg("-o")
+        .arg(pass_dir)
+        .arg("-d")
+        .arg(data_dir)
+        .arg("-e")
+        .arg(pass.engines.join(" "))
+        .args(jobs)
+        .env("SIZE", params.size)
+        .env("RUNTIME", params.runtime_s.to_string())
+        .env("DIRECT", u32::from(params.direct).to_string())
+        .env("IODEPTH", pass.iodepth.to_string())
+        .env("NUMJOBS", params.numjobs.to_string())
+        .env_remove("FIO_EXTRA")
+        .env_remove("KEEP_DATA")
+        .current_dir(repo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log.try_clone()?)
+        .spawn()?;
+    // Progress: the script's "job / engine" lines; everything in the log.
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            writeln!(log, "{line}")?;
+            if let Some(rest) = line.strip_prefix("run-compare.sh: ") {
+                eprintln!("  fio qd{} {rest}", pass.iodepth);
+            }
+        }
+    }
+    Ok(child.wait()?)
 }
 
 /// One line per case: each engine's IOPS and strata's ratios.

@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::device::median;
 use crate::engine::{self, EngineConfig};
 use crate::progress::Progress;
 use crate::results::{DeviceSide, MetricSpec, Row};
@@ -67,22 +66,24 @@ pub fn cases() -> Vec<IngestCase> {
 
 #[derive(Clone, Copy, Debug)]
 pub struct IngestParams {
+    /// Value bytes written per round (LAB.md: 128 MiB).
     pub volume_bytes: u64,
+    /// Samples per case and configuration, interleaved across engines.
     pub repeats: u32,
+    /// A sample repeats whole rounds (fresh engine, the volume, the end of
+    /// the case) until this much timed work was done.
+    pub sample_work_s_min: f64,
 }
+
+/// Rounds one sample takes at most (a fast engine on a small volume).
+pub const SAMPLE_ROUNDS_MAX: u32 = 64;
 
 impl IngestParams {
     pub fn new(quick: bool) -> IngestParams {
-        if quick {
-            IngestParams {
-                volume_bytes: 32 << 20,
-                repeats: 1,
-            }
-        } else {
-            IngestParams {
-                volume_bytes: 128 << 20,
-                repeats: 3,
-            }
+        IngestParams {
+            volume_bytes: if quick { 32 << 20 } else { 128 << 20 },
+            repeats: 3,
+            sample_work_s_min: 1.0,
         }
     }
 }
@@ -93,12 +94,14 @@ pub fn metrics() -> Vec<MetricSpec> {
     vec![
         MetricSpec::new("mib_s", "Throughput (median)", "MiB/s", true).vs_device(DeviceSide::Write),
         MetricSpec::new("puts_s", "Puts", "puts/s", true),
-        MetricSpec::new("elapsed_s", "Elapsed", "s", false),
+        MetricSpec::new("elapsed_s", "Elapsed per round", "s", false),
+        MetricSpec::new("work_s", "Timed work per sample", "s", false),
         MetricSpec::new("reader_gets_s", "Concurrent reader gets", "gets/s", true),
     ]
 }
 
-/// One timed run of `case` on a fresh engine in `dir` (removed afterwards).
+/// One timed round of `case` on a fresh engine in `dir` (removed afterwards).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct RunFigures {
     pub elapsed_s: f64,
     pub reader_gets: u64,
@@ -175,8 +178,37 @@ pub fn run_case(
     outcome
 }
 
-/// Runs every case for every engine configuration, interleaved, and
-/// returns one row per (case, configuration).
+/// One sample: whole rounds of `case` until `params.sample_work_s_min` of
+/// timed work (at most [`SAMPLE_ROUNDS_MAX`] rounds), summed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    pub rounds: u32,
+    pub figures: RunFigures,
+}
+
+pub fn run_sample(
+    config: &EngineConfig,
+    case: &IngestCase,
+    params: &IngestParams,
+    dir: &Path,
+) -> Result<Sample> {
+    let mut sample = Sample::default();
+    while sample.rounds == 0
+        || (sample.figures.elapsed_s < params.sample_work_s_min
+            && sample.rounds < SAMPLE_ROUNDS_MAX)
+    {
+        let round = run_case(config, case, params.volume_bytes, dir)?;
+        sample.rounds += 1;
+        sample.figures.elapsed_s += round.elapsed_s;
+        sample.figures.reader_gets += round.reader_gets;
+        sample.figures.reader_misses += round.reader_misses;
+    }
+    Ok(sample)
+}
+
+/// Runs every case for every engine configuration, samples interleaved
+/// across configurations (A B C A B C …), and returns one row per (case,
+/// configuration) with the median and spread of its samples.
 pub fn run(
     configs: &[EngineConfig],
     params: IngestParams,
@@ -191,7 +223,10 @@ pub fn run(
     );
     for case in cases() {
         let label = case.label();
-        let mut samples: Vec<Vec<RunFigures>> = configs.iter().map(|_| Vec::new()).collect();
+        let puts = (params.volume_bytes / case.value_len_bytes as u64).max(1);
+        let value_mib = (puts * case.value_len_bytes as u64) as f64 / (1024.0 * 1024.0);
+        let mut samples: Vec<Vec<Row>> = configs.iter().map(|_| Vec::new()).collect();
+        let mut misses = vec![(0u64, 0u64); configs.len()];
         let mut failed: Vec<Option<String>> = configs.iter().map(|_| None).collect();
         for _rep in 0..params.repeats {
             for (i, config) in configs.iter().enumerate() {
@@ -199,14 +234,31 @@ pub fn run(
                     continue;
                 }
                 let dir = data_dir.join(format!("ingest-{}", config.kind.name()));
-                match run_case(config, &case, params.volume_bytes, &dir).with_context(|| {
+                match run_sample(config, &case, &params, &dir).with_context(|| {
                     format!(
                         "{} {} on {label}",
                         config.kind.name(),
                         config.io_mode.name()
                     )
                 }) {
-                    Ok(figures) => samples[i].push(figures),
+                    Ok(Sample { rounds, figures }) => {
+                        let work_s = figures.elapsed_s;
+                        let mib_s = value_mib * rounds as f64 / work_s;
+                        let mut row = Row::new(&label, config.kind.name(), config.io_mode.name())
+                            .metric("mib_s", mib_s)
+                            .metric("puts_s", (puts * rounds as u64) as f64 / work_s)
+                            .metric("elapsed_s", work_s / rounds as f64)
+                            .metric("work_s", work_s);
+                        if let Some(device) = device_write_mib_s {
+                            row = row.metric("device_fraction", mib_s / device);
+                        }
+                        if case.concurrent_reader {
+                            row = row.metric("reader_gets_s", figures.reader_gets as f64 / work_s);
+                            misses[i].0 += figures.reader_misses;
+                            misses[i].1 += figures.reader_gets;
+                        }
+                        samples[i].push(row.param("rounds", rounds));
+                    }
                     Err(err) => failed[i] = Some(format!("{err:#}")),
                 }
                 progress.inc(1);
@@ -218,46 +270,49 @@ pub fn run(
                 notes.push(format!("ingest failed: {err}"));
                 continue;
             }
-            let elapsed: Vec<f64> = samples[i].iter().map(|f| f.elapsed_s).collect();
-            let elapsed_s = median(&elapsed);
-            let puts = (params.volume_bytes / case.value_len_bytes as u64).max(1);
-            let value_bytes = puts * case.value_len_bytes as u64;
-            let mib_s = value_bytes as f64 / (1024.0 * 1024.0) / elapsed_s;
-            let mut row = Row::new(&label, config.kind.name(), config.io_mode.name())
-                .metric("mib_s", mib_s)
-                .metric("puts_s", puts as f64 / elapsed_s)
-                .metric("elapsed_s", elapsed_s)
+            let Some(row) = Row::from_samples(&samples[i]) else {
+                continue;
+            };
+            let sample_mib_s: Vec<f64> = samples[i].iter().map(|r| r.metrics["mib_s"]).collect();
+            let mut row = row
                 .param("value_len_bytes", case.value_len_bytes as u64)
                 .param("key_layout", case.layout.label())
                 .param("write_delta", case.write_delta)
                 .param("concurrent_reader", case.concurrent_reader)
-                .param("puts", puts)
-                .param("samples_elapsed_s", elapsed.clone());
-            if let Some(device) = device_write_mib_s {
-                row = row.metric("device_fraction", mib_s / device);
-            }
+                .param("puts_per_round", puts)
+                .param(
+                    "rounds_per_sample",
+                    samples[i]
+                        .iter()
+                        .map(|r| r.params["rounds"].clone())
+                        .collect::<Vec<_>>(),
+                )
+                .param("samples_mib_s", sample_mib_s);
+            row.params.remove("rounds");
+            let (reader_misses, reader_gets) = misses[i];
             if case.concurrent_reader {
-                let gets: u64 = samples[i].iter().map(|f| f.reader_gets).sum();
-                let misses: u64 = samples[i].iter().map(|f| f.reader_misses).sum();
-                let secs: f64 = elapsed.iter().sum();
-                row = row
-                    .metric("reader_gets_s", gets as f64 / secs)
-                    .param("reader_misses", misses);
-                if misses > 0 {
+                row = row.param("reader_misses", reader_misses);
+                if reader_misses > 0 {
                     notes.push(format!(
-                        "{} {}: the concurrent reader missed {misses} of {gets} keys already written",
+                        "{} {}: the concurrent reader missed {reader_misses} of {reader_gets} keys already written",
                         config.kind.name(),
                         config.io_mode.name()
                     ));
                 }
             }
+            let mib_s = row.metrics.get("mib_s").copied().unwrap_or(f64::NAN);
+            let spread = row
+                .spread
+                .get("mib_s")
+                .map(|s| format!(" ({:.0}–{:.0})", s.min, s.max))
+                .unwrap_or_default();
             progress.println(&format!(
-                "  {:<38} {:<8} {:<9} {:>8.1} MiB/s {:>10.0} puts/s{}",
+                "  {:<38} {:<8} {:<9} {:>8.1} MiB/s{spread} {:>10.0} puts/s{}",
                 label,
                 config.kind.name(),
                 config.io_mode.name(),
                 mib_s,
-                puts as f64 / elapsed_s,
+                row.metrics.get("puts_s").copied().unwrap_or(f64::NAN),
                 device_write_mib_s
                     .map(|d| format!("  {:.2}× device", mib_s / d))
                     .unwrap_or_default()

@@ -31,6 +31,8 @@ const PATTERN_BYTES: usize = 4 << 20;
 #[derive(Clone, Debug)]
 pub struct IoParams {
     pub file_bytes: u64,
+    /// Samples per configuration, interleaved across configurations.
+    pub repeats: u32,
     /// Sizes of the `write` calls, each a case.
     pub write_sizes_bytes: Vec<usize>,
 }
@@ -38,7 +40,9 @@ pub struct IoParams {
 impl IoParams {
     pub fn new(quick: bool) -> IoParams {
         IoParams {
-            file_bytes: if quick { 256 << 20 } else { 1 << 30 },
+            // About a second of writing per sample on a 1 GB/s disk.
+            file_bytes: 1 << 30,
+            repeats: if quick { 3 } else { 5 },
             write_sizes_bytes: vec![8 << 10, 1 << 20],
         }
     }
@@ -191,10 +195,22 @@ pub fn run(
         } else {
             format!("writes of {} KiB", write_len >> 10)
         };
-        for mode in IoMode::ALL {
-            for engine in [IoEngine::Sync, IoEngine::IoUring] {
+        let configs: Vec<(IoMode, IoEngine)> = IoMode::ALL
+            .into_iter()
+            .flat_map(|mode| IoEngine::ALL.map(|e| (mode, e)))
+            .collect();
+        let mut samples: Vec<Vec<Row>> = configs.iter().map(|_| Vec::new()).collect();
+        let mut failed = vec![false; configs.len()];
+        for rep in 1..=params.repeats {
+            for (i, &(mode, engine)) in configs.iter().enumerate() {
+                if failed[i] {
+                    continue;
+                }
                 let config = format!("{}/{}", mode.name(), engine.name());
-                let mut progress = Progress::new(&format!("io {case} {config}"), params.file_bytes);
+                let mut progress = Progress::new(
+                    &format!("io {case} {config} {rep}/{}", params.repeats),
+                    params.file_bytes,
+                );
                 let outcome = run_one(
                     &path,
                     mode,
@@ -209,6 +225,7 @@ pub fn run(
                     Err(err) => {
                         progress.finish(&format!("failed: {err:#}"));
                         notes.push(format!("io {case} {config} failed: {err:#}"));
+                        failed[i] = true;
                         continue;
                     }
                 };
@@ -234,9 +251,10 @@ pub fn run(
                     ));
                 }
                 progress.finish(&outcome);
-                rows.push(row);
+                samples[i].push(row);
             }
         }
+        rows.extend(samples.iter().filter_map(|s| Row::from_samples(s)));
     }
     Ok(rows)
 }

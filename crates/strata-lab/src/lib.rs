@@ -23,6 +23,7 @@ pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod results;
+pub mod summary;
 pub mod sys;
 pub mod workload;
 
@@ -145,13 +146,13 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
         config.engines.clone()
     };
 
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("create data directory {}", config.data_dir.display()))?;
-    let data_dir = config.data_dir.join(format!("run-{}", std::process::id()));
+    // Every path from here on is absolute: child processes (fio, the bulk
+    // child) run in other working directories.
+    let data_root = absolute_dir(&config.data_dir, "data directory")?;
+    let out_dir = absolute_dir(&config.out_dir, "results directory")?;
+    let data_dir = data_root.join(format!("run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data_dir);
-    std::fs::create_dir_all(&data_dir)?;
-    std::fs::create_dir_all(&config.out_dir)
-        .with_context(|| format!("create results directory {}", config.out_dir.display()))?;
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
 
     let machine = Machine::describe(&data_dir);
     let mut run_notes = Vec::new();
@@ -168,7 +169,7 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
         machine,
         git_commit: machine::git_commit(),
         data_dir: data_dir.clone(),
-        out_dir: config.out_dir.clone(),
+        out_dir,
         run_notes,
     };
     eprintln!(
@@ -192,6 +193,7 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     let mut device_line: Option<DeviceLine> = None;
     for experiment in experiments {
         progress::heading(experiment.title());
+        let t = started();
         let outcome = match experiment {
             Experiment::Device => run_device(&ctx).map(|(result, line)| {
                 device_line = Some(line);
@@ -202,17 +204,27 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
             Experiment::Bulk => run_bulk(&ctx, &engines, device_line.as_ref()),
             Experiment::Fio => run_fio(&ctx, device_line.as_ref()),
         };
-        match outcome.and_then(|result| result.save(&ctx.out_dir)) {
-            Ok(path) => eprintln!("  results: {}", path.display()),
-            Err(err) => {
-                eprintln!("  {} failed: {err:#}", experiment.name());
-                failures.push(format!("{}: {err:#}", experiment.name()));
-                if experiment == Experiment::Device {
-                    // Nothing else can be put in proportion: stop here.
-                    let _ = std::fs::remove_dir_all(&data_dir);
-                    bail!("the device line could not be measured: {err:#}");
-                }
+        let outcome = outcome.or_else(|err| {
+            // Said once here; the report says it again in the experiment's
+            // section, and the run's final error only names the experiment.
+            eprintln!("  {} failed: {err:#}", experiment.name());
+            failures.push(experiment.name());
+            if experiment == Experiment::Device {
+                return Err(err);
             }
+            Ok(ctx.failed_result(experiment, t, device_line.as_ref(), &err))
+        });
+        let saved = match outcome {
+            Ok(result) => result.save(&ctx.out_dir),
+            Err(err) => {
+                // Nothing else can be put in proportion: stop here.
+                let _ = std::fs::remove_dir_all(&data_dir);
+                bail!("the device line could not be measured: {err:#}");
+            }
+        };
+        match saved {
+            Ok(path) => eprintln!("  results: {}", path.display()),
+            Err(err) => bail!("{}: {err:#}", experiment.name()),
         }
     }
     let _ = std::fs::remove_dir_all(&data_dir);
@@ -221,12 +233,18 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     println!("report: {}", report.display());
     if !failures.is_empty() {
         bail!(
-            "{} experiment(s) failed: {}",
+            "{} experiment(s) failed: {} (why: above, and in the report)",
             failures.len(),
-            failures.join("; ")
+            failures.join(", ")
         );
     }
     Ok(report)
+}
+
+/// Creates `dir` if needed and returns its absolute, canonical path.
+fn absolute_dir(dir: &Path, what: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {what} {}", dir.display()))?;
+    std::fs::canonicalize(dir).with_context(|| format!("resolve {what} {}", dir.display()))
 }
 
 /// Filesystem types that live in memory.
@@ -285,6 +303,26 @@ impl RunContext {
             rows,
             notes,
         }
+    }
+}
+
+impl RunContext {
+    /// The result of an experiment that could not run: no rows, and why.
+    fn failed_result(
+        &self,
+        experiment: Experiment,
+        started: (String, Instant),
+        device_line: Option<&DeviceLine>,
+        err: &anyhow::Error,
+    ) -> ExperimentResult {
+        let measured = Measured {
+            metrics: Vec::new(),
+            plot_metrics: &[""],
+            options: options(&[("failed", format!("{err:#}").into())]),
+            rows: Vec::new(),
+            notes: vec![format!("failed: {err:#}")],
+        };
+        self.result(experiment, started, device_line, measured)
     }
 }
 
@@ -406,6 +444,7 @@ fn run_ingest(
     let opts = options(&[
         ("volume_bytes", params.volume_bytes.into()),
         ("repeats", params.repeats.into()),
+        ("sample_work_s_min", params.sample_work_s_min.into()),
         ("batch_puts", (workload::BATCH_PUTS as u64).into()),
         ("key_len_bytes", (workload::KEY_LEN_BYTES as u64).into()),
         ("reader_window_keys", ingest::READER_WINDOW_KEYS.into()),
@@ -428,47 +467,57 @@ fn run_bulk(
 ) -> Result<ExperimentResult> {
     let t = started();
     let params = bulk::BulkParams::new(ctx.quick);
-    let mut rows = Vec::new();
+    let mut samples: Vec<Vec<Row>> = engines.iter().map(|_| Vec::new()).collect();
+    let mut failed: Vec<bool> = engines.iter().map(|_| false).collect();
     let mut notes = Vec::new();
-    for kind in engines {
-        let config = EngineConfig {
-            kind: *kind,
-            io_mode: kind.default_io_mode(),
-        };
-        match bulk::run_engine(&config, &params, &ctx.data_dir) {
-            Ok(row) => {
-                eprintln!(
-                    "  bulk {:<8} insert {:.1} s, WA {:.2}, recovery {:.2} s, recovered {:.3}, RSS {:.0} MiB",
-                    kind.name(),
-                    row.metrics.get("insert_s").copied().unwrap_or(f64::NAN),
-                    row.metrics.get("write_amp").copied().unwrap_or(f64::NAN),
-                    row.metrics.get("recovery_s").copied().unwrap_or(f64::NAN),
-                    row.metrics.get("recovered_fraction").copied().unwrap_or(f64::NAN),
-                    row.metrics.get("peak_rss_mib").copied().unwrap_or(f64::NAN),
-                );
-                rows.push(row);
+    for rep in 1..=params.repeats {
+        for (i, kind) in engines.iter().enumerate() {
+            if failed[i] {
+                continue;
             }
-            Err(err) => {
-                eprintln!("  bulk {} failed: {err:#}", kind.name());
-                notes.push(format!("bulk {} failed: {err:#}", kind.name()));
+            let config = EngineConfig {
+                kind: *kind,
+                io_mode: kind.default_io_mode(),
+            };
+            match bulk::run_engine(&config, &params, &ctx.data_dir) {
+                Ok(row) => {
+                    let m = |k: &str| row.metrics.get(k).copied().unwrap_or(f64::NAN);
+                    eprintln!(
+                        "  bulk {:<8} {rep}/{}: insert {:.1} s, WA {:.2}, recovery {:.2} s, recovered {:.3}, RSS {:.0} MiB",
+                        kind.name(),
+                        params.repeats,
+                        m("insert_s"),
+                        m("write_amp"),
+                        m("recovery_s"),
+                        m("recovered_fraction"),
+                        m("peak_rss_mib"),
+                    );
+                    if let (Some(puts), Some(recovered)) =
+                        (row.params.get("puts"), row.params.get("recovered_puts"))
+                    {
+                        if puts != recovered {
+                            notes.push(format!(
+                                "{} (sample {rep}) recovered {recovered} of {puts} puts after SIGKILL (no sync, no flush): what it had not handed to the OS was lost",
+                                row.engine
+                            ));
+                        }
+                    }
+                    samples[i].push(row);
+                }
+                Err(err) => {
+                    eprintln!("  bulk {} failed: {err:#}", kind.name());
+                    notes.push(format!("bulk {} failed: {err:#}", kind.name()));
+                    failed[i] = true;
+                }
             }
         }
     }
+    let rows: Vec<Row> = samples
+        .iter()
+        .filter_map(|s| Row::from_samples(s))
+        .collect();
     if rows.is_empty() {
         bail!("no engine completed bulk: {}", notes.join("; "));
-    }
-    for row in &rows {
-        let (Some(puts), Some(recovered)) =
-            (row.params.get("puts"), row.params.get("recovered_puts"))
-        else {
-            continue;
-        };
-        if puts != recovered {
-            notes.push(format!(
-                "{} recovered {recovered} of {puts} puts after SIGKILL (no sync, no flush): what it had not handed to the OS was lost",
-                row.engine
-            ));
-        }
     }
     if let Some(wa) = rows
         .iter()
@@ -489,6 +538,7 @@ fn run_bulk(
     }
     let opts = options(&[
         ("volume_bytes", params.volume_bytes.into()),
+        ("repeats", params.repeats.into()),
         ("value_len_bytes", (params.value_len_bytes as u64).into()),
         ("key_layout", params.layout.label().into()),
         ("ingested_bytes", params.ingested_bytes().into()),

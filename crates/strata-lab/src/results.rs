@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ExperimentResult {
@@ -100,8 +100,37 @@ pub struct Row {
     /// The engine's configuration, e.g. `DirectRw` or `DirectRw/IoUring`.
     pub config: String,
     pub params: BTreeMap<String, serde_json::Value>,
-    /// Figures keyed by `MetricSpec::key`; absent when not measurable.
+    /// Figures keyed by `MetricSpec::key`; absent when not measurable. A
+    /// figure measured more than once is the median of its samples.
     pub metrics: BTreeMap<String, f64>,
+    /// For each figure measured more than once: its samples' spread.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spread: BTreeMap<String, Spread>,
+}
+
+/// The samples behind a repeated figure: the row's metric is their median.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Spread {
+    pub min: f64,
+    pub max: f64,
+    /// Number of samples.
+    pub n: u32,
+}
+
+/// The median of `values` (the mean of the middle two for an even count);
+/// NaN for none.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
 }
 
 impl Row {
@@ -112,7 +141,28 @@ impl Row {
             config: config.to_string(),
             params: BTreeMap::new(),
             metrics: BTreeMap::new(),
+            spread: BTreeMap::new(),
         }
+    }
+
+    /// Sets `key` to the median of `samples` and records their spread.
+    pub fn sampled(mut self, key: &str, samples: &[f64]) -> Row {
+        let finite: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+        if finite.is_empty() {
+            return self;
+        }
+        self = self.metric(key, median(&finite));
+        if finite.len() > 1 {
+            self.spread.insert(
+                key.to_string(),
+                Spread {
+                    min: finite.iter().copied().fold(f64::INFINITY, f64::min),
+                    max: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    n: finite.len() as u32,
+                },
+            );
+        }
+        self
     }
 
     pub fn metric(mut self, key: &str, value: f64) -> Row {
@@ -125,6 +175,30 @@ impl Row {
     pub fn param(mut self, key: &str, value: impl Into<serde_json::Value>) -> Row {
         self.params.insert(key.to_string(), value.into());
         self
+    }
+
+    /// One row from repeated measurements of the same case and
+    /// configuration: each metric is the median of the samples that have
+    /// it, with their spread; params come from the first sample. `None` for
+    /// no samples.
+    pub fn from_samples(samples: &[Row]) -> Option<Row> {
+        let first = samples.first()?;
+        let mut row = Row {
+            metrics: BTreeMap::new(),
+            spread: BTreeMap::new(),
+            ..first.clone()
+        };
+        let mut keys: Vec<&String> = samples.iter().flat_map(|r| r.metrics.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let values: Vec<f64> = samples
+                .iter()
+                .filter_map(|r| r.metrics.get(key).copied())
+                .collect();
+            row = row.sampled(key, &values);
+        }
+        Some(row)
     }
 
     pub fn series(&self) -> String {
@@ -285,6 +359,35 @@ pub(crate) mod tests {
         result.schema_version = SCHEMA_VERSION + 1;
         let path = result.save(tmp.path()).unwrap();
         assert!(ExperimentResult::load(&path).is_err());
+    }
+
+    #[test]
+    fn median_of_odd_and_even_samples() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn repeated_samples_give_the_median_and_the_spread() {
+        let sample = |v: f64| Row::new("c", "strata", "DirectRw").metric("mib_s", v);
+        let row = Row::from_samples(&[sample(3.0), sample(1.0), sample(2.0), sample(10.0)])
+            .unwrap()
+            .param("n", 4);
+        assert_eq!(row.metrics["mib_s"], 2.5);
+        assert_eq!(
+            row.spread["mib_s"],
+            Spread {
+                min: 1.0,
+                max: 10.0,
+                n: 4
+            }
+        );
+        // One sample: no spread to show.
+        let one = Row::from_samples(&[sample(5.0)]).unwrap();
+        assert_eq!(one.metrics["mib_s"], 5.0);
+        assert!(one.spread.is_empty());
+        assert!(Row::from_samples(&[]).is_none());
     }
 
     #[test]

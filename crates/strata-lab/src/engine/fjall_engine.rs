@@ -56,10 +56,6 @@ impl Engine for FjallEngine {
         Ok(())
     }
 
-    fn freeze(&self) -> Result<()> {
-        Ok(())
-    }
-
     fn flush(&self) -> Result<()> {
         self.keyspace.rotate_memtable_and_wait()?;
         self.db.persist(PersistMode::SyncData)?;

@@ -65,10 +65,6 @@ impl Engine for LmdbEngine {
         Ok(())
     }
 
-    fn freeze(&self) -> Result<()> {
-        Ok(())
-    }
-
     fn flush(&self) -> Result<()> {
         self.env.force_sync()?;
         Ok(())

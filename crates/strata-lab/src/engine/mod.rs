@@ -2,11 +2,19 @@
 //! adapters (strata and the peers).
 //!
 //! Adapters map the lab's vocabulary onto each engine as faithfully as its API
-//! allows: `write` is one atomic batch with the engine's log on and no sync;
-//! `freeze` ends "write delta = No" (strata freezes its open layer, the peers
-//! have nothing to do); `flush` ends "write delta = Yes" (the in-memory data
-//! written out as a table/layer, synced). Engines are shared by reference
-//! across threads (one writer, any number of readers), hence `Send + Sync`.
+//! allows, at the same durability at the same point for every engine (LAB.md:
+//! like for like):
+//! - `write` is one atomic batch with the engine's log on and no sync;
+//! - `freeze` ends "write delta = No": every write durable in the engine's
+//!   log (strata freezes its open layer, which fdatasyncs its log; the peers
+//!   sync their WAL/journal, or commit durably where they have no log);
+//! - `flush` ends "write delta = Yes": the in-memory data written out as a
+//!   table/layer and synced (a durable commit for the B-trees).
+//!
+//! [`describe_options`] records each engine's settings and its durability
+//! at each point, for the results and the report. Engines are shared by
+//! reference across threads (one writer, any number of readers), hence
+//! `Send + Sync`.
 
 use std::path::Path;
 
@@ -175,9 +183,11 @@ pub trait Engine: Send + Sync {
     fn write(&self, batch: &Batch<'_>) -> Result<()>;
     /// Makes every write so far durable.
     fn sync(&self) -> Result<()>;
-    /// Ends "write delta = No": closes the open in-memory layer if the
-    /// engine has one; a no-op for the peers.
-    fn freeze(&self) -> Result<()>;
+    /// Ends "write delta = No": every write so far durable in the engine's
+    /// log (strata also closes its open in-memory layer).
+    fn freeze(&self) -> Result<()> {
+        self.sync()
+    }
     /// Ends "write delta = Yes": in-memory data written out as a table /
     /// layer (or committed durably for B-trees), synced, waited for.
     fn flush(&self) -> Result<()>;
@@ -210,6 +220,7 @@ pub fn describe_options(kind: EngineKind) -> serde_json::Value {
                 "delta_block_bytes": o.delta_block_bytes,
                 "background_flush": o.background_flush,
                 "write": "WriteBatch, sync=false",
+                "durability": "WAL = the open layer's log (O_DIRECT, buffered in user space), no sync per batch; delta=No ends with the layer frozen and its log fdatasynced; delta=Yes with the L0 delta layer written, fdatasynced and in the synced manifest",
             })
         }
         EngineKind::Rocksdb => serde_json::json!({
@@ -217,22 +228,26 @@ pub fn describe_options(kind: EngineKind) -> serde_json::Value {
             "compression": "none",
             "increase_parallelism": 2,
             "write": "WriteBatch, WAL on, sync=false",
+            "durability": "WAL on (written to the OS per batch), no sync per batch; delta=No ends with FlushWAL(sync=true); delta=Yes with a memtable flush (SST and MANIFEST synced)",
             "other": "defaults (64 MiB memtable)",
         }),
         EngineKind::Fjall => serde_json::json!({
             "compression": "none",
             "worker_threads": 2,
             "write": "batch commit, journal not synced",
+            "durability": "journal on, no sync per batch; delta=No ends with persist(SyncData); delta=Yes with the memtable rotated and its table written, then persist(SyncData)",
         }),
         EngineKind::Redb => serde_json::json!({
             "write": "one transaction per batch, Durability::None",
             "sync": "empty Durability::Immediate commit",
+            "durability": "no log: each batch a Durability::None commit (pages in the page cache); delta=No and delta=Yes both end with a Durability::Immediate commit (the B-tree fsynced)",
         }),
         EngineKind::Lmdb => serde_json::json!({
             "flags": "NO_SYNC",
             "map_size_bytes": 64u64 << 30,
             "write": "one write transaction per batch",
             "sync": "force_sync",
+            "durability": "no log: MDB_NOSYNC commits (pages in the page cache); delta=No and delta=Yes both end with mdb_env_sync(force) (the B-tree fsynced)",
         }),
     }
 }

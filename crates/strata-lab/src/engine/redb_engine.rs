@@ -67,10 +67,6 @@ impl Engine for RedbEngine {
         self.commit_durable()
     }
 
-    fn freeze(&self) -> Result<()> {
-        Ok(())
-    }
-
     fn flush(&self) -> Result<()> {
         self.commit_durable()
     }

@@ -69,10 +69,6 @@ impl Engine for RocksEngine {
         Ok(())
     }
 
-    fn freeze(&self) -> Result<()> {
-        Ok(())
-    }
-
     fn flush(&self) -> Result<()> {
         self.db.flush()?;
         Ok(())
