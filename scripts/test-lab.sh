@@ -10,22 +10,33 @@
 #   scripts/test-lab.sh            # prints "lab tests: N passed, M failed"
 #
 # What it checks:
-#  - the lab's unit tests with the RocksDB peer compiled in (JSON round trip,
-#    report generation, every engine's adapter round trip);
-#  - `strata lab run --quick` with strata and every peer (RocksDB, fjall,
-#    redb, LMDB) exits 0, writes one JSON per experiment with the machine,
-#    the device line and rows for strata and RocksDB, and report.html;
-#  - the fio experiment ran (fio is installed here): every job file through
-#    strata, psync and io_uring at queue depth 1, the iodepth-16 random pair
-#    through strata and io_uring, with IOPS and the ratios to io_uring;
+#  - the README's main-job command, read from README.md and run exactly as
+#    written from the repository root with default paths (it installs what
+#    it needs, builds RocksDB and every peer, runs the quick lab): exit 0,
+#    the report's path printed, results under ./lab-results, ./lab-data
+#    left empty, no backtrace;
+#  - the lab's unit tests with the RocksDB peer compiled in;
+#  - expected failures (unknown experiment or engine, a data directory that
+#    cannot be made, a bad key in `strata db`) print one line and no
+#    backtrace, even with RUST_BACKTRACE=1;
+#  - the results JSON: every experiment with the machine and the device
+#    line; ingest and bulk with all five engines and each engine's
+#    durability settings; every row's figure the median of >= 3 samples;
+#    no ingest sample from less than ~1 s of work; the fio experiment ran
+#    (fio is installed here): every job file through strata, psync and
+#    io_uring at queue depth 1, the iodepth-16 random pair through strata
+#    and io_uring, with IOPS and the ratios to io_uring;
 #  - `strata lab report DIR` regenerates the report from the JSON alone;
 #  - headless Chromium renders report.html: the screenshot is not blank and
-#    shows the plots' colours; the DOM holds one table per experiment and an
-#    SVG plot per experiment, and the fio table and plots; the page needs
-#    no network (no http(s) URLs other than the SVG namespace).
-# Lab data goes to target/ (the project disk: tmpfs refuses O_DIRECT).
-# Environment: CARGO_TARGET_DIR is honoured; LAB_TEST_KEEP=1 keeps the
-# results; LAB_TEST_ENGINES overrides the engine list.
+#    shows the plots' colours; the DOM opens with the summary (a row per
+#    experiment, aims met / not met, the overview plot), holds one table per
+#    experiment and an SVG plot per experiment, and the fio table and
+#    plots; the page needs no network (no http(s) URLs other than the SVG
+#    namespace).
+# The main job's data goes to ./lab-data (the project disk: tmpfs refuses
+# O_DIRECT), its results to ./lab-results/<UTC time>; the test's own files
+# to target/lab-test.*. Environment: CARGO_TARGET_DIR is honoured;
+# LAB_TEST_KEEP=1 keeps the test's files.
 set -uo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -70,48 +81,78 @@ cleanup() { [[ "${LAB_TEST_KEEP:-0}" == 1 ]] || rm -rf "$work"; }
 trap cleanup EXIT
 log "test data in $work"
 
-# ---- build (RocksDB's C++ takes several minutes on 2 cores) ---------------
-log "building strata with the RocksDB peer (cargo build --release --features rocksdb)"
-if ! cargo build --release -p strata-cli --features rocksdb; then
-	fail "cargo build --release -p strata-cli --features rocksdb"
+# ---- the README's main job, exactly as written --------------------------------
+# The command is read from README.md (the first sh block after "Main job"),
+# and run from the repository root with its default paths, as a new user
+# would: it installs what it needs, builds every peer and runs the lab.
+main_job="$(awk '/^Main job/ {m=1} m && /^```sh/ {b=1; next} b && /^```/ {exit} b {print}' README.md)"
+if [[ -z "$main_job" || "$main_job" == *$'\n'* ]]; then
+	fail "README.md has no one-line main-job command after 'Main job': '$main_job'"
 	finish
 fi
+engines="strata,rocksdb,fjall,redb,lmdb"
+log "the README's main job: $main_job"
+start=$(date +%s)
+if bash -c "$main_job" 2>&1 | tee "$work/run.out"; then
+	pass "the README's main job exits 0 ($(($(date +%s) - start)) s): $main_job"
+else
+	fail "the README's main job exited non-zero: $main_job"
+fi
+results="$(sed -n 's/^report: \(.*\)\/report.html$/\1/p' "$work/run.out" | tail -n 1)"
+if [[ -n "$results" && -f "$results/report.html" ]]; then
+	pass "the run prints where the report is ($results/report.html)"
+else
+	fail "the run does not print 'report: <results>/report.html'"
+	finish
+fi
+case "$results" in
+"$repo"/lab-results/*) pass "results under ./lab-results by default" ;;
+*) fail "results not under $repo/lab-results: $results" ;;
+esac
+if [[ -z "$(ls -A "$repo/lab-data" 2>/dev/null)" ]]; then
+	pass "the run cleans its data directory (./lab-data)"
+else
+	fail "the run left data behind in ./lab-data: $(ls "$repo/lab-data")"
+fi
+if grep -q "Stack backtrace\|panicked at" "$work/run.out"; then
+	fail "the main job printed a backtrace or a panic"
+fi
 strata="$target/release/strata"
-pass "build with RocksDB"
 
-# Release profile: reuses the RocksDB build above instead of a debug one.
+# Release profile: reuses the RocksDB build of the main job.
 if cargo test --release -p strata-lab --features rocksdb; then
 	pass "lab unit tests (with RocksDB)"
 else
 	fail "lab unit tests (with RocksDB)"
 fi
 
-# ---- the quick run -----------------------------------------------------------
-engines="${LAB_TEST_ENGINES:-strata,rocksdb,fjall,redb,lmdb}"
-results="$work/results"
-log "strata lab run --quick --engines $engines"
-start=$(date +%s)
-if "$strata" lab run --quick --engines "$engines" --dir "$work/data" --out "$results" | tee "$work/run.out"; then
-	pass "strata lab run --quick ($(($(date +%s) - start)) s)"
-else
-	fail "strata lab run --quick exited non-zero"
-fi
-if grep -q "^report: $results/report.html" "$work/run.out"; then
-	pass "the run prints where the report is"
-else
-	fail "the run does not print 'report: $results/report.html'"
-fi
-if [[ -z "$(ls -A "$work/data" 2>/dev/null)" ]]; then
-	pass "the run cleans its data directory"
-else
-	fail "the run left data behind: $(ls "$work/data")"
-fi
+# Expected failures: one readable line, no backtrace, even with RUST_BACKTRACE=1.
+one_line_error() {
+	local what="$1"
+	shift
+	local err
+	err="$(RUST_BACKTRACE=1 "$@" 2>&1 >/dev/null)"
+	local rc=$?
+	if [[ $rc != 0 && "$(printf '%s\n' "$err" | grep -c .)" == 1 && "$err" != *acktrace* ]]; then
+		pass "$what: one line ($err)"
+	else
+		fail "$what: exit $rc, stderr: $err"
+	fi
+}
+one_line_error "an unknown experiment" "$strata" lab run no-such-experiment --quick
+one_line_error "an unknown engine" "$strata" lab run --quick --engines strata,nosuchdb
+touch "$work/a-file"
+one_line_error "a data directory that is a file" "$strata" lab run device --quick --dir "$work/a-file/data"
+one_line_error "a bad key in strata db" "$strata" db "$work/db" get ""
 
 # The results JSON: schema, machine, device line, engines.
 if python3 - "$results" "$engines" "$repo" "$have_fio" <<'EOF'; then
 import glob, json, os, sys
 results, engines, repo, have_fio = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4] == "1"
 expected = ["device", "io", "ingest", "bulk", "fio"]
+# The experiments whose rows are figures of a measurement repeated in quick
+# mode too: the primary metric of each row has a spread of >= 3 samples.
+repeated = {"device": "mib_s", "io": "write_mib_s", "ingest": "mib_s", "bulk": "insert_mib_s", "fio": "iops"}
 errors = []
 for name in expected:
     path = os.path.join(results, name + ".json")
@@ -121,7 +162,7 @@ for name in expected:
     for key in ["schema_version", "machine", "options", "rows", "metrics", "git_commit", "started_at_utc"]:
         if key not in d:
             errors.append(f"{name}: no {key}")
-    if d.get("schema_version") != 1:
+    if d.get("schema_version") != 2:
         errors.append(f"{name}: schema_version {d.get('schema_version')}")
     m = d.get("machine", {})
     if not m.get("cpu_model") or not m.get("cores") or not m.get("memory_bytes") or not m.get("filesystem", {}).get("fs_type"):
@@ -135,6 +176,11 @@ for name in expected:
         continue
     if not d.get("rows"):
         errors.append(f"{name}: no rows (notes: {d.get('notes')})")
+    key = repeated.get(name)
+    for r in d.get("rows", []):
+        n = r.get("spread", {}).get(key, {}).get("n", 1)
+        if key in r.get("metrics", {}) and n < 3:
+            errors.append(f"{name} {r['case']} / {r['engine']} {r['config']}: {key} from {n} sample(s), not >= 3")
     if name in ("ingest", "bulk"):
         seen = {r["engine"] for r in d["rows"]}
         for engine in engines:
@@ -145,6 +191,14 @@ for name in expected:
             v = r["metrics"].get("mib_s", 0)
             if not v > 0:
                 errors.append(f"ingest {r['engine']} {r['case']}: mib_s {v}")
+            # No figure from less than about a second of work.
+            work = r.get("spread", {}).get("work_s", {}).get("min", r["metrics"].get("work_s", 0))
+            if not work >= 0.9:
+                errors.append(f"ingest {r['engine']} {r['config']} {r['case']}: a sample of {work:.2f} s of work")
+        opts = d.get("options", {}).get("engine_options", {})
+        for engine in engines:
+            if "durability" not in opts.get(engine, {}):
+                errors.append(f"ingest: no durability setting recorded for {engine}")
     if name == "bulk":
         for r in d["rows"]:
             for k in ["insert_s", "write_amp", "recovery_s", "peak_rss_mib", "size_on_disk_mib"]:
@@ -304,5 +358,36 @@ for engine in ${engines//,/ }; do
 		fail "the report's tables have no row for $engine"
 	fi
 done
+
+# The verdict on top: the summary section comes first, with a row per
+# experiment, the aims marked met or not met, and the overview plot.
+if python3 - "$work/dom.html" "$results" <<'EOF'; then
+import glob, os, re, sys
+dom = open(sys.argv[1]).read()
+names = [os.path.basename(p)[:-5] for p in glob.glob(os.path.join(sys.argv[2], "*.json"))]
+errors = []
+m = re.search(r'<section class="summary" id="summary">(.*?)</section>', dom, re.S)
+if not m:
+    errors.append("no summary section")
+else:
+    summary = m.group(1)
+    if dom.find('<section class="summary"') > dom.find('<section class="experiment"'):
+        errors.append("the summary is not above the experiments")
+    for name in names:
+        if f'data-experiment="{name}"' not in summary:
+            errors.append(f"the summary has no row for {name}")
+    if 'data-verdict="met"' not in summary and 'data-verdict="not-met"' not in summary:
+        errors.append("the summary shows no aim met or not met")
+    if not re.search(r'<div class="overview">\s*<svg', summary):
+        errors.append("the summary has no overview plot")
+    print(f"  summary: {len(names)} experiments, {summary.count('data-verdict=')} aims")
+for e in errors:
+    print("  " + e)
+sys.exit(1 if errors else 0)
+EOF
+	pass "the report opens with the summary: a row per experiment, the aims, the overview plot"
+else
+	fail "the report's summary"
+fi
 
 finish

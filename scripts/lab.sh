@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The README's main job: installs what the lab needs, builds strata with every
+# peer (RocksDB included) and runs `strata lab run` with the arguments given.
+#
+#   ./scripts/lab.sh --quick                 # every experiment, every engine
+#   ./scripts/lab.sh ingest --engines strata,rocksdb
+#
+# On Debian as root (or with password-less sudo) it apt-installs, once, what
+# is missing: a C/C++ toolchain (LMDB's sources, RocksDB's C++), clang and
+# libclang-dev (RocksDB's bindgen), fio 3.33 with dpkg-dev and fio's build
+# dependencies (the device line's cross-check and strata's fio ioengine).
+# Elsewhere it names what is missing and stops. It needs only cargo (rustup).
+#
+# Paths: the lab's data goes to ./lab-data and its results to
+# ./lab-results/<UTC time>/, under the directory this is run from, unless
+# --dir / --out say otherwise; the lab makes every path absolute before it
+# hands it to a child process.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+say() { echo "scripts/lab.sh: $*" >&2; }
+
+if ! command -v cargo >/dev/null; then
+	for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+		[[ -x "$d/cargo" ]] && export PATH="$d:$PATH"
+	done
+fi
+command -v cargo >/dev/null || { say "cargo (Rust, via rustup) is required"; exit 1; }
+
+# Debian packages the lab needs, and a command each provides (to tell whether
+# it is there without asking dpkg about every package).
+packages=(build-essential clang libclang-dev fio dpkg-dev libaio-dev zlib1g-dev pkg-config)
+missing=()
+if command -v dpkg-query >/dev/null; then
+	for p in "${packages[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+else
+	for tool in cc c++ clang fio; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+fi
+if ((${#missing[@]})); then
+	sudo=()
+	if [[ "$(id -u)" != 0 ]]; then
+		if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+			sudo=(sudo -n)
+		else
+			say "missing ${missing[*]}: install them (apt-get install ${missing[*]}) or run as root"
+			exit 1
+		fi
+	fi
+	command -v apt-get >/dev/null || { say "missing ${missing[*]} and no apt-get to install them"; exit 1; }
+	say "installing ${missing[*]} (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -qq || say "apt-get update failed; trying the install anyway"
+	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+say "building strata with every peer (cargo build --release -p strata-cli --features rocksdb)"
+(cd "$repo" && cargo build --release -p strata-cli --features rocksdb)
+target="${CARGO_TARGET_DIR:-$repo/target}"
+exec "$target/release/strata" lab run "$@"
