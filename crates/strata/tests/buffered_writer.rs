@@ -341,6 +341,36 @@ fn failed_write_surfaces_and_nothing_later_is_reported_written() {
 }
 
 #[test]
+fn no_write_reaches_the_file_after_a_failed_one() {
+    // Buffers of 4 KiB, written one after another: the flusher must not
+    // write the buffer queued behind a failed one, or the file gets a hole
+    // of zeros below data (issue 9, defect 4).
+    for fail_at in 1..5 {
+        let dir = test_dir();
+        let path = dir.path().join("f");
+        let rec = Recording::new(open(&path, IoMode::DirectRw, IoEngine::Sync), Some(fail_at));
+        let mut w = BufferedWriter::new(rec, 4096, 0).unwrap();
+        for i in 0..256 {
+            if w.write(&pattern(i, 1000)).is_err() {
+                break;
+            }
+        }
+        drop(w.finish(ShutdownMode::PadThenTruncate));
+        let bytes = std::fs::read(&path).unwrap();
+        let len = bytes.len();
+        let holes = bytes
+            .chunks(4096)
+            .position(|block| block.iter().all(|&b| b == 0));
+        if let Some(hole) = holes {
+            assert!(
+                bytes[hole * 4096..].iter().all(|&b| b == 0),
+                "fail_at {fail_at}: data after a hole at block {hole} of {len} bytes"
+            );
+        }
+    }
+}
+
+#[test]
 fn failed_sync_write_is_reported_by_sync() {
     let dir = test_dir();
     let path = dir.path().join("f");

@@ -56,7 +56,7 @@ struct Flusher {
 }
 
 /// Appends to a file through aligned, double-buffered writes.
-pub struct BufferedWriter<F: BlockFile = IoFile> {
+pub struct BufferedWriter<F: BlockFile + ?Sized = IoFile> {
     file: Arc<F>,
     alignment: usize,
     /// The buffer being filled; its bytes belong at `buf_start..`.
@@ -81,6 +81,11 @@ impl<F: BlockFile> BufferedWriter<F> {
     pub fn new(file: F, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
         Self::with_shared(Arc::new(file), capacity_bytes, start_offset)
     }
+}
+
+/// `F` may be unsized: the engine writes through `BufferedWriter<dyn
+/// StorageFile>`, one dynamic call per aligned write.
+impl<F: BlockFile + ?Sized> BufferedWriter<F> {
 
     /// Like [`Self::new`] with a file that readers share.
     pub fn with_shared(file: Arc<F>, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
@@ -428,7 +433,7 @@ impl<F: BlockFile> BufferedWriter<F> {
     }
 }
 
-impl<F: BlockFile> Drop for BufferedWriter<F> {
+impl<F: BlockFile + ?Sized> Drop for BufferedWriter<F> {
     /// Dropping without `finish` writes nothing more (like a crash): it only
     /// waits for the buffer in flight and stops the flusher.
     fn drop(&mut self) {
@@ -436,14 +441,27 @@ impl<F: BlockFile> Drop for BufferedWriter<F> {
     }
 }
 
-fn spawn_flusher<F: BlockFile>(file: Arc<F>) -> Result<Flusher> {
+fn spawn_flusher<F: BlockFile + ?Sized>(file: Arc<F>) -> Result<Flusher> {
     let (jobs, job_rx) = mpsc::channel::<Job>();
     let (done_tx, done) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("strata-flusher".into())
         .spawn(move || {
+            // After a failed write, nothing later is written: a later buffer
+            // landing beyond the failed one would leave a hole of zeros that
+            // a reader (or recovery) could take for data.
+            let mut failed = false;
             for job in job_rx {
-                let result = file.write_all_at(job.buf.as_slice(), job.offset);
+                let result = if failed {
+                    Err(Error::io(
+                        "<buffered writer>",
+                        "write",
+                        std::io::Error::other("not written: an earlier write of this file failed"),
+                    ))
+                } else {
+                    file.write_all_at(job.buf.as_slice(), job.offset)
+                };
+                failed |= result.is_err();
                 if done_tx.send((job.buf, result)).is_err() {
                     break;
                 }
