@@ -37,10 +37,20 @@ if [[ ! -f "$src/ioengines.h" ]]; then
 	deb_version="$(dpkg-query -W -f='${Version}' fio)"
 	apt_dir="$build/apt"
 	mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/etc"
-	sources=/etc/apt/sources.list.d/debian.sources
-	[[ -f "$sources" ]] || die "$sources not found: cannot locate Debian's source packages"
-	sed -E 's/^Types:[[:space:]]*deb[[:space:]]*$/Types: deb deb-src/' "$sources" >"$apt_dir/etc/debian.sources"
-	apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/etc/debian.sources" -o Dir::Etc::SourceParts=/dev/null
+	# Debian's sources in either format: deb822 (debian.sources, the default
+	# of bookworm images) or one-line (sources.list, what debootstrap writes).
+	if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+		list="$apt_dir/etc/debian.sources"
+		sed -E 's/^Types:[[:space:]]*deb[[:space:]]*$/Types: deb deb-src/' \
+			/etc/apt/sources.list.d/debian.sources >"$list"
+	elif grep -qE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list 2>/dev/null; then
+		list="$apt_dir/etc/sources.list"
+		grep -E '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list >"$list"
+		sed -E 's/^[[:space:]]*deb[[:space:]]/deb-src /' "$list" >>"$list.src" && cat "$list.src" >>"$list" && rm -f "$list.src"
+	else
+		die "no Debian sources in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list: cannot locate fio's source package"
+	fi
+	apt_opts=(-o "Dir::Etc::SourceList=$list" -o Dir::Etc::SourceParts=/dev/null
 		-o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
 	echo "fio/build.sh: fetching Debian's fio $deb_version source"
 	apt-get "${apt_opts[@]}" -qq update
