@@ -19,8 +19,8 @@
 use crate::batch::WriteBatch;
 use crate::error::{Error, InvalidInput, Result};
 use crate::io::{
-    sync_dir, AlignedBuf, BufferedWriter, FileClass, FileOptions, IoFile, IoMode, IoStats,
-    IoStatsSnapshot, ShutdownMode,
+    AlignedBuf, BufferedWriter, EntryKind, FileClass, FileOptions, IoMode, IoStats,
+    IoStatsSnapshot, OsStorage, ReadRequest, ShutdownMode, Storage, StorageFile, StorageLock,
 };
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
@@ -31,9 +31,7 @@ use crate::manifest::{delta_name, is_own_file, log_name, Manifest, MANIFEST_NAME
 use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::ops::{Bound, RangeBounds};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -44,7 +42,7 @@ const LOCK_NAME: &str = "LOCK";
 /// A finished layer file read through the io layer: exact length, any
 /// offset (the io layer widens O_DIRECT reads to the alignment).
 pub(crate) struct LayerFile {
-    file: Arc<IoFile>,
+    file: Arc<dyn StorageFile>,
     len: u64,
 }
 
@@ -60,7 +58,7 @@ impl ReadAt for LayerFile {
     }
 }
 
-impl LayerSink for BufferedWriter<IoFile> {
+impl LayerSink for BufferedWriter<dyn StorageFile> {
     fn append(&mut self, bytes: &[u8]) -> Result<()> {
         self.write(bytes)
     }
@@ -98,6 +96,8 @@ struct FlushSignal {
 
 struct DbInner {
     dir: PathBuf,
+    /// Every operating-system call goes through it.
+    storage: Arc<dyn Storage>,
     opts: Options,
     log_opts: FileOptions,
     delta_opts: FileOptions,
@@ -114,7 +114,8 @@ struct DbInner {
     poisoned: Mutex<Option<String>>,
     snapshots: Mutex<BTreeMap<Lsn, usize>>,
     closed: AtomicBool,
-    _lock_file: File,
+    /// The directory lock, held while the database is open.
+    _lock: StorageLock,
 }
 
 /// An open database. `Send + Sync`: share it (e.g. in an `Arc`) between
@@ -169,8 +170,12 @@ impl Db {
         let opts = opts.with_env_overrides()?;
         opts.validate()?;
         let dir = path.as_ref().to_owned();
-        let manifest = prepare_dir(&dir, &opts)?;
-        let lock_file = lock_dir(&dir)?;
+        let storage: Arc<dyn Storage> = match &opts.storage {
+            Some(storage) => Arc::clone(storage),
+            None => Arc::new(OsStorage),
+        };
+        let manifest = prepare_dir(&*storage, &dir, &opts)?;
+        let lock = storage.lock(&dir.join(LOCK_NAME))?;
         let stats = IoStats::new();
         let base = FileOptions {
             mode: opts.io_mode,
@@ -192,12 +197,10 @@ impl Db {
             .map(|&id| log_name(id))
             .chain(manifest.deltas.iter().map(|&id| delta_name(id)))
             .collect();
-        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, "list directory", e))? {
-            let entry = entry.map_err(|e| Error::io(&dir, "list directory", e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for entry in storage.list_dir(&dir)? {
+            let name = entry.to_string_lossy().into_owned();
             if is_own_file(&name) && !listed.contains(&name) {
-                std::fs::remove_file(entry.path())
-                    .map_err(|e| Error::io(entry.path(), "remove unlisted file", e))?;
+                storage.remove_file(&dir.join(&entry))?;
             }
         }
 
@@ -205,7 +208,7 @@ impl Db {
         let mut deltas = Vec::with_capacity(manifest.deltas.len());
         for &id in &manifest.deltas {
             let path = dir.join(delta_name(id));
-            let file = Arc::new(IoFile::open(&path, &delta_opts, &stats)?);
+            let file = storage.open(&path, &delta_opts, &stats)?;
             let len = file.len()?;
             let reader = DeltaLayerReader::open(LayerFile { file, len })?;
             last_lsn = last_lsn.max(reader.summary().lsn_max);
@@ -218,8 +221,8 @@ impl Db {
         let mut empty_logs = Vec::new();
         for &id in &manifest.logs {
             let path = dir.join(log_name(id));
-            let file = Arc::new(IoFile::open(&path, &log_opts, &stats)?);
-            let bytes = read_whole(&file, file.len()?)?;
+            let file = storage.open(&path, &log_opts, &stats)?;
+            let bytes = read_whole(&*file, file.len()?)?;
             let log = crate::log::replay::replay(&path, &bytes)?;
             if log.records.is_empty() {
                 empty_logs.push(id);
@@ -247,6 +250,7 @@ impl Db {
         manifest.logs.retain(|id| !empty_logs.contains(id));
 
         let open = create_log(
+            &*storage,
             &dir,
             &log_opts,
             opts.writer_buffer_bytes,
@@ -255,6 +259,7 @@ impl Db {
         )?;
         let inner = DbInner {
             dir: dir.clone(),
+            storage: Arc::clone(&storage),
             opts: opts.clone(),
             log_opts,
             delta_opts,
@@ -278,10 +283,10 @@ impl Db {
             poisoned: Mutex::new(None),
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
-            _lock_file: lock_file,
+            _lock: lock,
         };
         for id in empty_logs {
-            let _ = std::fs::remove_file(dir.join(log_name(id)));
+            let _ = storage.remove_file(&dir.join(log_name(id)));
         }
         let inner = Arc::new(inner);
         let flush_thread = if opts.background_flush {
@@ -496,6 +501,7 @@ fn bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Boun
 /// Creates a new log with its header durable, lists it in the manifest
 /// (stored durably before the log takes a record), and returns its open layer.
 fn create_log(
+    storage: &dyn Storage,
     dir: &Path,
     log_opts: &FileOptions,
     writer_buffer_bytes: usize,
@@ -504,22 +510,22 @@ fn create_log(
 ) -> Result<Arc<InMemoryLayer>> {
     let id = m.next_file_id;
     let path = dir.join(log_name(id));
-    let file = IoFile::create(&path, log_opts, stats)?;
-    let mut writer = BufferedWriter::new(file, writer_buffer_bytes, 0)?;
+    let file = storage.create(&path, log_opts, stats)?;
+    let mut writer = BufferedWriter::with_shared(file, writer_buffer_bytes, 0)?;
     writer.write(&encode_log_header(id))?;
     writer.sync()?;
-    sync_dir(dir)?;
+    storage.sync_dir(dir)?;
     let mut next = m.clone();
     next.next_file_id = id + 1;
     next.logs.push(id);
-    next.store(dir, stats)?;
+    next.store(storage, dir, stats)?;
     *m = next;
     Ok(Arc::new(InMemoryLayer::new_open(id, writer)))
 }
 
 /// The first `len` bytes of `file` in one aligned read, without the copy a
 /// `read_range` makes (logs are read whole by recovery and by the flush).
-fn read_whole(file: &IoFile, len: u64) -> Result<AlignedBuf> {
+fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf> {
     let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
         option: "log length",
         value: len,
@@ -538,34 +544,40 @@ fn read_whole(file: &IoFile, len: u64) -> Result<AlignedBuf> {
 }
 
 /// Checks `dir` and loads or creates its manifest.
-fn prepare_dir(dir: &Path, opts: &Options) -> Result<Manifest> {
-    match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => {
+fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Manifest> {
+    match storage.entry_kind(dir)? {
+        Some(EntryKind::File) => {
             return Err(Error::NotADatabase {
                 path: dir.to_owned(),
                 why: "it is not a directory".into(),
             })
         }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create_if_missing => {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "create directory", e))?;
+        Some(EntryKind::Dir) => {}
+        None if opts.create_if_missing => {
+            storage.create_dir_all(dir)?;
             if let Some(parent) = dir.parent() {
-                let _ = sync_dir(if parent.as_os_str().is_empty() {
+                let _ = storage.sync_dir(if parent.as_os_str().is_empty() {
                     Path::new(".")
                 } else {
                     parent
                 });
             }
         }
-        Err(e) => return Err(Error::io(dir, "open directory", e)),
+        None => {
+            return Err(Error::io(
+                dir,
+                "open directory",
+                std::io::ErrorKind::NotFound.into(),
+            ))
+        }
     }
-    if let Some(m) = Manifest::load(dir)? {
+    if let Some(m) = Manifest::load(storage, dir)? {
         return Ok(m);
     }
-    let foreign = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, "list directory", e))?
-        .filter_map(|e| e.ok())
-        .any(|e| e.file_name() != LOCK_NAME);
+    let foreign = storage
+        .list_dir(dir)?
+        .iter()
+        .any(|name| name.as_os_str() != LOCK_NAME);
     if foreign {
         return Err(Error::NotADatabase {
             path: dir.to_owned(),
@@ -583,28 +595,8 @@ fn prepare_dir(dir: &Path, opts: &Options) -> Result<Manifest> {
         logs: Vec::new(),
         deltas: Vec::new(),
     };
-    m.store(dir, &IoStats::new())?;
+    m.store(storage, dir, &IoStats::new())?;
     Ok(m)
-}
-
-/// Takes the directory's lock file (flock), so two processes never open one database.
-fn lock_dir(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_NAME);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(&path, "open lock file", e))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(Error::io(
-            &path,
-            "lock (is another process using this database?)",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(f)
 }
 
 impl DbInner {
@@ -775,6 +767,7 @@ impl DbInner {
     fn create_log(&self) -> Result<Arc<InMemoryLayer>> {
         let mut m = lock(&self.manifest)?;
         create_log(
+            &*self.storage,
             &self.dir,
             &self.log_opts,
             self.opts.writer_buffer_bytes,
@@ -869,7 +862,7 @@ impl DbInner {
     /// Writes a frozen layer out as an L0 delta layer, lists it in the
     /// manifest instead of the log, and deletes the log.
     fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
-        let bytes = read_whole(layer.file(), layer.size_bytes())?;
+        let bytes = read_whole(&**layer.file(), layer.size_bytes())?;
         let id = {
             let mut m = lock(&self.manifest)?;
             let id = m.next_file_id;
@@ -877,8 +870,8 @@ impl DbInner {
             id
         };
         let path = self.dir.join(delta_name(id));
-        let file = IoFile::create(&path, &self.delta_opts, &self.stats)?;
-        let sink = BufferedWriter::new(file, self.opts.writer_buffer_bytes, 0)?;
+        let file = self.storage.create(&path, &self.delta_opts, &self.stats)?;
+        let sink = BufferedWriter::with_shared(file, self.opts.writer_buffer_bytes, 0)?;
         let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
         layer.for_each_version(|key, v| {
             let start = v.offset as usize;
@@ -903,7 +896,7 @@ impl DbInner {
         let (sink, summary) = writer.finish()?;
         let file = sink.finish(ShutdownMode::PadThenTruncate)?;
         file.sync_data()?;
-        sync_dir(&self.dir)?;
+        self.storage.sync_dir(&self.dir)?;
         let reader = DeltaLayerReader::open(LayerFile {
             file,
             len: summary.file_bytes,
@@ -913,7 +906,7 @@ impl DbInner {
             let mut next = m.clone();
             next.deltas.push(id);
             next.logs.retain(|&l| l != layer.file_id);
-            next.store(&self.dir, &self.stats)?;
+            next.store(&*self.storage, &self.dir, &self.stats)?;
             *m = next;
         }
         let delta = Arc::new(DeltaLayer {
@@ -923,8 +916,7 @@ impl DbInner {
             set.frozen.retain(|f| !Arc::ptr_eq(f, layer));
             set.deltas.push(delta);
         })?;
-        std::fs::remove_file(layer.path())
-            .map_err(|e| Error::io(layer.path(), "remove flushed log", e))?;
+        self.storage.remove_file(layer.path())?;
         Ok(())
     }
 
@@ -1007,8 +999,8 @@ impl DbInner {
                     })?;
                     Ok((&*deltas[d].reader.file().file, offset, len))
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let blocks = crate::io::read_batch(&reqs)?;
+                .collect::<Result<Vec<ReadRequest<'_>>>>()?;
+            let blocks = self.storage.read_batch(&reqs)?;
             for ((i, d, block, _, _), bytes) in plans.into_iter().zip(blocks) {
                 match deltas[d]
                     .reader

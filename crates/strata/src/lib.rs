@@ -10,6 +10,9 @@
 mod batch;
 mod db;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod io;
 mod layer;
 mod log;

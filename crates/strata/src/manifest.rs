@@ -11,18 +11,18 @@
 //! log ids u64… | delta ids u64…`, ids in creation order (oldest first).
 
 use crate::error::{Corruption, Error, Result};
-use crate::io::{sync_dir, FileClass, FileOptions, IoFile, IoMode, IoStats};
+use crate::io::{is_not_found, FileClass, FileOptions, IoMode, IoStats, Storage};
 use std::path::{Path, PathBuf};
 
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 const MAGIC: [u8; 8] = *b"STRMANIF";
 pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 1;
-const HEADER_BYTES: usize = 24;
+pub(crate) const HEADER_BYTES: usize = 24;
 const VERSION_OFFSET: usize = 8;
-const PAYLOAD_LEN_OFFSET: usize = VERSION_OFFSET + 4;
-const PAYLOAD_CRC_OFFSET: usize = PAYLOAD_LEN_OFFSET + 4;
-const HEADER_CRC_OFFSET: usize = PAYLOAD_CRC_OFFSET + 4;
+pub(crate) const PAYLOAD_LEN_OFFSET: usize = VERSION_OFFSET + 4;
+pub(crate) const PAYLOAD_CRC_OFFSET: usize = PAYLOAD_LEN_OFFSET + 4;
+pub(crate) const HEADER_CRC_OFFSET: usize = PAYLOAD_CRC_OFFSET + 4;
 const _: () = assert!(HEADER_CRC_OFFSET + 4 == HEADER_BYTES);
 /// Most files a manifest may list.
 pub(crate) const MANIFEST_FILES_MAX: usize = 1 << 20;
@@ -61,7 +61,7 @@ pub(crate) fn is_own_file(name: &str) -> bool {
 }
 
 impl Manifest {
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut payload = Vec::with_capacity(16 + 8 * (self.logs.len() + self.deltas.len()));
         payload.extend_from_slice(&self.next_file_id.to_le_bytes());
         payload.extend_from_slice(&(self.logs.len() as u32).to_le_bytes());
@@ -80,7 +80,7 @@ impl Manifest {
         out
     }
 
-    fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
+    pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         let not_db = |why: &str| Error::NotADatabase {
             path: path.to_owned(),
             why: why.to_owned(),
@@ -154,30 +154,40 @@ impl Manifest {
     }
 
     /// Reads the manifest of `dir`; `Ok(None)` when there is none.
-    pub(crate) fn load(dir: &Path) -> Result<Option<Manifest>> {
+    pub(crate) fn load(storage: &dyn Storage, dir: &Path) -> Result<Option<Manifest>> {
         let path = dir.join(MANIFEST_NAME);
-        match std::fs::read(&path) {
-            Ok(bytes) => Manifest::decode(&path, &bytes).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(path, "read", e)),
-        }
+        // Not counted: the database's statistics start after open.
+        let file = match storage.open(&path, &manifest_file_options(), &IoStats::new()) {
+            Ok(file) => file,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let len = file.len()?;
+        let len = usize::try_from(len)
+            .map_err(|_| Corruption::new(&path, 0, "manifest larger than memory"))?;
+        let bytes = file.read_range(0, len)?;
+        Manifest::decode(&path, &bytes).map(Some)
     }
 
     /// Replaces the manifest of `dir` atomically and durably.
-    pub(crate) fn store(&self, dir: &Path, stats: &IoStats) -> Result<()> {
+    pub(crate) fn store(&self, storage: &dyn Storage, dir: &Path, stats: &IoStats) -> Result<()> {
         let tmp: PathBuf = dir.join(MANIFEST_TMP_NAME);
-        let opts = FileOptions {
-            mode: IoMode::Buffered,
-            class: FileClass::Manifest,
-            ..FileOptions::default()
-        };
-        let file = IoFile::create(&tmp, &opts, stats)?;
+        let file = storage.create(&tmp, &manifest_file_options(), stats)?;
         file.write_all_at(&self.encode(), 0)?;
         file.sync_data()?;
         drop(file);
         let path = dir.join(MANIFEST_NAME);
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, "rename manifest", e))?;
-        sync_dir(dir)
+        storage.rename(&tmp, &path)?;
+        storage.sync_dir(dir)
+    }
+}
+
+/// The manifest is small and read once: through the page cache.
+fn manifest_file_options() -> FileOptions {
+    FileOptions {
+        mode: IoMode::Buffered,
+        class: FileClass::Manifest,
+        ..FileOptions::default()
     }
 }
 

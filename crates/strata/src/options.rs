@@ -5,7 +5,8 @@
 //! error and nothing is written.
 
 use crate::error::{InvalidInput, Result};
-use crate::io::{IoEngine, IoMode};
+use crate::io::{IoEngine, IoMode, Storage};
+use std::sync::Arc;
 
 /// Longest key, bytes. Keys are 1..=KEY_BYTES_MAX bytes.
 pub const KEY_BYTES_MAX: usize = 4096;
@@ -71,6 +72,10 @@ pub struct Options {
     pub frozen_layers_max: usize,
     /// Create the database if the directory holds none.
     pub create_if_missing: bool,
+    /// Where the database's files live: every operating-system call goes
+    /// through it. Empty: the operating system's ([`crate::io::OsStorage`]);
+    /// tests put a simulated storage here.
+    pub storage: Option<Arc<dyn Storage>>,
 }
 
 impl Default for Options {
@@ -88,6 +93,7 @@ impl Default for Options {
             background_flush: true,
             frozen_layers_max: FROZEN_LAYERS_MAX_DEFAULT,
             create_if_missing: true,
+            storage: None,
         }
     }
 }

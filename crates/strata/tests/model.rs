@@ -1,11 +1,16 @@
 //! Model-based test: random sequences of put / delete / batch / get / get_at /
 //! scan / scan_at / flush / freeze / close-and-reopen, checked against an
-//! in-memory oracle (key → LSN → value or tombstone), in every io mode, with
-//! tiny limits so layers freeze and flush all the time.
+//! in-memory oracle (key → LSN → value or tombstone), in every io mode and on
+//! the simulated storage, with tiny limits so layers freeze and flush all the
+//! time.
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::Arc;
+use strata::io::sim::SimStorage;
+use strata::io::Storage;
 use strata::{Db, IoEngine, IoMode, Lsn, Options, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
@@ -101,7 +106,7 @@ impl Oracle {
     }
 }
 
-fn options(mode: IoMode, engine: IoEngine) -> Options {
+fn options(mode: IoMode, engine: IoEngine, storage: &Option<Arc<dyn Storage>>) -> Options {
     Options {
         io_mode: mode,
         io_engine: engine,
@@ -109,13 +114,23 @@ fn options(mode: IoMode, engine: IoEngine) -> Options {
         layer_size_bytes_max: strata::LAYER_BYTES_MIN,
         writer_buffer_bytes: 8192,
         delta_block_bytes: 1024,
+        storage: storage.clone(),
         ..Options::default()
     }
 }
 
 fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
+    run_on(ops, mode, engine, None)
+}
+
+/// Runs `ops` on `storage` (empty: the operating system's, in a temp dir).
+fn run_on(ops: &[Op], mode: IoMode, engine: IoEngine, storage: Option<Arc<dyn Storage>>) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("db");
+    let path = match storage {
+        Some(_) => PathBuf::from("/db"),
+        None => dir.path().join("db"),
+    };
+    let options = |mode, engine| options(mode, engine, &storage);
     let mut db = Db::open(&path, options(mode, engine)).unwrap();
     let mut oracle = Oracle::default();
     let pick_lsn = |p: u8, last: Lsn| (last * p as u64) / 255;
@@ -255,5 +270,13 @@ proptest! {
     #[test]
     fn engine_matches_oracle_direct_rw_io_uring(ops in prop::collection::vec(op(), 1000..2500)) {
         run(&ops, IoMode::DirectRw, IoEngine::IoUring);
+    }
+
+    #[test]
+    fn engine_matches_oracle_on_the_simulated_storage(
+        ops in prop::collection::vec(op(), 1000..2500),
+        seed in any::<u64>(),
+    ) {
+        run_on(&ops, IoMode::DirectRw, IoEngine::Sync, Some(Arc::new(SimStorage::new(seed))));
     }
 }

@@ -56,7 +56,7 @@ struct Flusher {
 }
 
 /// Appends to a file through aligned, double-buffered writes.
-pub struct BufferedWriter<F: BlockFile = IoFile> {
+pub struct BufferedWriter<F: BlockFile + ?Sized = IoFile> {
     file: Arc<F>,
     alignment: usize,
     /// The buffer being filled; its bytes belong at `buf_start..`.
@@ -81,7 +81,11 @@ impl<F: BlockFile> BufferedWriter<F> {
     pub fn new(file: F, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
         Self::with_shared(Arc::new(file), capacity_bytes, start_offset)
     }
+}
 
+/// `F` may be unsized: the engine writes through `BufferedWriter<dyn
+/// StorageFile>`, one dynamic call per aligned write.
+impl<F: BlockFile + ?Sized> BufferedWriter<F> {
     /// Like [`Self::new`] with a file that readers share.
     pub fn with_shared(file: Arc<F>, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
         let alignment = file.alignment();
@@ -428,7 +432,7 @@ impl<F: BlockFile> BufferedWriter<F> {
     }
 }
 
-impl<F: BlockFile> Drop for BufferedWriter<F> {
+impl<F: BlockFile + ?Sized> Drop for BufferedWriter<F> {
     /// Dropping without `finish` writes nothing more (like a crash): it only
     /// waits for the buffer in flight and stops the flusher.
     fn drop(&mut self) {
@@ -436,7 +440,7 @@ impl<F: BlockFile> Drop for BufferedWriter<F> {
     }
 }
 
-fn spawn_flusher<F: BlockFile>(file: Arc<F>) -> Result<Flusher> {
+fn spawn_flusher<F: BlockFile + ?Sized>(file: Arc<F>) -> Result<Flusher> {
     let (jobs, job_rx) = mpsc::channel::<Job>();
     let (done_tx, done) = mpsc::channel();
     let thread = std::thread::Builder::new()

@@ -12,6 +12,7 @@
 
 use super::aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 use super::stats::{FileClass, IoStats, OpKind};
+use super::storage::{ReadRequest, StorageFile};
 use super::uring;
 use crate::error::{Error, InvalidInput, Result};
 use std::fs::{File, OpenOptions};
@@ -275,25 +276,7 @@ impl IoFile {
             None
         };
         let kernel_alignment = dio_alignment(&fd);
-        let alignment = match opts.alignment_bytes {
-            None => kernel_alignment.unwrap_or(ALIGNMENT_DEFAULT_BYTES),
-            Some(a) => {
-                let floor = kernel_alignment.unwrap_or(1);
-                if !a.is_power_of_two() || a < floor || a > ALIGNMENT_MAX_BYTES {
-                    return Err(InvalidInput::OptionOutOfRange {
-                        option: "alignment_bytes",
-                        value: a as u64,
-                        why: "must be a power of two, at least the kernel's DIO alignment, at most 1 MiB",
-                    }
-                    .into());
-                }
-                a
-            }
-        };
-        assert!(
-            alignment.is_power_of_two(),
-            "alignment {alignment} must be a power of two"
-        );
+        let alignment = choose_alignment(kernel_alignment, opts.alignment_bytes)?;
         Ok(IoFile {
             path: path.to_owned(),
             fd,
@@ -336,22 +319,7 @@ impl IoFile {
     }
 
     fn check_aligned(&self, addr: usize, len: usize, offset: u64) -> Result<()> {
-        let a = self.alignment;
-        for (what, value) in [
-            ("address", addr as u64),
-            ("length", len as u64),
-            ("offset", offset),
-        ] {
-            if !is_aligned(value, a) {
-                return Err(InvalidInput::Unaligned {
-                    what,
-                    value,
-                    alignment: a,
-                }
-                .into());
-            }
-        }
-        Ok(())
+        check_aligned(self.alignment, addr, len, offset)
     }
 
     /// Reads into `buf` at `offset` until it is full or the file ends; returns
@@ -380,49 +348,23 @@ impl IoFile {
 
     /// Reads exactly `buf.len()` bytes at `offset`; end of file is an error.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let n = self.read_at(buf, offset)?;
-        if n < buf.len() {
-            return Err(short_read(
-                &self.path,
-                format!(
-                    "wanted {} bytes at offset {offset}, the file ends after {n}",
-                    buf.len()
-                ),
-            ));
-        }
-        Ok(())
+        <Self as StorageFile>::read_exact_at(self, buf, offset)
     }
 
     /// Reads `len` bytes at any `offset`, whatever the mode: with O_DIRECT the
     /// read is widened to aligned bounds and the wanted part copied out.
     /// Reading past the end of the file is an error.
     pub fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        if !self.mode.direct_reads() {
-            let mut out = vec![0u8; len];
-            self.read_exact_at(&mut out, offset)?;
-            return Ok(out);
-        }
-        let start = align_down(offset, self.alignment);
-        let end = align_up(offset + len as u64, self.alignment);
-        let mut buf = AlignedBuf::zeroed((end - start) as usize, self.alignment);
-        let n = self.read_at(buf.spare_capacity_full(), start)?;
-        let head = (offset - start) as usize;
-        if n < head + len {
-            return Err(short_read(
-                &self.path,
-                format!(
-                    "wanted {len} bytes at offset {offset}, the file ends at {}",
-                    start + n as u64
-                ),
-            ));
-        }
-        Ok(buf.spare_capacity_full()[head..head + len].to_vec())
+        <Self as StorageFile>::read_range(self, offset, len)
     }
 
     /// Several reads of any alignment from this file, submitted together
-    /// where the engine allows it (see [`read_batch`]).
+    /// where the engine allows it (see [`Storage::read_batch`](super::Storage::read_batch)).
     pub fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
-        let reqs: Vec<(&IoFile, u64, usize)> = ranges.iter().map(|&(o, l)| (self, o, l)).collect();
+        let reqs: Vec<ReadRequest<'_>> = ranges
+            .iter()
+            .map(|&(o, l)| (self as &dyn StorageFile, o, l))
+            .collect();
         read_batch(&reqs)
     }
 
@@ -539,6 +481,24 @@ impl BlockFile for IoFile {
     }
 }
 
+impl StorageFile for IoFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn mode(&self) -> IoMode {
+        self.mode
+    }
+    fn class(&self) -> FileClass {
+        self.class
+    }
+    fn len(&self) -> Result<u64> {
+        IoFile::len(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 impl IoFile {
     /// The alignment of offsets and lengths (and addresses under O_DIRECT).
     pub fn alignment(&self) -> usize {
@@ -546,33 +506,79 @@ impl IoFile {
     }
 }
 
-/// The error for a read that found the file shorter than it needed.
-pub(crate) fn short_read(path: &Path, what: String) -> Error {
-    Error::io(
-        path,
-        "read",
-        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what),
-    )
+/// The alignment of a file whose device reports `device` (`None`: not
+/// reported) when the options ask for `requested` (`None`: the device's,
+/// or 4096 where it reports none). A request must be a power of two, at
+/// least the device's, at most [`ALIGNMENT_MAX_BYTES`].
+pub(super) fn choose_alignment(device: Option<usize>, requested: Option<usize>) -> Result<usize> {
+    let alignment = match requested {
+        None => device.unwrap_or(ALIGNMENT_DEFAULT_BYTES),
+        Some(a) => {
+            let floor = device.unwrap_or(1);
+            if !a.is_power_of_two() || a < floor || a > ALIGNMENT_MAX_BYTES {
+                return Err(InvalidInput::OptionOutOfRange {
+                    option: "alignment_bytes",
+                    value: a as u64,
+                    why: "must be a power of two, at least the kernel's DIO alignment, at most 1 MiB",
+                }
+                .into());
+            }
+            a
+        }
+    };
+    assert!(
+        alignment.is_power_of_two(),
+        "alignment {alignment} must be a power of two"
+    );
+    Ok(alignment)
 }
 
-/// Reads of any alignment from any files: with io_uring and O_DIRECT reads,
-/// submitted together and waited for once (one submission for a whole
-/// multi-key read); otherwise one after another. Reading past the end of a
-/// file is an error.
-pub fn read_batch(reqs: &[(&IoFile, u64, usize)]) -> Result<Vec<Vec<u8>>> {
+/// Checks that a direct transfer's address, length and offset are multiples
+/// of `alignment`: an `InvalidInput::Unaligned` error otherwise, so the
+/// kernel (or a simulated device) never sees one.
+pub(super) fn check_aligned(alignment: usize, addr: usize, len: usize, offset: u64) -> Result<()> {
+    for (what, value) in [
+        ("address", addr as u64),
+        ("length", len as u64),
+        ("offset", offset),
+    ] {
+        if !is_aligned(value, alignment) {
+            return Err(InvalidInput::Unaligned {
+                what,
+                value,
+                alignment,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Reads of any alignment from any files: when every file is an `IoFile`
+/// with io_uring and O_DIRECT reads, submitted together and waited for once
+/// (one submission for a whole multi-key read); otherwise one after another.
+/// Reading past the end of a file is an error.
+pub(super) fn read_batch(reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
+    fn io_file(f: &dyn StorageFile) -> Option<&IoFile> {
+        f.as_any().downcast_ref::<IoFile>()
+    }
     let batched = reqs.len() >= 2
-        && reqs
-            .iter()
-            .all(|(f, _, _)| f.engine == IoEngine::IoUring && f.mode.direct_reads());
+        && reqs.iter().all(|&(f, _, _)| {
+            io_file(f).is_some_and(|f| f.engine == IoEngine::IoUring && f.mode.direct_reads())
+        });
     if !batched {
         return reqs
             .iter()
             .map(|&(f, off, len)| f.read_range(off, len))
             .collect();
     }
+    fn file_of(f: &dyn StorageFile) -> &IoFile {
+        io_file(f).expect("every file of a batched read was checked to be an IoFile")
+    }
     let mut bufs: Vec<(AlignedBuf, u64)> = reqs
         .iter()
         .map(|&(f, off, len)| {
+            let f = file_of(f);
             let start = align_down(off, f.alignment);
             let end = align_up(off + len as u64, f.alignment);
             (
@@ -584,16 +590,19 @@ pub fn read_batch(reqs: &[(&IoFile, u64, usize)]) -> Result<Vec<Vec<u8>>> {
     let mut reads: Vec<(std::os::fd::RawFd, &mut [u8], u64)> = bufs
         .iter_mut()
         .zip(reqs)
-        .map(|((b, start), (f, _, _))| (f.fd.as_raw_fd(), b.spare_capacity_full(), *start))
+        .map(|((b, start), &(f, _, _))| {
+            (file_of(f).fd.as_raw_fd(), b.spare_capacity_full(), *start)
+        })
         .collect();
     let got = uring::pread_many(&mut reads).map_err(|e| {
         let path = reqs
             .first()
-            .map_or(Path::new("<batch>"), |(f, _, _)| f.path());
+            .map_or(Path::new("<batch>"), |&(f, _, _)| f.path());
         Error::io(path, "read", e)
     })?;
     let mut out = Vec::with_capacity(reqs.len());
     for (i, &(f, off, len)) in reqs.iter().enumerate() {
+        let f = file_of(f);
         let (buf, start) = &mut bufs[i];
         f.stats.record(f.class, OpKind::Read, got[i] as u64);
         let head = (off - *start) as usize;
@@ -627,11 +636,4 @@ fn dio_alignment(file: &File) -> Option<usize> {
     }
     let a = stx.stx_dio_mem_align.max(stx.stx_dio_offset_align) as usize;
     (a > 0 && a.is_power_of_two()).then_some(a)
-}
-
-/// fsync of a directory, so a rename or a new file in it is durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    let f = File::open(dir).map_err(|e| Error::io(dir, "open directory", e))?;
-    f.sync_all()
-        .map_err(|e| Error::io(dir, "fsync directory", e))
 }

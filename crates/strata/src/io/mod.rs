@@ -1,22 +1,67 @@
-//! The I/O layer: every byte the engine reads or writes goes through here.
+//! The I/O layer: every byte the engine reads or writes, and every other
+//! call it makes to the operating system, goes through here.
 //!
-//! It owns the choice of I/O mode (page cache or O_DIRECT) and engine
-//! (pread/pwrite or io_uring), the alignment rules of direct I/O, the
-//! double-buffered appending writer, and the counting of every operation.
-//! Nothing above this layer opens a file by itself, so tests can put a
-//! recording or failing file in its place (see [`BlockFile`]).
+//! # The storage seam
+//!
+//! [`Storage`] is the one trait through which the engine touches a disk. It
+//! owns: creating and opening files by [`FileClass`] (in an [`IoMode`] and
+//! an [`IoEngine`]), batched reads (one io_uring submission for a multi-key
+//! read), the directory operations (stat, list, create, remove, rename,
+//! fsync of a directory) and the directory lock. Its files are
+//! [`StorageFile`]s: positioned reads and writes, fdatasync, set length,
+//! length. Who calls it: `Db` (open, recovery, the write path, flush, the
+//! lock), the in-memory layer (its log), the delta layers (through
+//! `LayerFile`) and the manifest. Nothing outside this module calls
+//! `std::fs`, opens a `File` or calls `libc`; `Options::storage` picks the
+//! storage (empty: [`OsStorage`]).
+//!
+//! Implementations:
+//! - [`OsStorage`], the real one: [`IoFile`] (O_DIRECT or the page cache,
+//!   pread/pwrite or io_uring, the statx alignment, the fallback where the
+//!   filesystem refuses O_DIRECT) and the filesystem's directories, flock.
+//! - `sim::SimStorage` (feature `sim`, and unit tests): files in memory,
+//!   deterministic from a seed, with I/O errors at the Nth operation,
+//!   ENOSPC, power loss that keeps, drops or tears unsynced writes per
+//!   sector, and corruption on read.
+//!
+//! Invariants every storage keeps (the engine relies on them, the
+//! simulator enforces them):
+//! - direct transfers are aligned (address, length, offset a multiple of the
+//!   file's `alignment()`, a power of two), or the call is an
+//!   `InvalidInput::Unaligned` error and nothing moves;
+//! - a write is durable once `sync_data` of its file returns, and not
+//!   before; a created, renamed or removed name once `sync_dir` of its
+//!   directory returns, and not before; a sector (512 bytes) is written
+//!   whole or not at all (see docs/format.md);
+//! - reads, writes and syncs are counted in the database's [`IoStats`] by
+//!   file class, whatever the storage, so `Db::stats().io` reports them;
+//! - a call is dispatched dynamically once, never per byte; the write and
+//!   read paths make no copy or allocation for the seam.
+//!
+//! # The rest of the layer
+//!
+//! The choice of I/O mode and engine, the alignment rules of direct I/O
+//! ([`AlignedBuf`]), the double-buffered appending writer
+//! ([`BufferedWriter`], generic over [`BlockFile`] so tests can put a
+//! recording or failing file in its place), and the counting of every
+//! operation ([`IoStats`]).
 
 mod aligned_buf;
 mod buffered_writer;
 mod file;
+mod os;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 mod stats;
+mod storage;
 mod uring;
 
 pub use aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 pub use buffered_writer::{BufferedWriter, ShutdownMode, WRITER_CAPACITY_MAX_BYTES};
-pub(crate) use file::short_read;
 pub use file::{
-    read_batch, sync_dir, BlockFile, FileOptions, IoEngine, IoFile, IoMode,
-    ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
+    BlockFile, FileOptions, IoEngine, IoFile, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
 };
+pub use os::OsStorage;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
+pub(crate) use storage::{is_not_found, short_read};
+pub use storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};

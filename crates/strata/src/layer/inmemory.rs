@@ -17,7 +17,7 @@
 
 use crate::batch::{decode_entries, WriteBatch};
 use crate::error::{Error, Result};
-use crate::io::{BufferedWriter, IoFile, ShutdownMode};
+use crate::io::{BufferedWriter, ShutdownMode, StorageFile};
 use crate::layer::delta::{Lsn, ValueKind};
 use crate::log::record::{RecordHeader, RECORD_HEADER_BYTES};
 use crate::log::replay::ReplayedLog;
@@ -152,10 +152,10 @@ const INDEX_KEY_OVERHEAD_BYTES: usize = 64;
 pub(crate) struct InMemoryLayer {
     pub file_id: u64,
     pub path: PathBuf,
-    file: Arc<IoFile>,
+    file: Arc<dyn StorageFile>,
     index: RwLock<BTreeMap<IndexKey, Versions>>,
     /// The appending writer while the layer is open; empty once frozen.
-    writer: Mutex<Option<BufferedWriter<IoFile>>>,
+    writer: Mutex<Option<BufferedWriter<dyn StorageFile>>>,
     /// Bytes below this offset are in the file.
     written_end: AtomicU64,
     /// End of the log (logical length).
@@ -169,7 +169,7 @@ pub(crate) struct InMemoryLayer {
 
 impl InMemoryLayer {
     /// An open layer appending to `writer`'s log (whose header is written).
-    pub(crate) fn new_open(file_id: u64, writer: BufferedWriter<IoFile>) -> Self {
+    pub(crate) fn new_open(file_id: u64, writer: BufferedWriter<dyn StorageFile>) -> Self {
         let end = writer.end_offset();
         InMemoryLayer {
             file_id,
@@ -189,7 +189,7 @@ impl InMemoryLayer {
     /// A frozen layer rebuilt from a replayed log whose bytes are `bytes`.
     pub(crate) fn from_replay(
         file_id: u64,
-        file: Arc<IoFile>,
+        file: Arc<dyn StorageFile>,
         log: &ReplayedLog,
         bytes: &[u8],
     ) -> Result<Self> {
@@ -296,7 +296,7 @@ impl InMemoryLayer {
     /// Writes the buffered tail out (padded) so an fdatasync of the file
     /// makes everything appended so far durable; returns the end offset it
     /// covers and the file to sync. The caller syncs outside the lock.
-    pub(crate) fn write_out_for_sync(&self) -> Result<Option<(u64, Arc<IoFile>)>> {
+    pub(crate) fn write_out_for_sync(&self) -> Result<Option<(u64, Arc<dyn StorageFile>)>> {
         let mut guard = self
             .writer
             .lock()
@@ -353,7 +353,7 @@ impl InMemoryLayer {
         self.index_bytes.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn file(&self) -> &Arc<IoFile> {
+    pub(crate) fn file(&self) -> &Arc<dyn StorageFile> {
         &self.file
     }
 

@@ -1,0 +1,201 @@
+//! The storage seam: the one trait through which the engine reaches the
+//! operating system, and the file trait its files implement.
+//!
+//! [`Storage`] owns every call the engine makes that touches a disk: create
+//! or open a file by class, batched reads, the directory operations (stat,
+//! list, create, remove, rename, fsync) and the directory lock. A file it
+//! returns, a [`StorageFile`], owns the calls on one file: positioned reads
+//! and writes, fdatasync, set length, length. `Db`, the layers, the manifest
+//! and recovery hold an `Arc<dyn Storage>` and `Arc<dyn StorageFile>`s and
+//! nothing else; [`super::OsStorage`] is the operating system's
+//! implementation (`IoFile` and its modes, engines, alignment and
+//! statistics), `sim::SimStorage` a simulated one for tests.
+//!
+//! The dispatch is dynamic per call, never per byte: a call moves a caller's
+//! buffer whole, so a seam call costs one indirect call next to a system
+//! call. Every implementation keeps the same contract:
+//! - a file's `alignment()` is a power of two; when its mode reads (writes)
+//!   directly, a read (write) whose address, length or offset is not a
+//!   multiple of it is an `InvalidInput::Unaligned` error, never a partial
+//!   transfer;
+//! - a write is durable only after `sync_data` of its file returns; a new
+//!   name (create, rename, remove) only after `sync_dir` of its directory;
+//! - every read, write and sync is counted into the `IoStats` given at open,
+//!   under the file's class;
+//! - errors name the path and the operation; a missing file or directory is
+//!   an `Error::Io` whose source has `ErrorKind::NotFound`.
+
+use super::aligned_buf::{align_down, align_up, AlignedBuf};
+use super::file::{BlockFile, FileOptions, IoMode};
+use super::stats::{FileClass, IoStats};
+use crate::error::{Error, Result};
+use std::any::Any;
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+/// One read of a batch: the file, the offset, the length (any alignment).
+pub type ReadRequest<'a> = (&'a dyn StorageFile, u64, usize);
+
+/// What a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+}
+
+/// A file opened through a [`Storage`]. Positional calls only, so any thread
+/// may read while another writes (`Send + Sync`).
+pub trait StorageFile: BlockFile + std::fmt::Debug {
+    /// The path it was opened at.
+    fn path(&self) -> &Path;
+    /// The mode in effect (`Buffered` after a fallback).
+    fn mode(&self) -> IoMode;
+    /// The class its operations are counted under.
+    fn class(&self) -> FileClass;
+    /// The file's current length (a stat).
+    fn len(&self) -> Result<u64>;
+    /// This file as `Any`, so a storage can recognize its own files in a
+    /// batch (see [`Storage::read_batch`]).
+    fn as_any(&self) -> &dyn Any;
+
+    /// True when the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`; end of file is an error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let n = self.read_at(buf, offset)?;
+        if n < buf.len() {
+            return Err(short_read(
+                self.path(),
+                format!(
+                    "wanted {} bytes at offset {offset}, the file ends after {n}",
+                    buf.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at any `offset`, whatever the mode: with direct
+    /// reads the read is widened to aligned bounds and the wanted part copied
+    /// out. Reading past the end of the file is an error.
+    fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if !self.mode().direct_reads() {
+            let mut out = vec![0u8; len];
+            self.read_exact_at(&mut out, offset)?;
+            return Ok(out);
+        }
+        let alignment = self.alignment();
+        let start = align_down(offset, alignment);
+        let end = align_up(offset + len as u64, alignment);
+        let mut buf = AlignedBuf::zeroed((end - start) as usize, alignment);
+        let n = self.read_at(buf.spare_capacity_full(), start)?;
+        let head = (offset - start) as usize;
+        if n < head + len {
+            return Err(short_read(
+                self.path(),
+                format!(
+                    "wanted {len} bytes at offset {offset}, the file ends at {}",
+                    start + n as u64
+                ),
+            ));
+        }
+        Ok(buf.spare_capacity_full()[head..head + len].to_vec())
+    }
+}
+
+/// Every operating-system call the engine makes. `Send + Sync`: one storage
+/// serves every thread of a database (and may serve several databases).
+/// Unwind-safe, so `Options`, which holds one, stays unwind-safe (the C API
+/// catches panics around it).
+pub trait Storage:
+    Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe + std::fmt::Debug + 'static
+{
+    /// Creates (or truncates) `path` for reading and writing, in the mode,
+    /// engine and class of `opts`, counting into `stats`.
+    fn create(
+        &self,
+        path: &Path,
+        opts: &FileOptions,
+        stats: &IoStats,
+    ) -> Result<Arc<dyn StorageFile>>;
+
+    /// Opens the existing file `path` for reading and writing.
+    fn open(
+        &self,
+        path: &Path,
+        opts: &FileOptions,
+        stats: &IoStats,
+    ) -> Result<Arc<dyn StorageFile>>;
+
+    /// Several reads of any alignment from files of this storage, submitted
+    /// together where the storage can (one io_uring submission for a
+    /// multi-key read); the bytes of each, in order. Reading past the end of
+    /// a file is an error. By default one read after another.
+    fn read_batch(&self, reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
+        reqs.iter()
+            .map(|&(file, offset, len)| file.read_range(offset, len))
+            .collect()
+    }
+
+    /// What `path` names; `None` when nothing does (a stat).
+    fn entry_kind(&self, path: &Path) -> Result<Option<EntryKind>>;
+
+    /// The names of the entries of the directory `dir`.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>>;
+
+    /// Creates `dir` and its missing parents (not durable until `sync_dir`
+    /// of each parent).
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+
+    /// Removes the file `path` (its name; open files stay readable).
+    fn remove_file(&self, path: &Path) -> Result<()>;
+
+    /// Renames `from` to `to`, replacing `to` atomically.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+
+    /// Makes the entries of directory `dir` durable (fsync of the directory).
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+
+    /// Takes an exclusive lock on the file `path` (created if missing),
+    /// held until the returned guard is dropped; fails at once if another
+    /// holder has it.
+    fn lock(&self, path: &Path) -> Result<StorageLock>;
+}
+
+/// A lock taken by [`Storage::lock`], released when dropped.
+pub struct StorageLock {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl StorageLock {
+    /// A lock that lasts as long as `held` (whose drop releases it).
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        StorageLock {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl std::fmt::Debug for StorageLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StorageLock")
+    }
+}
+
+/// The error for a read that found the file shorter than it needed.
+pub(crate) fn short_read(path: &Path, what: String) -> Error {
+    Error::io(
+        path,
+        "read",
+        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, what),
+    )
+}
+
+/// True when `e` says a file or directory does not exist.
+pub(crate) fn is_not_found(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
