@@ -133,7 +133,11 @@ pub(crate) fn decode_entries(
     payload: &[u8],
     count: u32,
 ) -> Result<Vec<EntryRef<'_>>, (usize, &'static str)> {
-    let mut out = Vec::with_capacity(count as usize);
+    // Every entry takes at least its header and a one-byte key: a count the
+    // payload cannot hold must not size the allocation (the count is read
+    // from disk).
+    let entries_max = payload.len() / (ENTRY_HEADER_BYTES + 1);
+    let mut out = Vec::with_capacity((count as usize).min(entries_max));
     let mut at = 0usize;
     for _ in 0..count {
         let header = payload
@@ -201,6 +205,22 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(vec![1u8; KEY_BYTES_MAX + 1], b"");
         assert!(matches!(b.invalid, Some(InvalidInput::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn a_huge_entry_count_is_an_error_without_allocating_for_it() {
+        // Found by the `batch` fuzz target: a count of 0xfff3_0001 over an
+        // 8-byte payload sized a 206 GB allocation before the first entry
+        // was looked at.
+        let payload = [0x00, 0x0d, 0x00, 0x01, 0x0d, 0x00, 0x00, 0x00];
+        assert_eq!(
+            decode_entries(&payload, 0xfff3_0001).unwrap_err(),
+            (0, "unknown entry kind")
+        );
+        assert_eq!(
+            decode_entries(&[], u32::MAX).unwrap_err(),
+            (0, "entry header past the record")
+        );
     }
 
     #[test]

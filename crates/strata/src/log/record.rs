@@ -22,15 +22,15 @@ pub(crate) const LOG_HEADER_BYTES: usize = 64;
 const LOG_HEADER_MAGIC_OFFSET: usize = 0;
 const LOG_HEADER_VERSION_OFFSET: usize = LOG_HEADER_MAGIC_OFFSET + 8;
 const LOG_HEADER_FILE_ID_OFFSET: usize = LOG_HEADER_VERSION_OFFSET + 4;
-const LOG_HEADER_CRC_OFFSET: usize = LOG_HEADER_BYTES - 4;
+pub(crate) const LOG_HEADER_CRC_OFFSET: usize = LOG_HEADER_BYTES - 4;
 
 /// Bytes of a record header.
 pub(crate) const RECORD_HEADER_BYTES: usize = 32;
-const HEADER_CRC_OFFSET: usize = 0;
-const PAYLOAD_LEN_OFFSET: usize = HEADER_CRC_OFFSET + 4;
+pub(crate) const HEADER_CRC_OFFSET: usize = 0;
+pub(crate) const PAYLOAD_LEN_OFFSET: usize = HEADER_CRC_OFFSET + 4;
 const LSN_OFFSET: usize = PAYLOAD_LEN_OFFSET + 4;
 const COUNT_OFFSET: usize = LSN_OFFSET + 8;
-const PAYLOAD_CRC_OFFSET: usize = COUNT_OFFSET + 4;
+pub(crate) const PAYLOAD_CRC_OFFSET: usize = COUNT_OFFSET + 4;
 const SYNCED_THROUGH_OFFSET: usize = PAYLOAD_CRC_OFFSET + 4;
 const _: () = assert!(SYNCED_THROUGH_OFFSET + 8 == RECORD_HEADER_BYTES);
 const _: () = assert!(LOG_HEADER_FILE_ID_OFFSET + 8 <= LOG_HEADER_CRC_OFFSET);

@@ -12,7 +12,8 @@
 //! disk is checked to lie inside the file before anything is allocated for it.
 //! A data block is verified (crc32c, seeded with its offset) before any of its
 //! bytes is interpreted, and its entries are checked again as they are decoded
-//! (lengths, kinds, ascending order, first entry equal to the index's).
+//! (lengths, kinds, ascending order, first entry equal to the index's, every
+//! entry below the next block's first).
 //!
 //! Thread-safety: the reader is immutable after `open`; it is `Send + Sync`
 //! when its [`ReadAt`] is, and any number of threads may `get` and scan at once.
@@ -48,11 +49,11 @@ pub(crate) type DeltaEntry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
 
 /// Where a data block is and what it starts with.
 #[derive(Debug)]
-struct BlockHandle {
-    first_key: Box<[u8]>,
-    first_lsn: Lsn,
-    offset: u64,
-    len_bytes: u64,
+pub(crate) struct BlockHandle {
+    pub(crate) first_key: Box<[u8]>,
+    pub(crate) first_lsn: Lsn,
+    pub(crate) offset: u64,
+    pub(crate) len_bytes: u64,
 }
 
 /// An open delta layer file. See the module documentation.
@@ -438,10 +439,14 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// versions straddle blocks: the block to read is the last one whose first
     /// (key, lsn) is <= (`key`, `lsn`), and it holds the last entry <= that.
     pub(crate) fn get(&self, key: &[u8], lsn: Lsn) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let Some(handle) = self.locate(key, lsn).and_then(|i| self.index.get(i)) else {
+        let Some(block) = self.locate(key, lsn) else {
             return Ok(None);
         };
-        Self::search_block(self.read_block(handle)?, key, lsn)
+        let Some(handle) = self.index.get(block) else {
+            return Ok(None);
+        };
+        let next = self.index.get(block + 1);
+        Self::search_block(self.read_block(handle, next)?, key, lsn)
     }
 
     /// The number of the block that would hold the newest version of `key`
@@ -502,7 +507,12 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 ),
             ));
         }
-        Self::search_block(self.parse_block(handle, bytes)?, key, lsn)
+        let next = self.index.get(block + 1);
+        Self::search_block(
+            parse_block(self.file.path(), handle, next, bytes)?,
+            key,
+            lsn,
+        )
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
@@ -548,57 +558,85 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         })
     }
 
-    /// Reads and verifies the data block `handle` points at.
-    fn read_block(&self, handle: &BlockHandle) -> Result<BlockCursor> {
+    /// Reads and verifies the data block `handle` points at; `next` is the
+    /// handle of the block after it, `None` for the last block.
+    fn read_block(&self, handle: &BlockHandle, next: Option<&BlockHandle>) -> Result<BlockCursor> {
         let bytes = read_checked(&self.file, handle.offset, handle.len_bytes, "data block")?;
-        self.parse_block(handle, bytes)
-    }
-
-    /// Verifies a data block's checksum and header and opens a cursor on it.
-    fn parse_block(&self, handle: &BlockHandle, bytes: Vec<u8>) -> Result<BlockCursor> {
-        let path = self.file.path();
-        let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
-        let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
-        let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
-        // The index (verified) says the block is at least BLOCK_BYTES_MIN long.
-        let found = block_crc(
-            handle.offset,
-            &bytes[..BLOCK_CRC_OFFSET],
-            &bytes[BLOCK_HEADER_BYTES..],
-        );
-        check_crc(path, handle.offset, "data block", stored, found)?;
-        if BLOCK_HEADER_BYTES + payload_len != bytes.len() {
-            return Err(corrupt(
-                path,
-                handle.offset,
-                format!(
-                    "block payload length {payload_len} disagrees with the index's block length {}",
-                    bytes.len()
-                ),
-            ));
-        }
-        if entry_count == 0 || entry_count as usize > payload_len / ENTRY_HEADER_BYTES {
-            return Err(corrupt(
-                path,
-                handle.offset,
-                format!("block entry count {entry_count} is impossible"),
-            ));
-        }
-        Ok(BlockCursor {
-            bytes,
-            path: path.to_path_buf(),
-            block_offset: handle.offset,
-            pos: BLOCK_HEADER_BYTES,
-            remaining: entry_count,
-            key: Vec::new(),
-            lsn: 0,
-            first_expected: Some((handle.first_key.clone(), handle.first_lsn)),
-        })
+        parse_block(self.file.path(), handle, next, bytes)
     }
 }
 
-/// Decodes and checks the block index.
-fn decode_index(
+/// Verifies a data block's checksum and header and opens a cursor on it.
+/// `bytes` are exactly the `handle.len_bytes` bytes at `handle.offset`;
+/// `handle` and `next` (the following block's handle, `None` for the last
+/// block) come from [`decode_index`].
+fn parse_block(
+    path: &Path,
+    handle: &BlockHandle,
+    next: Option<&BlockHandle>,
+    bytes: Vec<u8>,
+) -> Result<BlockCursor> {
+    let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
+    let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
+    let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
+    // The index (verified) says the block is at least BLOCK_BYTES_MIN long.
+    let found = block_crc(
+        handle.offset,
+        &bytes[..BLOCK_CRC_OFFSET],
+        &bytes[BLOCK_HEADER_BYTES..],
+    );
+    check_crc(path, handle.offset, "data block", stored, found)?;
+    if BLOCK_HEADER_BYTES + payload_len != bytes.len() {
+        return Err(corrupt(
+            path,
+            handle.offset,
+            format!(
+                "block payload length {payload_len} disagrees with the index's block length {}",
+                bytes.len()
+            ),
+        ));
+    }
+    if entry_count == 0 || entry_count as usize > payload_len / ENTRY_HEADER_BYTES {
+        return Err(corrupt(
+            path,
+            handle.offset,
+            format!("block entry count {entry_count} is impossible"),
+        ));
+    }
+    Ok(BlockCursor {
+        bytes,
+        path: path.to_path_buf(),
+        block_offset: handle.offset,
+        pos: BLOCK_HEADER_BYTES,
+        remaining: entry_count,
+        key: Vec::new(),
+        lsn: 0,
+        first_expected: Some((handle.first_key.clone(), handle.first_lsn)),
+        next_first: next.map(|n| (n.first_key.clone(), n.first_lsn)),
+    })
+}
+
+/// Every entry of a data block, through [`parse_block`] and the block cursor
+/// the reader uses: the fuzz targets' view of the block decoder.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn decode_block(
+    path: &Path,
+    handle: &BlockHandle,
+    next: Option<&BlockHandle>,
+    bytes: Vec<u8>,
+) -> Result<Vec<DeltaEntry>> {
+    let mut block = parse_block(path, handle, next, bytes)?;
+    let mut entries = Vec::new();
+    while let Some(entry) = block.next_entry()? {
+        let value = block.bytes[entry.value].to_vec();
+        entries.push((block.key.clone(), entry.lsn, entry.kind, value));
+    }
+    Ok(entries)
+}
+
+/// Decodes and checks the block index. The caller (the footer check) has
+/// bounded `block_count` by the index length and `BLOCK_COUNT_MAX`.
+pub(crate) fn decode_index(
     bytes: &[u8],
     path: &Path,
     index_offset: u64,
@@ -719,6 +757,10 @@ struct BlockCursor {
     lsn: Lsn,
     /// The index's (first key, first lsn), until the first entry is checked against it.
     first_expected: Option<(Box<[u8]>, Lsn)>,
+    /// The next block's (first key, first lsn) from the index: every entry of
+    /// this block sorts below it, so entries ascend across blocks too. `None`
+    /// for the last block.
+    next_first: Option<(Box<[u8]>, Lsn)>,
 }
 
 impl BlockCursor {
@@ -784,6 +826,13 @@ impl BlockCursor {
         if let Some((first_key, first_lsn)) = self.first_expected.take() {
             if *first_key != *self.key || first_lsn != lsn {
                 return Err(bad("first entry differs from the block index".into()));
+            }
+        }
+        if let Some((next_key, next_lsn)) = &self.next_first {
+            if (&*self.key, lsn) >= (&**next_key, *next_lsn) {
+                return Err(bad(
+                    "entry does not sort below the next block's first entry".into(),
+                ));
             }
         }
         self.pos = end;
@@ -857,7 +906,8 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                     if !before_end(&self.end, &handle.first_key) {
                         return Ok(None);
                     }
-                    let block = self.reader.read_block(handle)?;
+                    let next = self.reader.index.get(self.next_block + 1);
+                    let block = self.reader.read_block(handle, next)?;
                     self.next_block += 1;
                     self.block.insert(block)
                 }

@@ -833,6 +833,55 @@ fn a_valid_block_at_the_wrong_offset_is_detected() {
     }
 }
 
+#[test]
+fn an_entry_that_sorts_after_the_next_blocks_first_is_corruption() {
+    // Found by the `footer` fuzz target: a block whose last entry was raised
+    // past the next block's first (checksum recomputed) passed every check,
+    // so a scan returned entries out of order and a point read of the raised
+    // version answered the older one from the next block.
+    let mut model = Model::new();
+    put(&mut model, b"a", 1, b"");
+    put(&mut model, b"b", 5, b"");
+    put(&mut model, b"b", 9, &[7; 80]); // larger than the target: a block of its own
+    let (mut bytes, _) = build(&model, BLOCK_BYTES_TARGET_MIN);
+    let blocks = block_extents(&bytes);
+    assert_eq!(blocks.len(), 2, "the test needs [a@1, b@5] [b@9]");
+    // Raise b@5, the last entry of block 0, to b@10.
+    let (offset, len) = blocks[0];
+    let last_lsn_at = offset + len - ENTRY_HEADER_BYTES - 1 + ENTRY_LSN_OFFSET;
+    assert_eq!(u64_at(&bytes, last_lsn_at), Some(5));
+    bytes[last_lsn_at..last_lsn_at + 8].copy_from_slice(&10u64.to_le_bytes());
+    let block = &bytes[offset..offset + len];
+    let crc = block_crc(
+        offset as u64,
+        &block[..BLOCK_CRC_OFFSET],
+        &block[BLOCK_HEADER_BYTES..],
+    );
+    bytes[offset + BLOCK_CRC_OFFSET..offset + BLOCK_HEADER_BYTES]
+        .copy_from_slice(&crc.to_le_bytes());
+
+    let reader = open_mem(bytes);
+    let scanned: Result<Vec<DeltaEntry>> = reader
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .expect("range")
+        .collect();
+    match scanned {
+        Err(Error::Corruption(c)) => {
+            assert_eq!(c.file, Path::new("mem/layer.delta"));
+            assert!((offset..offset + len).contains(&(c.offset as usize)), "{c}");
+        }
+        other => panic!("a scan past the raised entry must fail: {other:?}"),
+    }
+    // A point read that decodes block 0 meets the raised entry and fails too.
+    assert!(reader
+        .get(b"b", 10)
+        .is_ok_and(|v| v.is_none_or(|(lsn, ..)| lsn == 9)));
+    assert!(reader
+        .get(b"a", 1)
+        .expect_err("block 0 is corrupt")
+        .is_corruption());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 

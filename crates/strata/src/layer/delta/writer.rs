@@ -331,13 +331,13 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         self.block = block;
         appended?;
 
-        self.index.extend_from_slice(&block_offset.to_le_bytes());
-        self.index.extend_from_slice(&block_len.to_le_bytes());
-        self.index
-            .extend_from_slice(&self.block_first_lsn.to_le_bytes());
-        self.index
-            .extend_from_slice(&(self.block_first_key.len() as u16).to_le_bytes());
-        self.index.extend_from_slice(&self.block_first_key);
+        encode_index_entry(
+            &mut self.index,
+            block_offset,
+            block_len,
+            self.block_first_lsn,
+            &self.block_first_key,
+        );
         self.block_count += 1;
 
         self.block.truncate(BLOCK_HEADER_BYTES);
@@ -353,6 +353,23 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         self.offset += u64_from_usize(bytes.len());
         Ok(())
     }
+}
+
+/// Appends the block index entry of a block at `block_offset` of `block_len`
+/// bytes whose first entry is (`first_key`, `first_lsn`).
+pub(crate) fn encode_index_entry(
+    index: &mut Vec<u8>,
+    block_offset: u64,
+    block_len: u64,
+    first_lsn: Lsn,
+    first_key: &[u8],
+) {
+    debug_assert!(!first_key.is_empty() && first_key.len() <= super::KEY_BYTES_MAX);
+    index.extend_from_slice(&block_offset.to_le_bytes());
+    index.extend_from_slice(&block_len.to_le_bytes());
+    index.extend_from_slice(&first_lsn.to_le_bytes());
+    index.extend_from_slice(&(first_key.len() as u16).to_le_bytes()); // <= KEY_BYTES_MAX
+    index.extend_from_slice(first_key);
 }
 
 /// The error for a key smaller than the previous one.

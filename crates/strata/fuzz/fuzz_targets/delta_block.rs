@@ -1,0 +1,19 @@
+//! libFuzzer target: `strata::fuzzing::delta_block` on arbitrary bytes (see that
+//! function for the properties checked). Seeds: `seeds/delta_block/`.
+//!
+//! The mutator is libFuzzer's, followed half of the time by
+//! `Target::fix_checksums`, so that mutations also reach the checks behind
+//! the format's checksums instead of stopping at them.
+#![no_main]
+
+use strata::fuzzing::Target;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| strata::fuzzing::delta_block(data));
+
+libfuzzer_sys::fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {
+    let size = libfuzzer_sys::fuzzer_mutate(data, size, max_size);
+    if seed % 2 == 0 {
+        Target::DeltaBlock.fix_checksums(&mut data[..size]);
+    }
+    size
+});

@@ -1,0 +1,1044 @@
+//! The fuzzing surface: one entry point per on-disk decoder, for the
+//! cargo-fuzz targets in `crates/strata/fuzz/` and the stable-toolchain
+//! mutation test `tests/fuzz_decoders.rs`. Compiled only with the `fuzzing`
+//! feature; not part of the API.
+//!
+//! Each target function feeds arbitrary bytes to the engine's own decoder,
+//! with a dummy file path, and asserts the decoder's contract:
+//!
+//! - it returns `Ok` or a typed error: a [`Corruption`] that names the dummy
+//!   file and an offset inside the bytes it was given, or the one other error
+//!   the decoder documents (`UnsupportedVersion`, `NotADatabase` for the
+//!   manifest); never a panic, an out-of-bounds slice or an overflow;
+//! - it allocates in proportion to its input, never to a length field read
+//!   from it (the drivers cap allocations: libFuzzer's `-malloc_limit_mb`,
+//!   the stable test's capped global allocator), and it terminates;
+//! - where it returns `Ok` and the engine has an encoder, encoding what it
+//!   decoded gives back equivalent content: the same bytes where the format
+//!   leaves the encoder no choice, the same decoded values otherwise.
+//!
+//! A panic from a target function is a finding: either an `assert!` here (a
+//! property violation) or a panic in the decoder itself.
+//!
+//! Where the real caller hands a decoder parameters it derived from bytes it
+//! has already verified (a data block's handle from the block index, the
+//! block count and LSN range from the footer), the input starts with those
+//! parameters as a fixed little-endian prefix, and the target applies the
+//! same bounds that caller guarantees before it calls the decoder. Missing
+//! prefix bytes read as zero, so every input means something.
+//!
+//! [`Target::seeds`] builds valid inputs with the engine's own writers, so a
+//! fuzzer starts from real encodings; [`Target::fix_checksums`] recomputes the
+//! checksums of a mutated input so that a mutation-only driver also reaches
+//! the code behind them.
+
+use std::ops::{Bound, RangeInclusive};
+use std::path::Path;
+
+use crate::batch::{decode_entries, EntryRef, WriteBatch};
+use crate::error::{Corruption, Error, Result};
+use crate::layer::bloom::{bloom_hash, BloomFilter};
+use crate::layer::delta::reader::{
+    decode_block, decode_index, BlockHandle, DeltaEntry, DeltaLayerReader,
+};
+use crate::layer::delta::writer::{encode_index_entry, DeltaLayerWriter};
+use crate::layer::delta::{
+    block_crc, u16_at, u32_at, u64_at, u64_from_usize, LayerSink, ReadAt, ValueKind,
+    BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN,
+    BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET, BLOCK_HEADER_BYTES, FOOTER_BLOCK_COUNT_OFFSET,
+    FOOTER_BLOOM_CRC_OFFSET, FOOTER_BLOOM_LEN_OFFSET, FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES,
+    FOOTER_CRC_OFFSET, FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET,
+    FOOTER_INDEX_OFFSET_OFFSET, FOOTER_KEYS_CRC_OFFSET, FOOTER_KEYS_LEN_OFFSET,
+    FOOTER_KEYS_OFFSET_OFFSET, FOOTER_LSN_MAX_OFFSET, FOOTER_LSN_MIN_OFFSET,
+    HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES, HEADER_CRC_OFFSET, INDEX_BLOCK_LEN_OFFSET,
+    INDEX_BLOCK_OFFSET_OFFSET, INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET, KEY_BYTES_MAX,
+    VALUE_BYTES_MAX,
+};
+use crate::log::record::{
+    decode_log_header, encode_log_header, RecordHeader, LOG_HEADER_BYTES, LOG_HEADER_CRC_OFFSET,
+    RECORD_HEADER_BYTES,
+};
+use crate::log::replay::replay;
+use crate::manifest::{Manifest, MANIFEST_FILES_MAX};
+
+/// The dummy path of a log file given to the log decoders.
+const LOG_PATH: &str = "fuzz/0000000000000001.log";
+/// The dummy path of a delta layer file given to the delta decoders.
+const DELTA_PATH: &str = "fuzz/0000000000000002.delta";
+/// The dummy path of a manifest given to the manifest decoder.
+const MANIFEST_PATH: &str = "fuzz/MANIFEST";
+/// Where the bloom target says its filter starts in the file, for error offsets.
+const BLOOM_OFFSET: u64 = 4096;
+
+/// One fuzz target: a decoder and the properties checked on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A log file: its header, then records replayed as at open.
+    LogRecord,
+    /// A write batch payload (`count u32` prefix, then the entries).
+    Batch,
+    /// A delta layer data block with its handle as a prefix.
+    DeltaBlock,
+    /// A delta layer block index with the footer's fields as a prefix.
+    BlockIndex,
+    /// A bloom filter encoding.
+    Bloom,
+    /// A whole delta layer file, opened from its footer and scanned.
+    Footer,
+    /// A manifest file.
+    Manifest,
+}
+
+impl Target {
+    /// Every target, in the order the scripts run them.
+    pub const ALL: [Target; 7] = [
+        Target::LogRecord,
+        Target::Batch,
+        Target::DeltaBlock,
+        Target::BlockIndex,
+        Target::Bloom,
+        Target::Footer,
+        Target::Manifest,
+    ];
+
+    /// The target's name: its cargo-fuzz binary and its corpus directory.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::LogRecord => "log_record",
+            Target::Batch => "batch",
+            Target::DeltaBlock => "delta_block",
+            Target::BlockIndex => "block_index",
+            Target::Bloom => "bloom",
+            Target::Footer => "footer",
+            Target::Manifest => "manifest",
+        }
+    }
+
+    /// The target called `name`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Runs the target on `data`; panics on a finding.
+    pub fn run(self, data: &[u8]) {
+        match self {
+            Target::LogRecord => log_record(data),
+            Target::Batch => batch(data),
+            Target::DeltaBlock => delta_block(data),
+            Target::BlockIndex => block_index(data),
+            Target::Bloom => bloom(data),
+            Target::Footer => footer(data),
+            Target::Manifest => manifest(data),
+        }
+    }
+
+    /// Valid inputs, encoded by the engine's own writers, named for the corpus.
+    pub fn seeds(self) -> Vec<(String, Vec<u8>)> {
+        match self {
+            Target::LogRecord => log_seeds(),
+            Target::Batch => batch_seeds(),
+            Target::DeltaBlock => delta_seeds(DeltaSeed::Blocks),
+            Target::BlockIndex => delta_seeds(DeltaSeed::Index),
+            Target::Bloom => bloom_seeds(),
+            Target::Footer => delta_seeds(DeltaSeed::File),
+            Target::Manifest => manifest_seeds(),
+        }
+    }
+
+    /// Recomputes, in place, every checksum of `data` that the target's
+    /// decoder verifies and that can be located in it, so that a mutated
+    /// input reaches the checks behind the checksums.
+    pub fn fix_checksums(self, data: &mut [u8]) {
+        match self {
+            Target::LogRecord => fix_log_checksums(data),
+            Target::DeltaBlock => fix_block_checksum(data),
+            Target::Footer => fix_delta_file_checksums(data),
+            Target::Manifest => fix_manifest_checksums(data),
+            // Their caller verified a checksum over them already.
+            Target::Batch | Target::BlockIndex | Target::Bloom => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Targets.
+
+/// A log file: [`decode_log_header`], then [`replay`] (record headers,
+/// payload checksums, entries, LSN order, torn-tail detection). Where replay
+/// succeeds, every record header re-encodes to its bytes and every payload
+/// re-encodes, through a `WriteBatch`, to its bytes.
+pub fn log_record(data: &[u8]) {
+    let path = Path::new(LOG_PATH);
+    let len = len_u64(data);
+    match decode_log_header(path, data) {
+        Ok(file_id) => {
+            let again = decode_log_header(path, &encode_log_header(file_id));
+            assert_eq!(again.ok(), Some(file_id), "log header round trip");
+        }
+        Err(e) => check_error(&e, path, 0..=len, ErrorsAllowed::VERSION),
+    }
+    let log = match replay(path, data) {
+        Ok(log) => log,
+        Err(e) => return check_error(&e, path, 0..=len, ErrorsAllowed::VERSION),
+    };
+    let mut at = LOG_HEADER_BYTES;
+    let mut lsn_last = 0;
+    for record in &log.records {
+        let header = record.header;
+        let payload_at = at + RECORD_HEADER_BYTES;
+        assert_eq!(record.payload_offset, u64_from_usize(payload_at));
+        assert_eq!(
+            header.encode()[..],
+            data[at..payload_at],
+            "record header at {at} does not re-encode to its bytes"
+        );
+        assert!(header.lsn > lsn_last, "record LSNs go back at {at}");
+        lsn_last = header.lsn;
+        let payload = &data[payload_at..payload_at + header.payload_len as usize];
+        assert_eq!(crc32c::crc32c(payload), header.payload_crc);
+        let entries = decode_entries(payload, header.count).unwrap_or_else(|(o, what)| {
+            panic!("replay kept a record whose entries fail at {o}: {what}")
+        });
+        check_batch_round_trip(&entries, payload, header.count);
+        at = payload_at + payload.len();
+    }
+    assert_eq!(log.end_offset, u64_from_usize(at), "replay's end offset");
+}
+
+/// A write batch payload: `count u32 | entries`, through [`decode_entries`].
+/// Where it decodes, a `WriteBatch` of the decoded entries has the same bytes.
+pub fn batch(data: &[u8]) {
+    let mut input = Input::new(data);
+    let count = input.u32();
+    let payload = input.rest();
+    match decode_entries(payload, count) {
+        Ok(entries) => check_batch_round_trip(&entries, payload, count),
+        Err((offset, what)) => {
+            assert!(
+                offset <= payload.len(),
+                "error offset {offset} is past the {}-byte payload ({what})",
+                payload.len()
+            );
+            assert!(!what.is_empty());
+        }
+    }
+}
+
+/// A delta layer data block: `block offset u64 | first lsn u64 | first key
+/// length u16 | first key | next lsn u64 | next key length u16 | next key |
+/// block`: the block's handle and the next block's first entry (none when the
+/// next key is empty: the last block), as the block index gives them, then the
+/// block's bytes, through the reader's block parser and cursor. Where every
+/// entry decodes, the entries ascend from the handle's first entry to below
+/// the next block's, and a layer written from them reads back the same
+/// entries.
+pub fn delta_block(data: &[u8]) {
+    let path = Path::new(DELTA_PATH);
+    let mut input = Input::new(data);
+    let offset = input.u64();
+    let first_lsn = input.u64();
+    let first_key_len = usize::from(input.u16());
+    let first_key = input.bytes(first_key_len);
+    let next_lsn = input.u64();
+    let next_key_len = usize::from(input.u16());
+    let next_key = input.bytes(next_key_len);
+    let block = input.rest();
+    let len = len_u64(block);
+    // What `decode_index` guarantees of the handles it returns.
+    let plausible_handles = (1..=KEY_BYTES_MAX).contains(&first_key.len())
+        && next_key.len() <= KEY_BYTES_MAX
+        && (next_key.is_empty() || (first_key, first_lsn) < (next_key, next_lsn))
+        && (BLOCK_BYTES_MIN..=BLOCK_BYTES_MAX).contains(&block.len())
+        && offset >= u64_from_usize(HEADER_BYTES)
+        && offset.checked_add(len).is_some();
+    if !plausible_handles {
+        return;
+    }
+    let handle = BlockHandle {
+        first_key: first_key.into(),
+        first_lsn,
+        offset,
+        len_bytes: len,
+    };
+    let next = (!next_key.is_empty()).then(|| BlockHandle {
+        first_key: next_key.into(),
+        first_lsn: next_lsn,
+        offset: offset + len,
+        len_bytes: u64_from_usize(BLOCK_BYTES_MIN),
+    });
+    match decode_block(path, &handle, next.as_ref(), block.to_vec()) {
+        Ok(entries) => {
+            let first = entries.first().expect("a decoded block has an entry");
+            assert_eq!((&first.0[..], first.1), (first_key, first_lsn));
+            check_entries(&entries);
+            if let Some(next) = &next {
+                let (key, lsn, ..) = entries.last().expect("not empty");
+                assert!(
+                    (&key[..], *lsn) < (&next.first_key[..], next.first_lsn),
+                    "the block's last entry does not sort below the next block's first"
+                );
+            }
+            check_layer_round_trip(&entries, block.len());
+        }
+        Err(e) => check_error(&e, path, offset..=offset + len, ErrorsAllowed::NONE),
+    }
+}
+
+/// A delta layer block index: `index offset u64 | block count u64 | lsn_min
+/// u64 | lsn_max u64 | index`, through [`decode_index`], after the bounds the
+/// footer check puts on those fields. Where it decodes, the handles chain from
+/// the header to the index, ascend, and re-encode to the same bytes.
+pub fn block_index(data: &[u8]) {
+    let path = Path::new(DELTA_PATH);
+    let mut input = Input::new(data);
+    let index_offset = input.u64();
+    let block_count = input.u64();
+    let lsn_min = input.u64();
+    let lsn_max = input.u64();
+    let index = input.rest();
+    let len = len_u64(index);
+    // What the footer check in `DeltaLayerReader::open` guarantees.
+    let entry_bytes_min = u64_from_usize(INDEX_ENTRY_HEADER_BYTES + 1);
+    let footer_checked = lsn_min <= lsn_max
+        && block_count <= BLOCK_COUNT_MAX
+        && block_count
+            .checked_mul(entry_bytes_min)
+            .is_some_and(|b| b <= len)
+        && index_offset >= u64_from_usize(HEADER_BYTES)
+        && index_offset.checked_add(len).is_some();
+    if !footer_checked {
+        return;
+    }
+    match decode_index(index, path, index_offset, block_count, lsn_min, lsn_max) {
+        Ok(handles) => {
+            assert_eq!(len_u64(&handles), block_count);
+            let mut next = u64_from_usize(HEADER_BYTES);
+            let mut encoded = Vec::with_capacity(index.len());
+            for (i, h) in handles.iter().enumerate() {
+                assert_eq!(
+                    h.offset,
+                    next,
+                    "block {i} does not follow block {}",
+                    i.wrapping_sub(1)
+                );
+                assert!((1..=KEY_BYTES_MAX).contains(&h.first_key.len()));
+                assert!((lsn_min..=lsn_max).contains(&h.first_lsn));
+                let len_ok = u64_from_usize(BLOCK_BYTES_MIN)..=u64_from_usize(BLOCK_BYTES_MAX);
+                assert!(
+                    len_ok.contains(&h.len_bytes),
+                    "block {i} length {}",
+                    h.len_bytes
+                );
+                if i > 0 {
+                    let prev = &handles[i - 1];
+                    assert!((&prev.first_key, prev.first_lsn) < (&h.first_key, h.first_lsn));
+                }
+                next = h.offset + h.len_bytes;
+                encode_index_entry(
+                    &mut encoded,
+                    h.offset,
+                    h.len_bytes,
+                    h.first_lsn,
+                    &h.first_key,
+                );
+            }
+            assert_eq!(next, index_offset, "blocks end where the index starts");
+            assert_eq!(encoded, index, "the block index re-encodes to other bytes");
+        }
+        Err(e) => check_error(
+            &e,
+            path,
+            index_offset..=index_offset + len,
+            ErrorsAllowed::NONE,
+        ),
+    }
+}
+
+/// A bloom filter encoding through [`BloomFilter::decode`]. Where it decodes,
+/// it re-encodes to the same bytes and answers probes without panicking.
+pub fn bloom(data: &[u8]) {
+    let path = Path::new(DELTA_PATH);
+    let len = len_u64(data);
+    match BloomFilter::decode(data, path, BLOOM_OFFSET) {
+        Ok(filter) => {
+            let mut encoded = Vec::with_capacity(data.len());
+            filter.encode(&mut encoded);
+            assert_eq!(encoded, data, "the bloom filter re-encodes to other bytes");
+            assert!(filter.memory_bytes() <= data.len() + std::mem::size_of::<BloomFilter>());
+            for key in [&b"a"[..], b"key-000", &[0xff; 64]] {
+                filter.may_contain(key);
+            }
+        }
+        Err(e) => check_error(
+            &e,
+            path,
+            BLOOM_OFFSET..=BLOOM_OFFSET + len,
+            ErrorsAllowed::NONE,
+        ),
+    }
+}
+
+/// A whole delta layer file, opened by [`DeltaLayerReader::open`] (which
+/// starts at the footer, then checks the section chain, the header, the block
+/// index, the bloom filter and the key range) and scanned. Where it opens and
+/// scans, entries are strictly ascending across blocks, each point read finds
+/// its own version (or nothing, where a forged filter rules it out), and a
+/// layer written from the entries reads back the same entries.
+pub fn footer(data: &[u8]) {
+    let path = Path::new(DELTA_PATH);
+    let len = len_u64(data);
+    let reader = match DeltaLayerReader::open(MemFile { bytes: data, path }) {
+        Ok(reader) => reader,
+        Err(e) => return check_error(&e, path, 0..=len, ErrorsAllowed::VERSION),
+    };
+    let summary = reader.summary().clone();
+    assert_eq!(summary.file_bytes, len);
+    assert!(summary.lsn_min <= summary.lsn_max);
+    assert!(summary.key_min <= summary.key_max);
+    let entries = match scan(&reader) {
+        Ok(entries) => entries,
+        Err(e) => return check_error(&e, path, 0..=len, ErrorsAllowed::NONE),
+    };
+    check_entries(&entries);
+    if let Some(first) = entries.first() {
+        assert_eq!(first.0, summary.key_min, "key_min is not the first key");
+    }
+    for (key, lsn, kind, value) in &entries {
+        match reader.get(key, *lsn) {
+            Ok(None) => {}
+            Ok(Some(found)) => assert_eq!(
+                found,
+                (*lsn, *kind, value.clone()),
+                "a point read at ({key:?}, {lsn}) disagrees with the scan"
+            ),
+            Err(e) => panic!("a point read fails on a block the scan read: {e}"),
+        }
+    }
+    // Open checked the header's target is in range.
+    let target = u32_at(data, HEADER_BLOCK_BYTES_TARGET_OFFSET).expect("open read the header");
+    check_layer_round_trip(&entries, target as usize);
+}
+
+/// A manifest through `Manifest::decode`. Where it decodes, its ids are below
+/// its next file id, and the re-encoded manifest decodes to the same lists
+/// with the same payload bytes.
+pub fn manifest(data: &[u8]) {
+    let path = Path::new(MANIFEST_PATH);
+    let len = len_u64(data);
+    let m = match Manifest::decode(path, data) {
+        Ok(m) => m,
+        Err(e) => return check_error(&e, path, 0..=len, ErrorsAllowed::VERSION_AND_NOT_A_DATABASE),
+    };
+    assert!(m.logs.len() + m.deltas.len() <= MANIFEST_FILES_MAX);
+    assert!(m
+        .logs
+        .iter()
+        .chain(&m.deltas)
+        .all(|&id| id < m.next_file_id));
+    let encoded = m.encode();
+    let again = Manifest::decode(path, &encoded).expect("a re-encoded manifest decodes");
+    assert_eq!(again, m, "manifest round trip");
+    let header = crate::manifest::HEADER_BYTES;
+    let payload = &encoded[header..];
+    assert_eq!(
+        data.get(header..header + payload.len()),
+        Some(payload),
+        "the manifest payload re-encodes to other bytes"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Properties shared by the targets.
+
+/// Which errors besides `Corruption` a decoder may return.
+#[derive(Clone, Copy)]
+struct ErrorsAllowed {
+    unsupported_version: bool,
+    not_a_database: bool,
+}
+
+impl ErrorsAllowed {
+    const NONE: Self = ErrorsAllowed {
+        unsupported_version: false,
+        not_a_database: false,
+    };
+    const VERSION: Self = ErrorsAllowed {
+        unsupported_version: true,
+        not_a_database: false,
+    };
+    const VERSION_AND_NOT_A_DATABASE: Self = ErrorsAllowed {
+        unsupported_version: true,
+        not_a_database: true,
+    };
+}
+
+/// An error is a typed one that names `path`, and a corruption's offset lies
+/// in `offsets` (the bytes the decoder was given, as file offsets).
+fn check_error(err: &Error, path: &Path, offsets: RangeInclusive<u64>, allowed: ErrorsAllowed) {
+    let message = err.to_string();
+    assert!(
+        message.contains(&*path.to_string_lossy()),
+        "the error does not name the file: {message}"
+    );
+    match err {
+        Error::Corruption(Corruption {
+            file, offset, what, ..
+        }) => {
+            assert_eq!(file, path);
+            assert!(
+                offsets.contains(offset),
+                "corruption offset {offset} is outside {offsets:?}: {message}"
+            );
+            assert!(!what.is_empty());
+        }
+        Error::UnsupportedVersion {
+            path: p,
+            found,
+            supported,
+        } if allowed.unsupported_version => {
+            assert_eq!(p, path);
+            assert!(found > supported);
+        }
+        Error::NotADatabase { path: p, .. } if allowed.not_a_database => assert_eq!(p, path),
+        other => panic!("unexpected error kind from a decoder: {other:?}"),
+    }
+}
+
+/// Decoded batch entries are in range, and a `WriteBatch` of them is
+/// `payload` byte for byte with `count` entries.
+fn check_batch_round_trip(entries: &[EntryRef<'_>], payload: &[u8], count: u32) {
+    assert_eq!(entries.len(), count as usize, "decoded entry count");
+    let mut batch = WriteBatch::with_capacity(payload.len());
+    for e in entries {
+        assert!((1..=KEY_BYTES_MAX).contains(&e.key.len()));
+        assert_eq!(
+            payload.get(e.value_offset..e.value_offset + e.value.len()),
+            Some(e.value)
+        );
+        match e.kind {
+            ValueKind::Put => batch.put(e.key, e.value),
+            ValueKind::Delete => {
+                assert!(e.value.is_empty(), "a tombstone with a value");
+                batch.delete(e.key)
+            }
+        }
+    }
+    assert_eq!(batch.invalid, None, "the batch refuses decoded entries");
+    assert_eq!(batch.count, count);
+    assert_eq!(batch.data, payload, "the batch re-encodes to other bytes");
+}
+
+/// Delta entries are strictly ascending by (key, lsn) and within the limits.
+fn check_entries(entries: &[DeltaEntry]) {
+    for (i, (key, lsn, kind, value)) in entries.iter().enumerate() {
+        assert!(
+            (1..=KEY_BYTES_MAX).contains(&key.len()),
+            "entry {i}: key length"
+        );
+        assert!(value.len() <= VALUE_BYTES_MAX, "entry {i}: value length");
+        assert!(
+            *kind == ValueKind::Put || value.is_empty(),
+            "entry {i}: tombstone with a value"
+        );
+        if i > 0 {
+            let (prev_key, prev_lsn, ..) = &entries[i - 1];
+            assert!(
+                (prev_key, prev_lsn) < (key, lsn),
+                "entry {i} ({key:?}, {lsn}) does not follow ({prev_key:?}, {prev_lsn})"
+            );
+        }
+    }
+}
+
+/// A layer written from `entries` (with a block target of about
+/// `block_bytes`) opens and scans back to `entries`.
+fn check_layer_round_trip(entries: &[DeltaEntry], block_bytes: usize) {
+    let block_bytes = block_bytes.clamp(BLOCK_BYTES_TARGET_MIN, BLOCK_BYTES_TARGET_MAX);
+    let mut writer =
+        DeltaLayerWriter::new(VecSink::default(), block_bytes).expect("the target is in range");
+    for (key, lsn, kind, value) in entries {
+        if let Err(e) = writer.add(key, *lsn, *kind, value) {
+            panic!("the writer refuses a decoded entry ({key:?}, {lsn}): {e}");
+        }
+    }
+    let (VecSink(bytes), summary) = writer.finish().expect("an in-memory sink does not fail");
+    assert_eq!(summary.entries, len_u64(entries));
+    let path = Path::new(DELTA_PATH);
+    let reader = DeltaLayerReader::open(MemFile {
+        bytes: &bytes,
+        path,
+    })
+    .unwrap_or_else(|e| panic!("a re-encoded layer does not open: {e}"));
+    let again = scan(&reader).unwrap_or_else(|e| panic!("a re-encoded layer does not scan: {e}"));
+    assert!(
+        again == entries,
+        "a re-encoded layer reads back other entries"
+    );
+}
+
+/// Every entry of a layer, in scan order.
+fn scan<R: ReadAt>(reader: &DeltaLayerReader<R>) -> Result<Vec<DeltaEntry>> {
+    reader.range(Bound::Unbounded, Bound::Unbounded)?.collect()
+}
+
+// ---------------------------------------------------------------------------
+// In-memory files and inputs.
+
+/// A layer file held in memory. The reader checks every range against the
+/// file length before it reads, so a read outside the bytes is a finding.
+struct MemFile<'a> {
+    bytes: &'a [u8],
+    path: &'a Path,
+}
+
+impl ReadAt for MemFile<'_> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(len)?));
+        match range.and_then(|r| self.bytes.get(r)) {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => panic!(
+                "the reader reads {len} bytes at {offset}, outside the {}-byte file",
+                self.bytes.len()
+            ),
+        }
+    }
+    fn file_len(&self) -> u64 {
+        len_u64(self.bytes)
+    }
+    fn path(&self) -> &Path {
+        self.path
+    }
+}
+
+/// A layer sink that keeps the file in memory.
+#[derive(Default)]
+struct VecSink(Vec<u8>);
+
+impl LayerSink for VecSink {
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// Reads a fuzz input's fixed prefix; bytes past the end read as zero.
+struct Input<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Input<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Input { rest: data }
+    }
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.rest.split_at(n.min(self.rest.len()));
+        self.rest = rest;
+        head
+    }
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        let head = self.bytes(N);
+        out[..head.len()].copy_from_slice(head);
+        out
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.array())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.array())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.array())
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.rest)
+    }
+}
+
+/// A length as the `u64` of the formats.
+fn len_u64<T>(items: &[T]) -> u64 {
+    u64_from_usize(items.len())
+}
+
+// ---------------------------------------------------------------------------
+// Seeds: valid encodings from the engine's writers.
+
+fn log_seeds() -> Vec<(String, Vec<u8>)> {
+    let header = encode_log_header(1).to_vec();
+    let mut seeds = vec![("header-only".to_owned(), header.clone())];
+    let mut log = header;
+    let mut ends = Vec::new();
+    for (lsn, batch) in sample_batches().into_iter().enumerate() {
+        let lsn = 1 + 3 * lsn as u64;
+        // Each record claims the log was durable up to the end of the one before.
+        let synced_through = ends.last().copied().unwrap_or(0);
+        let header = RecordHeader::for_payload(&batch.data, lsn, batch.count, synced_through);
+        log.extend_from_slice(&header.encode());
+        log.extend_from_slice(&batch.data);
+        ends.push(len_u64(&log));
+        seeds.push((format!("records-{}", ends.len()), log.clone()));
+    }
+    let mut padded = log.clone();
+    padded.resize(log.len().next_multiple_of(512) + 512, 0);
+    seeds.push(("zero-padded-tail".to_owned(), padded));
+    let mut torn = log.clone();
+    torn.truncate(log.len() - 3);
+    seeds.push(("torn-tail".to_owned(), torn));
+    seeds
+}
+
+fn sample_batches() -> Vec<WriteBatch> {
+    let mut batches = Vec::new();
+    let mut b = WriteBatch::new();
+    b.put(b"a", b"1");
+    batches.push(b);
+    let mut b = WriteBatch::new();
+    b.put(b"key-1", b"value one");
+    b.delete(b"key-2");
+    b.put(b"key-3", b"");
+    b.put(vec![0xffu8; 40], vec![7u8; 100]);
+    batches.push(b);
+    batches.push(WriteBatch::new());
+    let mut b = WriteBatch::new();
+    for i in 0..12u32 {
+        b.put(format!("k{i:04}"), i.to_le_bytes());
+    }
+    b.delete(b"k0003");
+    batches.push(b);
+    batches
+}
+
+fn batch_seeds() -> Vec<(String, Vec<u8>)> {
+    sample_batches()
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let mut input = b.count.to_le_bytes().to_vec();
+            input.extend_from_slice(&b.data);
+            (format!("batch-{i}"), input)
+        })
+        .collect()
+}
+
+fn bloom_seeds() -> Vec<(String, Vec<u8>)> {
+    [0u64, 1, 7, 40, 300]
+        .into_iter()
+        .map(|n| {
+            let hashes: Vec<u64> = (0..n)
+                .map(|i| bloom_hash(format!("key-{i}").as_bytes()))
+                .collect();
+            let mut out = Vec::new();
+            BloomFilter::build(&hashes).encode(&mut out);
+            (format!("keys-{n}"), out)
+        })
+        .collect()
+}
+
+fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
+    let manifests = [
+        Manifest::default(),
+        Manifest {
+            next_file_id: 1,
+            logs: vec![],
+            deltas: vec![],
+        },
+        Manifest {
+            next_file_id: 9,
+            logs: vec![7, 8],
+            deltas: vec![1, 3, 4],
+        },
+        Manifest {
+            next_file_id: u64::MAX,
+            logs: vec![u64::MAX - 1],
+            deltas: (0..20).collect(),
+        },
+    ];
+    manifests
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (format!("manifest-{i}"), m.encode()))
+        .collect()
+}
+
+/// Which part of the sample delta layers a seed is.
+#[derive(Clone, Copy)]
+enum DeltaSeed {
+    File,
+    Index,
+    Blocks,
+}
+
+/// Small delta layer files: empty, one entry, many small blocks with shared
+/// prefixes, versions straddling blocks and tombstones, and a value larger
+/// than its block target.
+fn sample_layers() -> Vec<(&'static str, Vec<u8>)> {
+    type Entries = Vec<DeltaEntry>;
+    let mut layers: Vec<(&'static str, usize, Entries)> = Vec::new();
+    layers.push(("empty", 4096, vec![]));
+    layers.push((
+        "one-entry",
+        4096,
+        vec![(b"k".to_vec(), 1, ValueKind::Put, b"v".to_vec())],
+    ));
+    let mut many = Entries::new();
+    for i in 0..14u64 {
+        let key = format!("key-{:03}", i * 7).into_bytes();
+        for v in 0..(i % 3 + 1) {
+            let lsn = 10 + i + v * 100;
+            if (i + v) % 5 == 3 {
+                many.push((key.clone(), lsn, ValueKind::Delete, vec![]));
+            } else {
+                many.push((
+                    key.clone(),
+                    lsn,
+                    ValueKind::Put,
+                    format!("v{i}.{v}").into_bytes(),
+                ));
+            }
+        }
+    }
+    layers.push(("many-blocks", BLOCK_BYTES_TARGET_MIN, many));
+    layers.push((
+        "large-value",
+        BLOCK_BYTES_TARGET_MIN,
+        vec![
+            (b"a".to_vec(), 5, ValueKind::Put, b"small".to_vec()),
+            (b"b".to_vec(), 6, ValueKind::Put, vec![0xab; 200]),
+            (b"b".to_vec(), 9, ValueKind::Delete, vec![]),
+            (b"c".to_vec(), 2, ValueKind::Put, vec![]),
+        ],
+    ));
+    layers
+        .into_iter()
+        .map(|(name, block_bytes, entries)| {
+            let mut writer =
+                DeltaLayerWriter::new(VecSink::default(), block_bytes).expect("target in range");
+            for (key, lsn, kind, value) in &entries {
+                writer
+                    .add(key, *lsn, *kind, value)
+                    .expect("sample entries are valid");
+            }
+            let (VecSink(bytes), _) = writer.finish().expect("in-memory sink");
+            (name, bytes)
+        })
+        .collect()
+}
+
+fn delta_seeds(part: DeltaSeed) -> Vec<(String, Vec<u8>)> {
+    let path = Path::new(DELTA_PATH);
+    let mut seeds = Vec::new();
+    for (name, file) in sample_layers() {
+        let footer = &file[file.len() - FOOTER_BYTES..];
+        let field = |at: usize| u64_at(footer, at).expect("footer field");
+        let index_offset = field(FOOTER_INDEX_OFFSET_OFFSET);
+        let index_len = field(FOOTER_INDEX_LEN_OFFSET);
+        let block_count = field(FOOTER_BLOCK_COUNT_OFFSET);
+        let (lsn_min, lsn_max) = (field(FOOTER_LSN_MIN_OFFSET), field(FOOTER_LSN_MAX_OFFSET));
+        let index = &file[index_offset as usize..(index_offset + index_len) as usize];
+        match part {
+            DeltaSeed::File => seeds.push((name.to_owned(), file.clone())),
+            DeltaSeed::Index => {
+                let mut input = Vec::new();
+                for field in [index_offset, block_count, lsn_min, lsn_max] {
+                    input.extend_from_slice(&field.to_le_bytes());
+                }
+                input.extend_from_slice(index);
+                seeds.push((name.to_owned(), input));
+            }
+            DeltaSeed::Blocks => {
+                let handles =
+                    decode_index(index, path, index_offset, block_count, lsn_min, lsn_max)
+                        .expect("a written index decodes");
+                // The first, a middle and the last block of each layer.
+                let picks = [0, handles.len() / 2, handles.len().saturating_sub(1)];
+                for (i, h) in handles
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| picks.contains(i))
+                {
+                    let mut input = Vec::new();
+                    input.extend_from_slice(&h.offset.to_le_bytes());
+                    input.extend_from_slice(&h.first_lsn.to_le_bytes());
+                    input.extend_from_slice(&(h.first_key.len() as u16).to_le_bytes());
+                    input.extend_from_slice(&h.first_key);
+                    let (next_lsn, next_key) = match handles.get(i + 1) {
+                        Some(next) => (next.first_lsn, &next.first_key[..]),
+                        None => (0, &[][..]),
+                    };
+                    input.extend_from_slice(&next_lsn.to_le_bytes());
+                    input.extend_from_slice(&(next_key.len() as u16).to_le_bytes());
+                    input.extend_from_slice(next_key);
+                    input.extend_from_slice(
+                        &file[h.offset as usize..(h.offset + h.len_bytes) as usize],
+                    );
+                    seeds.push((format!("{name}-block-{i}"), input));
+                }
+            }
+        }
+    }
+    seeds
+}
+
+// ---------------------------------------------------------------------------
+// Checksum repair for mutated inputs.
+
+fn put_u32(data: &mut [u8], at: usize, value: u32) {
+    if let Some(b) = data.get_mut(at..at + 4) {
+        b.copy_from_slice(&value.to_le_bytes());
+    }
+}
+
+fn fix_log_checksums(data: &mut [u8]) {
+    if data.len() < LOG_HEADER_BYTES {
+        return;
+    }
+    let crc = crc32c::crc32c(&data[..LOG_HEADER_CRC_OFFSET]);
+    put_u32(data, LOG_HEADER_CRC_OFFSET, crc);
+    let mut at = LOG_HEADER_BYTES;
+    while at + RECORD_HEADER_BYTES <= data.len() {
+        let header_at = at;
+        let header = &data[header_at..header_at + RECORD_HEADER_BYTES];
+        if header.iter().all(|&b| b == 0) {
+            return;
+        }
+        let len = u32_at(header, crate::log::record::PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
+        let payload_at = header_at + RECORD_HEADER_BYTES;
+        if let Some(payload) = data.get(payload_at..payload_at + len) {
+            let crc = crc32c::crc32c(payload);
+            put_u32(
+                data,
+                header_at + crate::log::record::PAYLOAD_CRC_OFFSET,
+                crc,
+            );
+        }
+        let header = &data[header_at..header_at + RECORD_HEADER_BYTES];
+        let crc = crc32c::crc32c(&header[crate::log::record::PAYLOAD_LEN_OFFSET..]);
+        put_u32(data, header_at + crate::log::record::HEADER_CRC_OFFSET, crc);
+        at = payload_at + len;
+    }
+}
+
+fn fix_block_checksum(data: &mut [u8]) {
+    let mut input = Input::new(data);
+    let offset = input.u64();
+    input.u64();
+    let key_len = usize::from(input.u16());
+    input.bytes(key_len);
+    input.u64();
+    let next_key_len = usize::from(input.u16());
+    input.bytes(next_key_len);
+    let block_at = data.len() - input.rest().len();
+    let block = &mut data[block_at..];
+    if block.len() >= BLOCK_HEADER_BYTES {
+        let crc = block_crc(
+            offset,
+            &block[..BLOCK_CRC_OFFSET],
+            &block[BLOCK_HEADER_BYTES..],
+        );
+        put_u32(block, BLOCK_CRC_OFFSET, crc);
+    }
+}
+
+fn fix_delta_file_checksums(data: &mut [u8]) {
+    if data.len() >= HEADER_BYTES {
+        let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
+        put_u32(data, HEADER_CRC_OFFSET, crc);
+    }
+    if data.len() < HEADER_BYTES + FOOTER_BYTES {
+        return;
+    }
+    let footer_at = data.len() - FOOTER_BYTES;
+    let field = |data: &[u8], at: usize| u64_at(data, footer_at + at).unwrap_or(0);
+    let section = |data: &[u8], offset_at: usize, len_at: usize| {
+        let start = usize::try_from(field(data, offset_at)).ok()?;
+        let len = usize::try_from(field(data, len_at)).ok()?;
+        let end = start.checked_add(len).filter(|&end| end <= footer_at)?;
+        Some(start..end)
+    };
+    // Data blocks, as the block index locates them.
+    if let Some(index) = section(data, FOOTER_INDEX_OFFSET_OFFSET, FOOTER_INDEX_LEN_OFFSET) {
+        let mut pos = index.start;
+        while let (Some(offset), Some(len), Some(key_len)) = (
+            u64_at(&data[..index.end], pos + INDEX_BLOCK_OFFSET_OFFSET),
+            u64_at(&data[..index.end], pos + INDEX_BLOCK_LEN_OFFSET),
+            u16_at(&data[..index.end], pos + INDEX_FIRST_KEY_LEN_OFFSET),
+        ) {
+            let block = usize::try_from(offset).ok().and_then(|start| {
+                let end = start.checked_add(usize::try_from(len).ok()?)?;
+                (end <= footer_at && end - start >= BLOCK_HEADER_BYTES).then_some(start..end)
+            });
+            if let Some(block) = block {
+                let b = &data[block.clone()];
+                let crc = block_crc(offset, &b[..BLOCK_CRC_OFFSET], &b[BLOCK_HEADER_BYTES..]);
+                put_u32(data, block.start + BLOCK_CRC_OFFSET, crc);
+            }
+            pos += INDEX_ENTRY_HEADER_BYTES + usize::from(key_len);
+        }
+    }
+    for (offset_at, len_at, crc_at) in [
+        (
+            FOOTER_INDEX_OFFSET_OFFSET,
+            FOOTER_INDEX_LEN_OFFSET,
+            FOOTER_INDEX_CRC_OFFSET,
+        ),
+        (
+            FOOTER_BLOOM_OFFSET_OFFSET,
+            FOOTER_BLOOM_LEN_OFFSET,
+            FOOTER_BLOOM_CRC_OFFSET,
+        ),
+        (
+            FOOTER_KEYS_OFFSET_OFFSET,
+            FOOTER_KEYS_LEN_OFFSET,
+            FOOTER_KEYS_CRC_OFFSET,
+        ),
+    ] {
+        if let Some(range) = section(data, offset_at, len_at) {
+            let crc = crc32c::crc32c(&data[range]);
+            put_u32(data, footer_at + crc_at, crc);
+        }
+    }
+    let crc = crc32c::crc32c(&data[footer_at..footer_at + FOOTER_CRC_OFFSET]);
+    put_u32(data, footer_at + FOOTER_CRC_OFFSET, crc);
+}
+
+fn fix_manifest_checksums(data: &mut [u8]) {
+    use crate::manifest::{
+        HEADER_BYTES, HEADER_CRC_OFFSET, PAYLOAD_CRC_OFFSET, PAYLOAD_LEN_OFFSET,
+    };
+    if data.len() < HEADER_BYTES {
+        return;
+    }
+    let len = u32_at(data, PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
+    if let Some(payload) = data.get(HEADER_BYTES..HEADER_BYTES + len) {
+        let crc = crc32c::crc32c(payload);
+        put_u32(data, PAYLOAD_CRC_OFFSET, crc);
+    }
+    let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
+    put_u32(data, HEADER_CRC_OFFSET, crc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_seed_passes_its_target_and_survives_checksum_repair() {
+        for target in Target::ALL {
+            let seeds = target.seeds();
+            assert!(!seeds.is_empty(), "{} has no seeds", target.name());
+            for (name, seed) in seeds {
+                target.run(&seed);
+                let mut fixed = seed.clone();
+                target.fix_checksums(&mut fixed);
+                assert_eq!(
+                    fixed,
+                    seed,
+                    "{}/{name}: repair changed a valid seed",
+                    target.name()
+                );
+            }
+        }
+    }
+}
