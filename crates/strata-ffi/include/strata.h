@@ -68,6 +68,7 @@ extern "C" {
 #define STRATA_CLOSED 7           /* database closed or stopped */
 #define STRATA_PANIC 8            /* internal failure caught at the boundary */
 #define STRATA_ERROR 9            /* any other engine error */
+#define STRATA_NOT_DURABLE 10     /* write: applied, but maybe not durable (reopen, compare the last LSN) */
 
 typedef struct strata_db_t strata_db_t;
 typedef struct strata_writebatch_t strata_writebatch_t;

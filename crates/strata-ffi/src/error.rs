@@ -30,6 +30,9 @@ pub const STRATA_CLOSED: c_int = 7;
 pub const STRATA_PANIC: c_int = 8;
 /// Any other engine error (not a database, unsupported format version, ...).
 pub const STRATA_ERROR: c_int = 9;
+/// write: the batch was applied but could not be made durable as asked; it
+/// may or may not survive a restart (reopen and compare the last LSN).
+pub const STRATA_NOT_DURABLE: c_int = 10;
 
 /// An error as the C caller sees it. Opaque in C.
 #[allow(non_camel_case_types)]
@@ -79,6 +82,7 @@ impl From<strata::Error> for FfiError {
             strata::Error::Corruption(_) => STRATA_CORRUPTION,
             strata::Error::InvalidInput(_) => STRATA_INVALID_ARGUMENT,
             strata::Error::Closed | strata::Error::Poisoned(_) => STRATA_CLOSED,
+            strata::Error::NotDurable { .. } => STRATA_NOT_DURABLE,
             _ => STRATA_ERROR,
         };
         FfiError::new(code, e.to_string())

@@ -142,6 +142,7 @@ fn header_status_codes_equal_the_crate_constants() {
         ("STRATA_CLOSED", strata_ffi::STRATA_CLOSED),
         ("STRATA_PANIC", strata_ffi::STRATA_PANIC),
         ("STRATA_ERROR", strata_ffi::STRATA_ERROR),
+        ("STRATA_NOT_DURABLE", strata_ffi::STRATA_NOT_DURABLE),
     ];
     let h = header();
     let defines: Vec<(String, i32)> = h

@@ -674,15 +674,32 @@ impl DbInner {
             }
             ws.last_lsn = lsn;
             self.visible_lsn.store(lsn, Ordering::Release);
+            // From here the batch is applied: an error may no longer say
+            // "not written". A failed freeze poisons the database; for an
+            // unsynced write that is the same as a crash before the next
+            // sync, so only a synced write reports it (as NotDurable).
             if open.size_bytes() >= self.opts.layer_size_bytes_max {
-                self.freeze_locked(&mut ws)?;
+                if let Err(e) = self.freeze_locked(&mut ws) {
+                    if opts.sync {
+                        return Err(Error::NotDurable {
+                            lsn,
+                            source: Box::new(e),
+                        });
+                    }
+                }
             }
             lsn
         };
         if opts.sync {
-            self.group_sync(lsn)?;
+            self.group_sync(lsn).map_err(|e| Error::NotDurable {
+                lsn,
+                source: Box::new(e),
+            })?;
         }
-        self.wait_for_flush_backlog()?;
+        // The batch is applied (and durable if asked): a failure while
+        // waiting out the flush backlog poisons the database and is reported
+        // by the next call, not as a failure of this write.
+        let _ = self.wait_for_flush_backlog();
         Ok(lsn)
     }
 
@@ -725,10 +742,19 @@ impl DbInner {
             let ws = lock(&self.write)?;
             (ws.last_lsn, Arc::clone(&self.layer_set()?.open))
         };
-        // A layer frozen meanwhile was synced by its freeze.
-        if let Some((end, file)) = open.write_out_for_sync()? {
-            file.sync_data()?;
-            open.mark_durable(end);
+        match open.write_out_for_sync()? {
+            Some((end, file)) => {
+                file.sync_data()?;
+                open.mark_durable(end);
+            }
+            // Frozen meanwhile: its freeze synced it, if the freeze succeeded.
+            None if open.is_durable() => {}
+            None => {
+                return Err(Error::Poisoned(format!(
+                    "{}: frozen without being made durable (its freeze failed)",
+                    open.path().display()
+                )))
+            }
         }
         Ok(target)
     }

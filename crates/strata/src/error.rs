@@ -143,6 +143,18 @@ pub enum Error {
     /// The database is closed or closing.
     #[error("the database is closed")]
     Closed,
+    /// A write whose batch was applied at `lsn` (readers of this process see
+    /// it) but could not be made durable as asked: it may or may not be found
+    /// after a restart. The database refuses further writes. To learn the
+    /// outcome, reopen the database: the batch survived if `last_lsn() >=
+    /// lsn` (then do not write it again). Every other error of `write`
+    /// means the batch was not applied.
+    #[error("the batch at LSN {lsn} was applied but may not be durable: {source}")]
+    NotDurable {
+        lsn: u64,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {

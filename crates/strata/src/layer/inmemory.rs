@@ -310,6 +310,12 @@ impl InMemoryLayer {
         Ok(Some((writer.end_offset(), Arc::clone(writer.file()))))
     }
 
+    /// True when everything appended to the log is durable: once frozen,
+    /// only if its freeze succeeded.
+    pub(crate) fn is_durable(&self) -> bool {
+        self.durable_end.load(Ordering::Acquire) >= self.end_offset.load(Ordering::Acquire)
+    }
+
     /// Records that the log is durable up to `end`.
     pub(crate) fn mark_durable(&self, end: u64) {
         self.durable_end.fetch_max(end, Ordering::AcqRel);
@@ -372,8 +378,17 @@ impl InMemoryLayer {
             .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
         match guard.as_mut() {
             Some(writer) => writer.read_range(v.offset, v.len as usize),
-            // Frozen meanwhile: everything is in the file now.
-            None => self.file.read_range(v.offset, v.len as usize),
+            // Frozen meanwhile: everything is in the file now, unless the
+            // freeze failed (then `written_end` stayed below the value, and
+            // the file may hold zeros where the value should be).
+            None if end <= self.written_end.load(Ordering::Acquire) => {
+                self.file.read_range(v.offset, v.len as usize)
+            }
+            None => Err(Error::Poisoned(format!(
+                "{}: bytes {}..{end} of the log were never written (its freeze failed)",
+                self.path.display(),
+                v.offset
+            ))),
         }
     }
 
