@@ -3,7 +3,9 @@
 //! the log with one copy and no per-entry encoding on the commit path.
 //!
 //! Entry encoding (the payload of a log record, see docs/format.md):
-//! `kind u8 | key_len u16 | value_len u32 | key | value`, little-endian.
+//! `kind u8 | key_len u16 | value_len u32 | crc u32 | key | value`,
+//! little-endian; the crc32c covers the entry's first 7 bytes, key and value,
+//! so one value read back from a log is checked without its whole record.
 //! Invariants: `count` is the number of encoded entries; the first limit an
 //! entry breaks is kept in `invalid` and reported by `Db::write`, which then
 //! writes nothing. Decoding checks every length against the payload.
@@ -13,7 +15,10 @@ use crate::layer::delta::ValueKind;
 use crate::options::{BATCH_BYTES_MAX, KEY_BYTES_MAX};
 
 /// Bytes of an entry's header: kind, key length, value length.
-pub(crate) const ENTRY_HEADER_BYTES: usize = 1 + 2 + 4;
+pub(crate) const ENTRY_HEADER_BYTES: usize = ENTRY_CRC_OFFSET + 4;
+/// Offset of an entry's crc32c, which covers the entry's bytes before it and
+/// its key and value, so a value read back from a log is checked alone.
+pub(crate) const ENTRY_CRC_OFFSET: usize = 1 + 2 + 4;
 
 /// An atomic group of puts and deletes. Within a batch the last write of a
 /// key wins.
@@ -83,10 +88,13 @@ impl WriteBatch {
             });
             return;
         }
+        let start = self.data.len();
         self.data.push(kind as u8);
         self.data
             .extend_from_slice(&(key.len() as u16).to_le_bytes());
         self.data.extend_from_slice(&value_len.to_le_bytes());
+        let crc = entry_crc(&self.data[start..], key, value);
+        self.data.extend_from_slice(&crc.to_le_bytes());
         self.data.extend_from_slice(key);
         self.data.extend_from_slice(value);
         self.count += 1;
@@ -129,6 +137,56 @@ pub(crate) struct EntryRef<'a> {
 
 /// Decodes a payload of `count` entries; `Err(offset, what)` names the first
 /// malformed entry's offset within the payload.
+/// The crc32c of an entry: its bytes before the crc field, then key and value.
+fn entry_crc(head: &[u8], key: &[u8], value: &[u8]) -> u32 {
+    debug_assert_eq!(head.len(), ENTRY_CRC_OFFSET);
+    let crc = crc32c::crc32c(head);
+    crc32c::crc32c_append(crc32c::crc32c_append(crc, key), value)
+}
+
+/// Why an entry read back alone failed its check: the offset within its
+/// bytes, what failed, and for a checksum the expected and found crc32c.
+pub(crate) type EntryError = (usize, &'static str, Option<(u32, u32)>);
+
+/// Checks one entry read back alone (`bytes` = its header, key and value)
+/// against what the index says it is; returns the value.
+pub(crate) fn check_entry<'a>(
+    bytes: &'a [u8],
+    kind: ValueKind,
+    key: &[u8],
+) -> Result<&'a [u8], EntryError> {
+    let header =
+        bytes
+            .get(..ENTRY_HEADER_BYTES)
+            .ok_or((0, "entry shorter than its header", None))?;
+    let key_len = u16::from_le_bytes([header[1], header[2]]) as usize;
+    let value_len = u32::from_le_bytes([header[3], header[4], header[5], header[6]]) as usize;
+    if header[0] != kind as u8
+        || key_len != key.len()
+        || ENTRY_HEADER_BYTES + key_len + value_len != bytes.len()
+    {
+        return Err((0, "entry header does not match the index", None));
+    }
+    let (entry_key, value) = bytes[ENTRY_HEADER_BYTES..].split_at(key_len);
+    let stored = u32::from_le_bytes(
+        header[ENTRY_CRC_OFFSET..ENTRY_HEADER_BYTES]
+            .try_into()
+            .expect("4 bytes"),
+    );
+    let actual = entry_crc(&header[..ENTRY_CRC_OFFSET], entry_key, value);
+    if stored != actual {
+        return Err((ENTRY_CRC_OFFSET, "entry checksum", Some((stored, actual))));
+    }
+    if entry_key != key {
+        return Err((
+            ENTRY_HEADER_BYTES,
+            "entry key does not match the index",
+            None,
+        ));
+    }
+    Ok(value)
+}
+
 pub(crate) fn decode_entries(
     payload: &[u8],
     count: u32,
@@ -159,6 +217,20 @@ pub(crate) fn decode_entries(
             .ok_or((at, "value length overflows"))?;
         if end > payload.len() {
             return Err((at, "entry past the record"));
+        }
+        let stored = u32::from_le_bytes(
+            header[ENTRY_CRC_OFFSET..ENTRY_HEADER_BYTES]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        if stored
+            != entry_crc(
+                &header[..ENTRY_CRC_OFFSET],
+                &payload[key_at..value_at],
+                &payload[value_at..end],
+            )
+        {
+            return Err((at, "entry checksum"));
         }
         out.push(EntryRef {
             kind,
@@ -212,7 +284,14 @@ mod tests {
         // Found by the `batch` fuzz target: a count of 0xfff3_0001 over an
         // 8-byte payload sized a 206 GB allocation before the first entry
         // was looked at.
+        // (With log format 2's 11-byte entry header, that payload is now
+        // too short for even one header.)
         let payload = [0x00, 0x0d, 0x00, 0x01, 0x0d, 0x00, 0x00, 0x00];
+        assert_eq!(
+            decode_entries(&payload, 0xfff3_0001).unwrap_err(),
+            (0, "entry header past the record")
+        );
+        let payload = [0x00, 0x0d, 0x00, 0x01, 0x0d, 0x00, 0x00, 0x00, 0, 0, 0, 0];
         assert_eq!(
             decode_entries(&payload, 0xfff3_0001).unwrap_err(),
             (0, "unknown entry kind")

@@ -223,7 +223,7 @@ impl Db {
             let path = dir.join(log_name(id));
             let file = storage.open(&path, &log_opts, &stats)?;
             let bytes = read_whole(&*file, file.len()?)?;
-            let log = crate::log::replay::replay(&path, &bytes)?;
+            let log = crate::log::replay::replay(&path, &bytes, id)?;
             if log.records.is_empty() {
                 empty_logs.push(id);
                 continue;
@@ -889,6 +889,22 @@ impl DbInner {
     /// manifest instead of the log, and deletes the log.
     fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
         let bytes = read_whole(&**layer.file(), layer.size_bytes())?;
+        // Every record the flush copies is checked first (record and entry
+        // checksums, LSN order): a byte that rotted in the log since it was
+        // written must not be sealed into a delta layer under fresh,
+        // valid checksums.
+        let log = crate::log::replay::replay(layer.path(), &bytes, layer.file_id)?;
+        if log.end_offset != layer.size_bytes() {
+            return Err(crate::error::Corruption::new(
+                layer.path(),
+                log.end_offset,
+                format!(
+                    "the log's intact records end here, its layer at {}: the flush refuses to copy damaged bytes",
+                    layer.size_bytes()
+                ),
+            )
+            .into());
+        }
         let id = {
             let mut m = lock(&self.manifest)?;
             let id = m.next_file_id;

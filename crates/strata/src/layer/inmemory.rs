@@ -15,7 +15,7 @@
 //! behind an `RwLock` (readers share it, the single appender takes it
 //! briefly); the writer behind a `Mutex`.
 
-use crate::batch::{decode_entries, WriteBatch};
+use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::io::{BufferedWriter, ShutdownMode, StorageFile};
 use crate::layer::delta::{Lsn, ValueKind};
@@ -363,31 +363,57 @@ impl InMemoryLayer {
         &self.file
     }
 
-    /// The bytes of a version's value.
-    fn read_value(&self, v: Version) -> Result<Vec<u8>> {
+    /// The value of `key`'s version `v`, read with its entry and checked
+    /// (entry crc, kind, lengths and key) before it is returned: bytes read
+    /// back from a log are never trusted.
+    fn read_value(&self, key: &[u8], v: Version) -> Result<Vec<u8>> {
         if v.kind == ValueKind::Delete || v.len == 0 {
             return Ok(Vec::new());
         }
-        let end = v.offset + v.len as u64;
+        let head = (ENTRY_HEADER_BYTES + key.len()) as u64;
+        let start = v.offset.checked_sub(head).ok_or_else(|| {
+            crate::error::Corruption::new(&self.path, v.offset, "indexed value before its entry")
+        })?;
+        let entry = self.read_log_range(start, (head + u64::from(v.len)) as usize)?;
+        match check_entry(&entry, v.kind, key) {
+            Ok(value) => Ok(value.to_vec()),
+            Err((at, what, Some((expected, found)))) => Err(crate::error::Corruption::checksum(
+                &self.path,
+                start + at as u64,
+                what,
+                expected,
+                found,
+            )
+            .into()),
+            Err((at, what, None)) => {
+                Err(crate::error::Corruption::new(&self.path, start + at as u64, what).into())
+            }
+        }
+    }
+
+    /// `len` bytes of the log at `offset`: from the file, or, for bytes not
+    /// yet written out, from the writer's buffers.
+    fn read_log_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let end = offset + len as u64;
         if end <= self.written_end.load(Ordering::Acquire) {
-            return self.file.read_range(v.offset, v.len as usize);
+            return self.file.read_range(offset, len);
         }
         let mut guard = self
             .writer
             .lock()
             .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
         match guard.as_mut() {
-            Some(writer) => writer.read_range(v.offset, v.len as usize),
+            Some(writer) => writer.read_range(offset, len),
             // Frozen meanwhile: everything is in the file now, unless the
             // freeze failed (then `written_end` stayed below the value, and
             // the file may hold zeros where the value should be).
             None if end <= self.written_end.load(Ordering::Acquire) => {
-                self.file.read_range(v.offset, v.len as usize)
+                self.file.read_range(offset, len)
             }
             None => Err(Error::Poisoned(format!(
                 "{}: bytes {}..{end} of the log were never written (its freeze failed)",
                 self.path.display(),
-                v.offset
+                offset
             ))),
         }
     }
@@ -403,7 +429,7 @@ impl InMemoryLayer {
         };
         match found {
             None => Ok(None),
-            Some(v) => Ok(Some((v.lsn, v.kind, self.read_value(v)?))),
+            Some(v) => Ok(Some((v.lsn, v.kind, self.read_value(key, v)?))),
         }
     }
 
@@ -431,7 +457,10 @@ impl InMemoryLayer {
         };
         picked
             .into_iter()
-            .map(|(k, v)| Ok((k, v.kind, self.read_value(v)?)))
+            .map(|(k, v)| {
+                let value = self.read_value(&k, v)?;
+                Ok((k, v.kind, value))
+            })
             .collect()
     }
 

@@ -16,12 +16,12 @@ use std::path::Path;
 /// Magic at the start of every log file.
 pub(crate) const LOG_MAGIC: [u8; 8] = *b"STRATLOG";
 /// Log format version this build writes and reads.
-pub(crate) const LOG_FORMAT_VERSION: u32 = 1;
+pub(crate) const LOG_FORMAT_VERSION: u32 = 2;
 /// Bytes of the log file header; records start here.
 pub(crate) const LOG_HEADER_BYTES: usize = 64;
 const LOG_HEADER_MAGIC_OFFSET: usize = 0;
 const LOG_HEADER_VERSION_OFFSET: usize = LOG_HEADER_MAGIC_OFFSET + 8;
-const LOG_HEADER_FILE_ID_OFFSET: usize = LOG_HEADER_VERSION_OFFSET + 4;
+pub(crate) const LOG_HEADER_FILE_ID_OFFSET: usize = LOG_HEADER_VERSION_OFFSET + 4;
 pub(crate) const LOG_HEADER_CRC_OFFSET: usize = LOG_HEADER_BYTES - 4;
 
 /// Bytes of a record header.
@@ -64,7 +64,9 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<u64>
             .try_into()
             .expect("4 bytes"),
     );
-    if version > LOG_FORMAT_VERSION {
+    // Version 1 logs had entries without a checksum: read as version 2
+    // they would not parse, so they are refused by name.
+    if version != LOG_FORMAT_VERSION {
         return Err(crate::Error::UnsupportedVersion {
             path: path.to_owned(),
             found: version,

@@ -9,7 +9,10 @@
 //! decode or goes back in LSN: bytes that were once durable never silently
 //! disappear.
 
-use super::record::{decode_log_header, RecordHeader, LOG_HEADER_BYTES, RECORD_HEADER_BYTES};
+use super::record::{
+    decode_log_header, RecordHeader, LOG_HEADER_BYTES, LOG_HEADER_FILE_ID_OFFSET,
+    RECORD_HEADER_BYTES,
+};
 use crate::batch::decode_entries;
 use crate::error::{Corruption, Result};
 use crate::options::BATCH_BYTES_MAX;
@@ -107,9 +110,17 @@ fn durable_claim_after(bytes: &[u8], bad_at: usize) -> Option<(u64, usize)> {
     best
 }
 
-/// Replays the log `bytes` read from `path`.
-pub(crate) fn replay(path: &Path, bytes: &[u8]) -> Result<ReplayedLog> {
-    decode_log_header(path, bytes)?;
+/// Replays the log `bytes` read from `path`, the log of file `file_id`.
+pub(crate) fn replay(path: &Path, bytes: &[u8], file_id: u64) -> Result<ReplayedLog> {
+    let header_id = decode_log_header(path, bytes)?;
+    if header_id != file_id {
+        return Err(Corruption::new(
+            path,
+            LOG_HEADER_FILE_ID_OFFSET as u64,
+            format!("the log header names file {header_id:016x}, not {file_id:016x}"),
+        )
+        .into());
+    }
     let mut records = Vec::new();
     let mut at = LOG_HEADER_BYTES;
     let mut last_lsn = 0u64;
@@ -196,7 +207,7 @@ mod tests {
         let mut bytes = log_of(&[(1, 0), (2, 0)]);
         let end = bytes.len();
         bytes.resize(end + 4000, 0);
-        let log = replay(Path::new("l"), &bytes).unwrap();
+        let log = replay(Path::new("l"), &bytes, 1).unwrap();
         assert_eq!(log.records.len(), 2);
         assert_eq!(log.end_offset, end as u64);
     }
@@ -205,13 +216,16 @@ mod tests {
     fn torn_tail_after_the_durable_point_ends_the_log() {
         let bytes = log_of(&[(1, 0), (2, 0), (3, 0)]);
         for cut in LOG_HEADER_BYTES..bytes.len() {
-            let log = replay(Path::new("l"), &bytes[..cut]).unwrap();
+            let log = replay(Path::new("l"), &bytes[..cut], 1).unwrap();
             assert!(log.records.len() <= 3);
         }
         let mut garbled = bytes.clone();
         let n = garbled.len();
         garbled[n - 10] ^= 0xff;
-        assert_eq!(replay(Path::new("l"), &garbled).unwrap().records.len(), 2);
+        assert_eq!(
+            replay(Path::new("l"), &garbled, 1).unwrap().records.len(),
+            2
+        );
     }
 
     #[test]
@@ -220,7 +234,7 @@ mod tests {
         // The third record says the log was durable past the first one.
         let mut bytes = log_of(&[(1, 0), (2, one), (3, one + 200)]);
         bytes[LOG_HEADER_BYTES + RECORD_HEADER_BYTES + 5] ^= 0x01;
-        let err = replay(Path::new("x.log"), &bytes).unwrap_err();
+        let err = replay(Path::new("x.log"), &bytes, 1).unwrap_err();
         let msg = err.to_string();
         assert!(
             err.is_corruption() && msg.contains("x.log") && msg.contains("offset 64"),
