@@ -6,10 +6,13 @@
 #   1. cargo fmt/clippy checks and `cargo test --workspace`: unit, property,
 #      model-based, crash (SIGKILL) and corruption tests of the engine, the
 #      lab's and the C API's Rust tests, README's example as a doc test;
-#   2. scripts/test-fio.sh: the fio ioengine built against fio 3.33's
+#   2. scripts/test-fuzz.sh: every on-disk decoder's fuzz target, a seeded
+#      mutation run on stable and a short libFuzzer run on nightly;
+#   3. scripts/test-fio.sh: the fio ioengine built against fio 3.33's
 #      headers, verified fio jobs through strata, the C API from C;
-#   3. scripts/test-lab.sh: `strata lab run --quick` with strata and the
-#      peers (RocksDB built), the report rendered in headless Chromium.
+#   4. scripts/test-lab.sh: the README's main job exactly as written (all
+#      five engines, RocksDB built), its results and report checked, the
+#      report rendered in headless Chromium.
 #
 # Each part prints a closing "N passed, M failed" line; the script exits
 # non-zero if any part failed.
@@ -44,6 +47,9 @@ run() {
 run fmt cargo fmt --all -- --check
 run clippy cargo clippy --workspace --all-targets -- -D warnings
 run cargo-test cargo test --workspace
+# The decoders' fuzz targets: the stable mutation driver, then 10 s of
+# libFuzzer per target where a nightly toolchain is installed.
+[[ -x scripts/test-fuzz.sh ]] && run fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/test-fuzz.sh
 [[ -x scripts/test-fio.sh ]] && run fio scripts/test-fio.sh
 [[ -x scripts/test-lab.sh ]] && run lab scripts/test-lab.sh
 
