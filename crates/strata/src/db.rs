@@ -567,7 +567,7 @@ fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Mani
             return Err(Error::io(
                 dir,
                 "open directory",
-                std::io::ErrorKind::NotFound.into(),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             ))
         }
     }
