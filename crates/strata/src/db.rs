@@ -27,7 +27,9 @@ use crate::layer::delta::writer::DeltaLayerWriter;
 use crate::layer::delta::{LayerSink, Lsn, ReadAt, ValueKind};
 use crate::layer::inmemory::InMemoryLayer;
 use crate::log::record::{encode_log_header, LOG_HEADER_BYTES};
-use crate::manifest::{delta_name, is_own_file, log_name, Manifest, MANIFEST_NAME};
+use crate::manifest::{
+    delta_name, is_own_file, log_name, Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME,
+};
 use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
 use std::collections::BTreeMap;
@@ -554,13 +556,24 @@ fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Mani
         }
         Some(EntryKind::Dir) => {}
         None if opts.create_if_missing => {
+            // Every directory created here is an entry in its parent: sync
+            // each parent from the new directory up to the first one that
+            // existed, or a power loss can take the database whole.
+            let parent_of = |p: &Path| -> PathBuf {
+                match p.parent() {
+                    Some(q) if !q.as_os_str().is_empty() => q.to_owned(),
+                    _ => PathBuf::from("."),
+                }
+            };
+            let mut created = vec![dir.to_owned()];
+            let mut top = parent_of(dir);
+            while storage.entry_kind(&top)?.is_none() && top.parent().is_some() {
+                created.push(top.clone());
+                top = parent_of(&top);
+            }
             storage.create_dir_all(dir)?;
-            if let Some(parent) = dir.parent() {
-                let _ = storage.sync_dir(if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                });
+            for d in &created {
+                storage.sync_dir(&parent_of(d))?;
             }
         }
         None => {
@@ -574,10 +587,12 @@ fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Mani
     if let Some(m) = Manifest::load(storage, dir)? {
         return Ok(m);
     }
+    // A MANIFEST.tmp without a MANIFEST is a creation that failed before
+    // its rename: nothing was ever stored, so it is not foreign.
     let foreign = storage
         .list_dir(dir)?
         .iter()
-        .any(|name| name.as_os_str() != LOCK_NAME);
+        .any(|name| name.as_os_str() != LOCK_NAME && name.as_os_str() != MANIFEST_TMP_NAME);
     if foreign {
         return Err(Error::NotADatabase {
             path: dir.to_owned(),

@@ -15,7 +15,7 @@ use crate::io::{is_not_found, FileClass, FileOptions, IoMode, IoStats, Storage};
 use std::path::{Path, PathBuf};
 
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
-const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
+pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 const MAGIC: [u8; 8] = *b"STRMANIF";
 pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 1;
 pub(crate) const HEADER_BYTES: usize = 24;

@@ -1,0 +1,336 @@
+//! The model workload under every fault the simulated storage injects
+//! (issue 9's aim), checked against an oracle after recovery:
+//!
+//! - `every_operation_failed_in_turn_loses_nothing_acknowledged`: the
+//!   workload once per operation N of it, with N failing with EIO once, with
+//!   ENOSPC from N on, and with EIO from N on followed by a power loss;
+//! - `every_failed_operation_stops_acknowledgements`: the same faults, the
+//!   workload going on after errors: no write is acknowledged after one
+//!   failed, and no read returns a wrong value;
+//! - `power_loss_at_every_step_loses_nothing_acknowledged`: a power loss
+//!   after every step of the workload, 8 seeds each (2,000 power losses).
+//!
+//! After each: every batch acknowledged as synced is there, no batch is
+//! half applied or beyond what was attempted, every read at the recovered
+//! LSN, half of it and the durable LSN matches the oracle (get and scan), and
+//! the database takes and keeps a new write. `STRATA_SWEEP_STRIDE=K` tests
+//! every K-th operation only (default: every one in a release build, every
+//! 7th in a debug build).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata::io::sim::{Fault, FaultError, SimStorage};
+use strata::{Db, IoMode, Lsn, Options, WriteBatch, WriteOptions};
+
+const DIR: &str = "/db";
+const STEPS: u32 = 250;
+const KEYS: u32 = 97;
+
+fn options(sim: &SimStorage) -> Options {
+    Options {
+        io_mode: IoMode::DirectRw,
+        fallback_to_buffered: false,
+        layer_size_bytes_max: strata::LAYER_BYTES_MIN,
+        writer_buffer_bytes: 4096,
+        delta_block_bytes: 1024,
+        background_flush: false,
+        storage: Some(Arc::new(sim.clone())),
+        ..Options::default()
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key-{i:04}").into_bytes()
+}
+
+fn value(i: u32) -> Vec<u8> {
+    let mut v = format!("v{i}-").into_bytes();
+    v.resize(10 + (i as usize * 97) % 1500, i as u8);
+    v
+}
+
+type Entries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// What the workload did, as the engine acknowledged it.
+#[derive(Default, Debug)]
+struct Oracle {
+    writes: Vec<(Lsn, Entries)>,
+    /// Every batch up to here was acknowledged as durable.
+    durable: Lsn,
+    acked: Lsn,
+    /// A batch whose write failed: it may or may not be there.
+    attempted: Option<Lsn>,
+}
+
+impl Oracle {
+    fn at(&self, lsn: Lsn) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut m = BTreeMap::new();
+        for (l, es) in &self.writes {
+            if *l > lsn {
+                break;
+            }
+            for (k, v) in es {
+                match v {
+                    Some(v) => m.insert(k.clone(), v.clone()),
+                    None => m.remove(k),
+                };
+            }
+        }
+        m
+    }
+}
+
+/// Step `i`'s batch: 1 or 3 entries, puts and deletes over 97 keys.
+fn batch(i: u32) -> (WriteBatch, Entries) {
+    let mut b = WriteBatch::new();
+    let mut es = Vec::new();
+    for j in 0..if i % 7 == 0 { 3 } else { 1 } {
+        let k = key((i * 13 + j * 5) % KEYS);
+        if (i + j) % 11 == 5 {
+            b.delete(&k);
+            es.push((k, None));
+        } else {
+            let v = value(i * 3 + j);
+            b.put(&k, &v);
+            es.push((k, Some(v)));
+        }
+    }
+    (b, es)
+}
+
+/// Runs `steps` steps (every 10th write synced, a freeze at step 30 and a
+/// flush at 60 of every 100, reads every 50); with `go_on`, keeps going
+/// after errors, else stops at the first. Returns the oracle and, if a rule
+/// broke while running, what. Without `close`, the database is left open
+/// in `open` (so a power loss finds it running).
+fn workload(sim: &SimStorage, steps: u32, go_on: bool, close: bool) -> (Oracle, Option<String>) {
+    let mut open = None;
+    let result = workload_in(sim, steps, go_on, close, &mut open);
+    drop(open);
+    result
+}
+
+fn workload_in(
+    sim: &SimStorage,
+    steps: u32,
+    go_on: bool,
+    close: bool,
+    open: &mut Option<Db>,
+) -> (Oracle, Option<String>) {
+    let mut o = Oracle::default();
+    let Ok(db) = Db::open(DIR, options(sim)) else {
+        return (o, None);
+    };
+    let mut failed = false;
+    for i in 0..steps {
+        let sync = i % 10 == 9;
+        let (b, es) = batch(i);
+        let lsn = o.acked + 1;
+        match db.write(&b, WriteOptions { sync }) {
+            Ok(l) if failed => {
+                return (
+                    o,
+                    Some(format!("write {i} acknowledged at {l} after one failed")),
+                )
+            }
+            Ok(l) => {
+                assert_eq!(l, lsn);
+                o.writes.push((lsn, es));
+                o.acked = lsn;
+                if sync {
+                    o.durable = lsn;
+                }
+            }
+            Err(_) => {
+                if !failed {
+                    o.writes.push((lsn, es));
+                    o.attempted = Some(lsn);
+                }
+                failed = true;
+                if !go_on {
+                    return (o, None);
+                }
+            }
+        }
+        let r = match i % 100 {
+            30 => db.freeze(),
+            60 => db.flush(),
+            _ => Ok(()),
+        };
+        match r {
+            Ok(()) if (i % 100 == 30 || i % 100 == 60) && !failed => o.durable = o.acked,
+            Ok(()) => {}
+            Err(_) if !go_on => return (o, None),
+            Err(_) => failed = true,
+        }
+        if i % 50 == 49 {
+            let want = o.at(o.acked);
+            for k in 0..KEYS {
+                match db.get(key(k)) {
+                    Ok(v) if !failed && v.as_ref() != want.get(&key(k)) => {
+                        return (o, Some(format!("get at step {i}: wrong value of key {k}")))
+                    }
+                    Ok(_) => {}
+                    Err(_) if !go_on => return (o, None),
+                    // A failed read changes nothing: writes go on.
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    if !close {
+        *open = Some(db);
+    } else if db.close().is_ok() && !failed {
+        o.durable = o.acked;
+    }
+    (o, None)
+}
+
+/// Reopens and checks the oracle (see the module documentation).
+fn check(sim: &SimStorage, o: &Oracle) -> Result<(), String> {
+    let db = Db::open(DIR, options(sim)).map_err(|e| format!("reopen: {e}"))?;
+    let last = db.last_lsn();
+    if last < o.durable {
+        return Err(format!("last LSN {last} < durable {}", o.durable));
+    }
+    let max = o.attempted.unwrap_or(o.acked);
+    if last > max {
+        return Err(format!("last LSN {last} > attempted {max}"));
+    }
+    for lsn in [last, last / 2, o.durable] {
+        let want = o.at(lsn);
+        for k in 0..KEYS {
+            let got = db
+                .get_at(key(k), lsn)
+                .map_err(|e| format!("get_at {lsn}: {e}"))?;
+            if got.as_ref() != want.get(&key(k)) {
+                return Err(format!("key {k} at LSN {lsn}: wrong value"));
+            }
+        }
+        let scan: Vec<_> = db
+            .scan_at::<&[u8], _>(.., lsn)
+            .map_err(|e| format!("scan: {e}"))?
+            .collect::<strata::Result<_>>()
+            .map_err(|e| format!("scan: {e}"))?;
+        if scan != want.into_iter().collect::<Vec<_>>() {
+            return Err(format!("scan at LSN {lsn} differs"));
+        }
+    }
+    db.put(b"after", b"x", WriteOptions { sync: true })
+        .map_err(|e| format!("write after recovery: {e}"))?;
+    drop(db);
+    let db = Db::open(DIR, options(sim)).map_err(|e| format!("second reopen: {e}"))?;
+    match db.get(b"after") {
+        Ok(Some(v)) if v == b"x" => Ok(()),
+        other => Err(format!("the write after recovery: {other:?}")),
+    }
+}
+
+/// Every operation in an optimized build (`scripts/test.sh` runs this file
+/// with `--release`); every 7th in a debug build, where the whole sweep takes
+/// minutes.
+fn stride() -> usize {
+    std::env::var("STRATA_SWEEP_STRIDE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) { 7 } else { 1 })
+}
+
+fn workload_ops() -> u64 {
+    let sim = SimStorage::new(0);
+    let (o, broke) = workload(&sim, STEPS, false, true);
+    assert!(broke.is_none(), "{broke:?}");
+    check(&sim, &o).unwrap();
+    sim.ops()
+}
+
+#[test]
+fn every_operation_failed_in_turn_loses_nothing_acknowledged() {
+    let total = workload_ops();
+    let mut faulted = 0;
+    let mut failures = Vec::new();
+    for n in (1..=total).step_by(stride()) {
+        let plans = [
+            ("EIO once", Fault::once(n, FaultError::Eio), 1),
+            ("ENOSPC from N", Fault::from_op(n, FaultError::Enospc), 1),
+            (
+                "EIO from N, then power loss",
+                Fault::from_op(n, FaultError::Eio),
+                3,
+            ),
+        ];
+        for (what, fault, seeds) in plans {
+            for seed in 0..seeds {
+                let sim = SimStorage::new(seed);
+                sim.inject(fault);
+                let (o, broke) = workload(&sim, STEPS, false, true);
+                sim.clear_faults();
+                let sim = if seeds > 1 { sim.power_loss() } else { sim };
+                faulted += 1;
+                if let Err(e) = broke.map_or_else(|| check(&sim, &o), Err) {
+                    failures.push(format!("{what}, N = {n}, seed {seed}: {e}"));
+                }
+            }
+        }
+    }
+    eprintln!("{faulted} faulted runs over {total} operations");
+    assert!(
+        failures.is_empty(),
+        "{} of {faulted}: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(10)]
+    );
+}
+
+#[test]
+fn every_failed_operation_stops_acknowledgements() {
+    let total = workload_ops();
+    let mut failures = Vec::new();
+    for n in (1..=total).step_by(stride()) {
+        for fault in [
+            Fault::once(n, FaultError::Eio),
+            Fault::from_op(n, FaultError::Enospc),
+            Fault::from_op(n, FaultError::Eio),
+        ] {
+            let sim = SimStorage::new(0);
+            sim.inject(fault);
+            let (o, broke) = workload(&sim, STEPS, true, true);
+            sim.clear_faults();
+            if let Err(e) = broke.map_or_else(|| check(&sim, &o), Err) {
+                failures.push(format!("{fault:?}: {e}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{:#?}",
+        &failures[..failures.len().min(10)]
+    );
+}
+
+#[test]
+fn power_loss_at_every_step_loses_nothing_acknowledged() {
+    let mut losses = 0;
+    let mut failures = Vec::new();
+    for steps in (0..STEPS).step_by(stride()) {
+        for seed in 0..8u64 {
+            let sim = SimStorage::new(seed * 1000 + u64::from(steps));
+            let mut running = None;
+            let (o, broke) = workload_in(&sim, steps, false, false, &mut running);
+            assert!(broke.is_none(), "{broke:?}");
+            let sim = sim.power_loss();
+            drop(running);
+            losses += 1;
+            if let Err(e) = check(&sim, &o) {
+                failures.push(format!("power loss after {steps} steps, seed {seed}: {e}"));
+            }
+        }
+    }
+    assert!(losses >= STEPS as usize * 8 / stride());
+    assert!(
+        failures.is_empty(),
+        "{:#?}",
+        &failures[..failures.len().min(10)]
+    );
+}
