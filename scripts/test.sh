@@ -47,6 +47,8 @@ run() {
 run fmt cargo fmt --all -- --check
 run clippy cargo clippy --workspace --all-targets -- -D warnings
 run cargo-test cargo test --workspace
+# The fault sweep at every operation (a debug build samples every 7th).
+run fault-sweep cargo test --release -p strata --test fault_sweep
 # The decoders' fuzz targets: the stable mutation driver, then 10 s of
 # libFuzzer per target where a nightly toolchain is installed.
 [[ -x scripts/test-fuzz.sh ]] && run fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/test-fuzz.sh
