@@ -89,8 +89,51 @@ impl Filesystem {
                 best.device = right[1].to_string();
             }
         }
+        if best.fs_type.is_empty() {
+            // In a chroot, mounts outside the new root are not listed: ask
+            // the filesystem itself (statfs) and name the device by number.
+            if let Some((fs_type, device)) = statfs_and_device(&dir) {
+                best.fs_type = fs_type;
+                best.device = device;
+                best.mount_point = "(not visible from this root)".to_string();
+            }
+        }
         best
     }
+}
+
+/// The filesystem type of `dir` from statfs and its device from stat
+/// (`/dev/<name>` where sysfs names it, else `major:minor`).
+fn statfs_and_device(dir: &Path) -> Option<(String, String)> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs into a zeroed struct we own, with a NUL-terminated path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let fs_type = match st.f_type as u64 {
+        0xEF53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x0102_1994 => "tmpfs",
+        0x8584_58F6 => "ramfs",
+        0x2FC1_2FC1 => "zfs",
+        0x794C_7630 => "overlay",
+        0x6969 => "nfs",
+        other => return Some((format!("statfs 0x{other:x}"), String::new())),
+    };
+    let dev = std::fs::metadata(dir).ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let uevent = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
+        .unwrap_or_default();
+    let device = uevent
+        .lines()
+        .find_map(|l| l.strip_prefix("DEVNAME="))
+        .map(|name| format!("/dev/{name}"))
+        .unwrap_or_else(|| format!("{major}:{minor}"));
+    Some((fs_type.to_string(), device))
 }
 
 /// `git rev-parse HEAD` of the working directory, `+dirty` when it has
@@ -160,7 +203,22 @@ mod tests {
     #[test]
     fn filesystem_of_root_is_found() {
         let fs = Filesystem::of(Path::new("/"));
-        assert_eq!(fs.mount_point, "/");
-        assert!(!fs.fs_type.is_empty());
+        assert!(!fs.fs_type.is_empty(), "{fs:?}");
+        // In a chroot the real root's mount is not listed; statfs names it.
+        assert!(
+            fs.mount_point == "/" || fs.mount_point.starts_with("(not visible"),
+            "{fs:?}"
+        );
+        assert!(!fs.device.is_empty(), "{fs:?}");
+    }
+
+    #[test]
+    fn statfs_names_the_filesystem_of_a_directory() {
+        let (fs_type, device) = statfs_and_device(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert_eq!(
+            fs_type,
+            Filesystem::of(Path::new(env!("CARGO_MANIFEST_DIR"))).fs_type
+        );
+        assert!(!device.is_empty());
     }
 }
