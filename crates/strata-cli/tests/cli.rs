@@ -300,7 +300,11 @@ fn a_missing_directory_is_one_line_naming_it_once_per_cause() {
     assert_one_line_failure(&run);
     // The engine's error prints its io source and also returns it as its
     // source: the line says it once.
-    assert_eq!(run.stderr.matches("no such directory").count(), 1, "{run:#?}");
+    assert_eq!(
+        run.stderr.matches("no such directory").count(),
+        1,
+        "{run:#?}"
+    );
 }
 
 #[test]

@@ -85,7 +85,7 @@ impl Oracle {
 fn batch(i: u32) -> (WriteBatch, Entries) {
     let mut b = WriteBatch::new();
     let mut es = Vec::new();
-    for j in 0..if i % 7 == 0 { 3 } else { 1 } {
+    for j in 0..if i.is_multiple_of(7) { 3 } else { 1 } {
         let k = key((i * 13 + j * 5) % KEYS);
         if (i + j) % 11 == 5 {
             b.delete(&k);
