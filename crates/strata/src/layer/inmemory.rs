@@ -374,9 +374,15 @@ impl InMemoryLayer {
         let start = v.offset.checked_sub(head).ok_or_else(|| {
             crate::error::Corruption::new(&self.path, v.offset, "indexed value before its entry")
         })?;
-        let entry = self.read_log_range(start, (head + u64::from(v.len)) as usize)?;
-        match check_entry(&entry, v.kind, key) {
-            Ok(value) => Ok(value.to_vec()),
+        let mut entry = self.read_log_range(start, (head + u64::from(v.len)) as usize)?;
+        let checked = check_entry(&entry, v.kind, key).map(|_| ());
+        match checked {
+            // The value is the entry's tail: drop the head in place rather
+            // than copy the value into a second allocation.
+            Ok(()) => {
+                entry.drain(..head as usize);
+                Ok(entry)
+            }
             Err((at, what, Some((expected, found)))) => Err(crate::error::Corruption::checksum(
                 &self.path,
                 start + at as u64,
