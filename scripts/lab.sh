@@ -20,12 +20,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 say() { echo "scripts/lab.sh: $*" >&2; }
 
-if ! command -v cargo >/dev/null; then
-	for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
-		[[ -x "$d/cargo" ]] && export PATH="$d:$PATH"
-	done
-fi
-command -v cargo >/dev/null || { say "cargo (Rust, via rustup) is required"; exit 1; }
+source "$repo/scripts/cargo-env.sh"
 
 # Debian packages the lab needs, and a command each provides (to tell whether
 # it is there without asking dpkg about every package).

@@ -19,12 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null; then
-	for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
-		[[ -x "$d/cargo" ]] && export PATH="$d:$PATH"
-	done
-fi
-command -v cargo >/dev/null || { echo "scripts/test-fuzz.sh: cargo (Rust, via rustup) is required" >&2; exit 1; }
+source scripts/cargo-env.sh
 
 all_targets="log_record batch delta_block block_index bloom footer manifest"
 targets="${FUZZ_TARGETS:-$all_targets}"

@@ -20,12 +20,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null; then
-	for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
-		[[ -x "$d/cargo" ]] && export PATH="$d:$PATH"
-	done
-fi
-command -v cargo >/dev/null || { echo "scripts/test.sh: cargo (Rust, via rustup) is required" >&2; exit 1; }
+source scripts/cargo-env.sh
 
 if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
 	export DEBIAN_FRONTEND=noninteractive
