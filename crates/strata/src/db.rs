@@ -26,7 +26,10 @@ use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
 use crate::layer::delta::{LayerSink, Lsn, ReadAt, ValueKind};
 use crate::layer::inmemory::InMemoryLayer;
-use crate::log::record::{encode_log_header, LOG_HEADER_BYTES};
+use crate::log::record::{
+    decode_log_header, encode_log_header, PrevLog, LOG_HEADER_BYTES, LOG_SECTOR_BYTES,
+};
+use crate::log::replay::{replay, ReplayedLog};
 use crate::manifest::{
     delta_name, is_own_file, log_name, Manifest, MANIFEST_NAME, MANIFEST_TMP_NAME,
 };
@@ -40,6 +43,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
 const LOCK_NAME: &str = "LOCK";
+/// Tries of one layer's flush before its error poisons the database: the
+/// second at once, the third after `FLUSH_RETRY_DELAY`.
+const FLUSH_ATTEMPTS: u32 = 3;
+const FLUSH_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A finished layer file read through the io layer: exact length, any
 /// offset (the io layer widens O_DIRECT reads to the alignment).
@@ -116,8 +123,6 @@ struct DbInner {
     poisoned: Mutex<Option<String>>,
     snapshots: Mutex<BTreeMap<Lsn, usize>>,
     closed: AtomicBool,
-    /// The directory lock, held while the database is open.
-    _lock: StorageLock,
 }
 
 /// An open database. `Send + Sync`: share it (e.g. in an `Arc`) between
@@ -125,6 +130,10 @@ struct DbInner {
 pub struct Db {
     inner: Arc<DbInner>,
     flush_thread: Option<JoinHandle<()>>,
+    /// The directory lock, held while the database is open: by the `Db`,
+    /// not by what outlives it (a `Snapshot` keeps the engine's state, not
+    /// the directory), and released after the close.
+    _lock: StorageLock,
 }
 
 /// A point-in-time view: reads through it see the database at its LSN, and
@@ -221,11 +230,30 @@ impl Db {
         let mut frozen = Vec::new();
         let mut manifest = manifest;
         let mut empty_logs = Vec::new();
+        // Each log's header says where the log before it was sealed: read
+        // the headers first, so each log is replayed knowing its claim.
+        let mut files = Vec::with_capacity(manifest.logs.len());
         for &id in &manifest.logs {
             let path = dir.join(log_name(id));
             let file = storage.open(&path, &log_opts, &stats)?;
-            let bytes = read_whole(&*file, file.len()?)?;
-            let log = crate::log::replay::replay(&path, &bytes, id)?;
+            let len = file.len()?;
+            let header = file.read_range(0, LOG_HEADER_BYTES.min(len as usize))?;
+            let header = decode_log_header(&path, &header)?;
+            files.push((id, path, file, header));
+        }
+        let mut newest: Option<PrevLog> = None;
+        for (i, (id, path, file, _)) in files.iter().enumerate() {
+            let id = *id;
+            let sealed = files
+                .get(i + 1)
+                .and_then(|(_, _, _, next)| next.prev)
+                .filter(|p| p.file_id == id);
+            let (log, bytes) = replay_log(&**file, id, sealed)?;
+            newest = Some(PrevLog {
+                file_id: id,
+                end: log.end_offset,
+                last_lsn: log.last_lsn,
+            });
             if log.records.is_empty() {
                 empty_logs.push(id);
                 continue;
@@ -234,11 +262,11 @@ impl Db {
             // crash: make it durable before newer writes can be, so a power
             // loss later cannot leave a hole below them.
             file.sync_data()?;
-            let layer = InMemoryLayer::from_replay(id, file, &log, &bytes)?;
+            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes)?;
             let (lsn_min, lsn_max) = layer.lsn_range();
             if lsn_min <= last_lsn {
                 return Err(crate::error::Corruption::new(
-                    &path,
+                    path,
                     LOG_HEADER_BYTES as u64,
                     format!(
                         "log starts at LSN {lsn_min}, not after the LSN {last_lsn} of older layers"
@@ -249,8 +277,11 @@ impl Db {
             last_lsn = lsn_max;
             frozen.push(Arc::new(layer));
         }
+        drop(files);
         manifest.logs.retain(|id| !empty_logs.contains(id));
 
+        // The new log claims the newest replayed one as it was found: from
+        // now on, its end is known, and damage before it is corruption.
         let open = create_log(
             &*storage,
             &dir,
@@ -258,6 +289,7 @@ impl Db {
             opts.writer_buffer_bytes,
             &stats,
             &mut manifest,
+            newest,
         )?;
         let inner = DbInner {
             dir: dir.clone(),
@@ -285,7 +317,6 @@ impl Db {
             poisoned: Mutex::new(None),
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
-            _lock: lock,
         };
         for id in empty_logs {
             let _ = storage.remove_file(&dir.join(log_name(id)));
@@ -305,6 +336,7 @@ impl Db {
         let db = Db {
             inner,
             flush_thread,
+            _lock: lock,
         };
         db.inner.signal_flush();
         Ok(db)
@@ -451,7 +483,8 @@ impl Db {
             return self.inner.check_poisoned();
         }
         let lsn = self.inner.visible_lsn.load(Ordering::Acquire);
-        self.inner.group_sync(lsn)
+        self.inner.group_sync(lsn)?;
+        self.inner.seal_open_log()
     }
 }
 
@@ -501,7 +534,9 @@ fn bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Boun
 }
 
 /// Creates a new log with its header durable, lists it in the manifest
-/// (stored durably before the log takes a record), and returns its open layer.
+/// (stored durably before the log takes a record), and returns its open
+/// layer. `prev`: the log before it, already durable and sealed, whose end
+/// the header claims.
 fn create_log(
     storage: &dyn Storage,
     dir: &Path,
@@ -509,12 +544,13 @@ fn create_log(
     writer_buffer_bytes: usize,
     stats: &IoStats,
     m: &mut Manifest,
+    prev: Option<PrevLog>,
 ) -> Result<Arc<InMemoryLayer>> {
     let id = m.next_file_id;
     let path = dir.join(log_name(id));
     let file = storage.create(&path, log_opts, stats)?;
     let mut writer = BufferedWriter::with_shared(file, writer_buffer_bytes, 0)?;
-    writer.write(&encode_log_header(id))?;
+    writer.write(&encode_log_header(id, prev))?;
     writer.sync()?;
     storage.sync_dir(dir)?;
     let mut next = m.clone();
@@ -543,6 +579,35 @@ fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf> {
     }
     buf.set_len(len);
     Ok(buf)
+}
+
+/// Replays the log in `file` (see [`replay`]) and returns it with its
+/// bytes. A read can return other bytes than those stored; so when the
+/// replay fails, or stops before the end of the file, the bytes from where
+/// it stopped are read again: if they differ, the first read was wrong and
+/// the whole log is read and replayed again; the second result stands.
+fn replay_log(
+    file: &dyn StorageFile,
+    id: u64,
+    sealed: Option<PrevLog>,
+) -> Result<(ReplayedLog, AlignedBuf)> {
+    let len = file.len()?;
+    let bytes = read_whole(file, len)?;
+    match replay(file.path(), &bytes, id, sealed) {
+        Ok(log) if log.end_offset == len => return Ok((log, bytes)),
+        Ok(log) => {
+            let from = log.end_offset / LOG_SECTOR_BYTES * LOG_SECTOR_BYTES;
+            let tail = file.read_range(from, (len - from) as usize)?;
+            if tail[..] == bytes[from as usize..] {
+                return Ok((log, bytes));
+            }
+        }
+        Err(e) if e.is_corruption() => {}
+        Err(e) => return Err(e),
+    }
+    let bytes = read_whole(file, len)?;
+    let log = replay(file.path(), &bytes, id, sealed)?;
+    Ok((log, bytes))
 }
 
 /// Checks `dir` and loads or creates its manifest.
@@ -757,7 +822,7 @@ impl DbInner {
             let ws = lock(&self.write)?;
             (ws.last_lsn, Arc::clone(&self.layer_set()?.open))
         };
-        match open.write_out_for_sync()? {
+        match open.write_out_for_sync(false)? {
             Some((end, file)) => {
                 file.sync_data()?;
                 open.mark_durable(end);
@@ -772,6 +837,27 @@ impl DbInner {
             }
         }
         Ok(target)
+    }
+
+    /// At close, after the last sync: a pad record that claims the whole
+    /// log durable, synced, so that damage to the log's last records is
+    /// found as corruption at the next open, not taken for a torn tail.
+    fn seal_open_log(&self) -> Result<()> {
+        let open = Arc::clone(&self.layer_set()?.open);
+        if open.is_empty() {
+            return Ok(());
+        }
+        let result = (|| {
+            if let Some((end, file)) = open.write_out_for_sync(true)? {
+                file.sync_data()?;
+                open.mark_durable(end);
+            }
+            Ok(())
+        })();
+        if let Err(e) = &result {
+            self.poison(e);
+        }
+        result
     }
 
     fn note_synced(&self, lsn: Lsn) {
@@ -790,7 +876,11 @@ impl DbInner {
         let result = (|| {
             open.freeze()?;
             self.note_synced(ws.last_lsn);
-            let next = self.create_log()?;
+            let next = self.create_log(Some(PrevLog {
+                file_id: open.file_id,
+                end: open.size_bytes(),
+                last_lsn: open.lsn_range().1,
+            }))?;
             self.update_layers(|set| {
                 set.frozen.push(Arc::clone(&set.open));
                 set.open = next;
@@ -805,7 +895,7 @@ impl DbInner {
     }
 
     /// Creates a new log (see [`create_log`]).
-    fn create_log(&self) -> Result<Arc<InMemoryLayer>> {
+    fn create_log(&self, prev: Option<PrevLog>) -> Result<Arc<InMemoryLayer>> {
         let mut m = lock(&self.manifest)?;
         create_log(
             &*self.storage,
@@ -814,6 +904,7 @@ impl DbInner {
             self.opts.writer_buffer_bytes,
             &self.stats,
             &mut m,
+            prev,
         )
     }
 
@@ -867,9 +958,19 @@ impl DbInner {
             let Some(layer) = self.layer_set()?.frozen.first().cloned() else {
                 return Ok(());
             };
-            if let Err(e) = self.flush_one(&layer) {
-                self.poison(&e);
-                return Err(e);
+            // A failed flush changed nothing the database relies on (the
+            // log stays listed until the manifest says otherwise, and a
+            // partial delta file is garbage), so it is tried again: a
+            // one-off I/O error or a read that came back wrong passes.
+            let mut attempt = 1;
+            while let Err(e) = self.flush_one(&layer) {
+                let transient = matches!(e, Error::Io { .. } | Error::Corruption(_));
+                if !transient || attempt == FLUSH_ATTEMPTS {
+                    self.poison(&e);
+                    return Err(e);
+                }
+                std::thread::sleep(FLUSH_RETRY_DELAY * (attempt - 1));
+                attempt += 1;
             }
             self.flush_cv.notify_all();
         }
@@ -908,18 +1009,16 @@ impl DbInner {
         // checksums, LSN order): a byte that rotted in the log since it was
         // written must not be sealed into a delta layer under fresh,
         // valid checksums.
-        let log = crate::log::replay::replay(layer.path(), &bytes, layer.file_id)?;
-        if log.end_offset != layer.size_bytes() {
-            return Err(crate::error::Corruption::new(
-                layer.path(),
-                log.end_offset,
-                format!(
-                    "the log's intact records end here, its layer at {}: the flush refuses to copy damaged bytes",
-                    layer.size_bytes()
-                ),
-            )
-            .into());
-        }
+        replay(
+            layer.path(),
+            &bytes,
+            layer.file_id,
+            Some(PrevLog {
+                file_id: layer.file_id,
+                end: layer.size_bytes(),
+                last_lsn: layer.lsn_range().1,
+            }),
+        )?;
         let id = {
             let mut m = lock(&self.manifest)?;
             let id = m.next_file_id;
@@ -927,36 +1026,43 @@ impl DbInner {
             id
         };
         let path = self.dir.join(delta_name(id));
-        let file = self.storage.create(&path, &self.delta_opts, &self.stats)?;
-        let sink = BufferedWriter::with_shared(file, self.opts.writer_buffer_bytes, 0)?;
-        let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
-        layer.for_each_version(|key, v| {
-            let start = v.offset as usize;
-            let value = bytes.get(start..start + v.len as usize).ok_or_else(|| {
-                crate::error::Corruption::new(
-                    layer.path(),
-                    v.offset,
-                    "indexed value past the end of the log",
+        let written = (|| -> Result<DeltaLayerReader<LayerFile>> {
+            let file = self.storage.create(&path, &self.delta_opts, &self.stats)?;
+            let sink = BufferedWriter::with_shared(file, self.opts.writer_buffer_bytes, 0)?;
+            let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
+            layer.for_each_version(|key, v| {
+                let start = v.offset as usize;
+                let value = bytes.get(start..start + v.len as usize).ok_or_else(|| {
+                    crate::error::Corruption::new(
+                        layer.path(),
+                        v.offset,
+                        "indexed value past the end of the log",
+                    )
+                })?;
+                writer.add(
+                    key,
+                    v.lsn,
+                    v.kind,
+                    if v.kind == ValueKind::Delete {
+                        &[]
+                    } else {
+                        value
+                    },
                 )
             })?;
-            writer.add(
-                key,
-                v.lsn,
-                v.kind,
-                if v.kind == ValueKind::Delete {
-                    &[]
-                } else {
-                    value
-                },
-            )
-        })?;
-        let (sink, summary) = writer.finish()?;
-        let file = sink.finish(ShutdownMode::PadThenTruncate)?;
-        file.sync_data()?;
-        self.storage.sync_dir(&self.dir)?;
-        let reader = DeltaLayerReader::open(LayerFile {
-            file,
-            len: summary.file_bytes,
+            let (sink, summary) = writer.finish()?;
+            let file = sink.finish(ShutdownMode::PadThenTruncate)?;
+            file.sync_data()?;
+            self.storage.sync_dir(&self.dir)?;
+            let reader = DeltaLayerReader::open(LayerFile {
+                file,
+                len: summary.file_bytes,
+            })?;
+            Ok(reader)
+        })();
+        // Not listed anywhere yet: a failed attempt leaves no file behind.
+        let reader = written.inspect_err(|_| {
+            let _ = self.storage.remove_file(&path);
         })?;
         {
             let mut m = lock(&self.manifest)?;
@@ -973,7 +1079,9 @@ impl DbInner {
             set.frozen.retain(|f| !Arc::ptr_eq(f, layer));
             set.deltas.push(delta);
         })?;
-        self.storage.remove_file(layer.path())?;
+        // The flush is done: a log the manifest no longer lists is garbage
+        // that the next open removes if this fails.
+        let _ = self.storage.remove_file(layer.path());
         Ok(())
     }
 

@@ -101,6 +101,9 @@ impl Manifest {
             return Err(Corruption::checksum(path, 0, "manifest header", stored, actual).into());
         }
         let version = u32_at(VERSION_OFFSET);
+        if version == 0 {
+            return Err(Corruption::new(path, VERSION_OFFSET as u64, "manifest version 0").into());
+        }
         if version > MANIFEST_FORMAT_VERSION {
             return Err(Error::UnsupportedVersion {
                 path: path.to_owned(),
@@ -116,6 +119,19 @@ impl Manifest {
                 "manifest payload past the end of the file",
             )
         })?;
+        // The file is exactly header and payload: a byte past them is not
+        // covered by a checksum, so it cannot be trusted to be padding.
+        if bytes.len() != HEADER_BYTES + len {
+            return Err(Corruption::new(
+                path,
+                (HEADER_BYTES + len) as u64,
+                format!(
+                    "{} bytes after the manifest's payload",
+                    bytes.len() - HEADER_BYTES - len
+                ),
+            )
+            .into());
+        }
         let stored = u32_at(PAYLOAD_CRC_OFFSET);
         let actual = crc32c::crc32c(payload);
         if stored != actual {
@@ -214,6 +230,14 @@ mod tests {
                 "flip at {i}: {err}"
             );
         }
+        // A byte after the payload is outside every checksum: refused.
+        let mut longer = bytes.clone();
+        longer.push(0);
+        let err = Manifest::decode(p, &longer).unwrap_err();
+        assert!(
+            err.is_corruption() && err.to_string().contains("after"),
+            "{err}"
+        );
     }
 
     #[test]

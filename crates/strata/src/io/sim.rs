@@ -735,6 +735,28 @@ impl SimStorage {
         Some(st.inode(ino).data.clone())
     }
 
+    /// Changes the stored bytes of `path` in place, as decay on the medium
+    /// or a device bug would, without counting an operation: `damage` gets
+    /// what reads see now, and the durable bytes get the same change at the
+    /// same offsets. Returns false when no file has that name.
+    pub fn rot(&self, path: impl AsRef<Path>, damage: impl Fn(&mut [u8])) -> bool {
+        let mut st = self.state();
+        let Some(&ino) = st.live.files.get(&normalize(path.as_ref())) else {
+            return false;
+        };
+        let inode = st.inode(ino);
+        let before = inode.data.clone();
+        damage(&mut inode.data);
+        for (i, (&was, &now)) in before.iter().zip(&inode.data).enumerate() {
+            if was != now {
+                if let Some(b) = inode.base.get_mut(i) {
+                    *b ^= was ^ now;
+                }
+            }
+        }
+        true
+    }
+
     /// The paths of every file, without counting an operation.
     pub fn file_paths(&self) -> Vec<PathBuf> {
         self.state().live.files.keys().cloned().collect()

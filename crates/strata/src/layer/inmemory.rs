@@ -19,7 +19,7 @@ use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::io::{BufferedWriter, ShutdownMode, StorageFile};
 use crate::layer::delta::{Lsn, ValueKind};
-use crate::log::record::{RecordHeader, RECORD_HEADER_BYTES};
+use crate::log::record::{pad_record, RecordHeader, RECORD_HEADER_BYTES};
 use crate::log::replay::ReplayedLog;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -293,10 +293,18 @@ impl InMemoryLayer {
         )
     }
 
-    /// Writes the buffered tail out (padded) so an fdatasync of the file
-    /// makes everything appended so far durable; returns the end offset it
-    /// covers and the file to sync. The caller syncs outside the lock.
-    pub(crate) fn write_out_for_sync(&self) -> Result<Option<(u64, Arc<dyn StorageFile>)>> {
+    /// Ends the log on a sector boundary with a pad record (a log format
+    /// rule: the records after a sync start on a sector no durable byte
+    /// shares, see `log::replay`), then writes the buffered tail out
+    /// (padded) so an fdatasync of the file makes everything appended so far
+    /// durable; returns the end offset it covers and the file to sync. The
+    /// caller syncs outside the lock. With `seal`, the pad record is written
+    /// even on a boundary: it claims the whole log durable (written after
+    /// the sync that made it so, at close).
+    pub(crate) fn write_out_for_sync(
+        &self,
+        seal: bool,
+    ) -> Result<Option<(u64, Arc<dyn StorageFile>)>> {
         let mut guard = self
             .writer
             .lock()
@@ -304,6 +312,12 @@ impl InMemoryLayer {
         let Some(writer) = guard.as_mut() else {
             return Ok(None);
         };
+        let durable = self.durable_end.load(Ordering::Acquire);
+        if let Some(pad) = pad_record(writer.end_offset(), durable, seal) {
+            writer.write(&pad)?;
+            self.end_offset
+                .store(writer.end_offset(), Ordering::Release);
+        }
         writer.write_out_tail()?;
         self.written_end
             .store(writer.written_end(), Ordering::Release);

@@ -3,6 +3,9 @@
 //!
 //! Record header, little-endian:
 //! `header_crc u32 | payload_len u32 | lsn u64 | count u32 | payload_crc u32 | synced_through u64`.
+//! A record of LSN 0 is a pad record: no entries, zeros, written at a sync
+//! to end the log on a sector boundary (or, at close, to seal it). The file
+//! header of log N names the log before it, where it ends and its last LSN.
 //! `header_crc` covers bytes 4..32 of the header, `payload_crc` the payload.
 //! `synced_through` is the log offset up to which the log was durable when
 //! the record was written: recovery uses it to tell a torn tail (bad bytes
@@ -15,14 +18,32 @@ use std::path::Path;
 
 /// Magic at the start of every log file.
 pub(crate) const LOG_MAGIC: [u8; 8] = *b"STRATLOG";
-/// Log format version this build writes and reads.
-pub(crate) const LOG_FORMAT_VERSION: u32 = 2;
+/// Log format version this build writes: 3 adds the predecessor claim to
+/// the file header and pad records that start every sync's records on a
+/// fresh sector.
+pub(crate) const LOG_FORMAT_VERSION: u32 = 3;
+/// The oldest log format version this build reads (2: the same records,
+/// without pad records or predecessor claims).
+pub(crate) const LOG_FORMAT_VERSION_MIN: u32 = 2;
 /// Bytes of the log file header; records start here.
 pub(crate) const LOG_HEADER_BYTES: usize = 64;
 const LOG_HEADER_MAGIC_OFFSET: usize = 0;
 const LOG_HEADER_VERSION_OFFSET: usize = LOG_HEADER_MAGIC_OFFSET + 8;
 pub(crate) const LOG_HEADER_FILE_ID_OFFSET: usize = LOG_HEADER_VERSION_OFFSET + 4;
+pub(crate) const LOG_HEADER_PREV_ID_OFFSET: usize = LOG_HEADER_FILE_ID_OFFSET + 8;
+const LOG_HEADER_PREV_END_OFFSET: usize = LOG_HEADER_PREV_ID_OFFSET + 8;
+const LOG_HEADER_PREV_LSN_OFFSET: usize = LOG_HEADER_PREV_END_OFFSET + 8;
+const LOG_HEADER_RESERVED_OFFSET: usize = LOG_HEADER_PREV_LSN_OFFSET + 8;
 pub(crate) const LOG_HEADER_CRC_OFFSET: usize = LOG_HEADER_BYTES - 4;
+
+/// The unit the log assumes a device writes atomically (see
+/// docs/format.md): every sync ends the log on a multiple of it with a pad
+/// record, so the records of the next sync start on a sector no durable
+/// byte shares.
+pub(crate) const LOG_SECTOR_BYTES: u64 = 512;
+/// The LSN of a pad record (real LSNs start at 1): no entries, a payload of
+/// zeros.
+pub(crate) const PAD_LSN: u64 = 0;
 
 /// Bytes of a record header.
 pub(crate) const RECORD_HEADER_BYTES: usize = 32;
@@ -33,21 +54,45 @@ const COUNT_OFFSET: usize = LSN_OFFSET + 8;
 pub(crate) const PAYLOAD_CRC_OFFSET: usize = COUNT_OFFSET + 4;
 const SYNCED_THROUGH_OFFSET: usize = PAYLOAD_CRC_OFFSET + 4;
 const _: () = assert!(SYNCED_THROUGH_OFFSET + 8 == RECORD_HEADER_BYTES);
-const _: () = assert!(LOG_HEADER_FILE_ID_OFFSET + 8 <= LOG_HEADER_CRC_OFFSET);
+const _: () = assert!(LOG_HEADER_RESERVED_OFFSET <= LOG_HEADER_CRC_OFFSET);
 
-/// The log file header for file `file_id`.
-pub(crate) fn encode_log_header(file_id: u64) -> [u8; LOG_HEADER_BYTES] {
+/// What a log's header says of the log before it: that log was complete,
+/// durable and sealed when this one was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PrevLog {
+    pub file_id: u64,
+    /// Where its records end.
+    pub end: u64,
+    /// Its last record's LSN (0 if it had none).
+    pub last_lsn: u64,
+}
+
+/// A decoded log file header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogHeader {
+    pub version: u32,
+    pub file_id: u64,
+    pub prev: Option<PrevLog>,
+}
+
+/// The log file header for file `file_id`, claiming `prev`.
+pub(crate) fn encode_log_header(file_id: u64, prev: Option<PrevLog>) -> [u8; LOG_HEADER_BYTES] {
     let mut h = [0u8; LOG_HEADER_BYTES];
     h[LOG_HEADER_MAGIC_OFFSET..][..8].copy_from_slice(&LOG_MAGIC);
     h[LOG_HEADER_VERSION_OFFSET..][..4].copy_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
     h[LOG_HEADER_FILE_ID_OFFSET..][..8].copy_from_slice(&file_id.to_le_bytes());
+    if let Some(p) = prev {
+        h[LOG_HEADER_PREV_ID_OFFSET..][..8].copy_from_slice(&p.file_id.to_le_bytes());
+        h[LOG_HEADER_PREV_END_OFFSET..][..8].copy_from_slice(&p.end.to_le_bytes());
+        h[LOG_HEADER_PREV_LSN_OFFSET..][..8].copy_from_slice(&p.last_lsn.to_le_bytes());
+    }
     let crc = crc32c::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
     h[LOG_HEADER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
 /// Checks a log file header.
-pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<u64> {
+pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogHeader> {
     let h = bytes
         .get(..LOG_HEADER_BYTES)
         .ok_or_else(|| Corruption::new(path, 0, "log file shorter than its header"))?;
@@ -59,25 +104,67 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<u64>
     if h[..8] != LOG_MAGIC {
         return Err(Corruption::new(path, 0, "log file magic").into());
     }
-    let version = u32::from_le_bytes(
-        h[LOG_HEADER_VERSION_OFFSET..][..4]
-            .try_into()
-            .expect("4 bytes"),
-    );
-    // Version 1 logs had entries without a checksum: read as version 2
-    // they would not parse, so they are refused by name.
-    if version != LOG_FORMAT_VERSION {
+    let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
+    let version = u32_at(LOG_HEADER_VERSION_OFFSET);
+    // Version 1 logs had entries without a checksum: read as a later
+    // version they would not parse, so they are refused by name.
+    if !(LOG_FORMAT_VERSION_MIN..=LOG_FORMAT_VERSION).contains(&version) {
         return Err(crate::Error::UnsupportedVersion {
             path: path.to_owned(),
             found: version,
             supported: LOG_FORMAT_VERSION,
         });
     }
-    Ok(u64::from_le_bytes(
-        h[LOG_HEADER_FILE_ID_OFFSET..][..8]
-            .try_into()
-            .expect("8 bytes"),
-    ))
+    let reserved_from = if version >= 3 {
+        LOG_HEADER_RESERVED_OFFSET
+    } else {
+        LOG_HEADER_PREV_ID_OFFSET
+    };
+    if let Some(i) = h[reserved_from..LOG_HEADER_CRC_OFFSET]
+        .iter()
+        .position(|&b| b != 0)
+    {
+        return Err(Corruption::new(
+            path,
+            (reserved_from + i) as u64,
+            "reserved byte of the log header is not zero",
+        )
+        .into());
+    }
+    let prev_id = u64_at(LOG_HEADER_PREV_ID_OFFSET);
+    let prev = (version >= 3 && prev_id != 0).then(|| PrevLog {
+        file_id: prev_id,
+        end: u64_at(LOG_HEADER_PREV_END_OFFSET),
+        last_lsn: u64_at(LOG_HEADER_PREV_LSN_OFFSET),
+    });
+    Ok(LogHeader {
+        version,
+        file_id: u64_at(LOG_HEADER_FILE_ID_OFFSET),
+        prev,
+    })
+}
+
+/// Zeros for pad record payloads (at most a sector and a header).
+static PAD_ZEROS: [u8; 2 * LOG_SECTOR_BYTES as usize] = [0; 2 * LOG_SECTOR_BYTES as usize];
+
+/// The pad record that ends a log at `end` on the next sector boundary
+/// (`None` if `end` is on one), or, with `seal`, on the boundary after a
+/// whole pad record even if `end` is on one. Its `synced_through` is
+/// `synced_through`.
+pub(crate) fn pad_record(end: u64, synced_through: u64, seal: bool) -> Option<Vec<u8>> {
+    let mut gap = (LOG_SECTOR_BYTES - end % LOG_SECTOR_BYTES) % LOG_SECTOR_BYTES;
+    if gap == 0 && !seal {
+        return None;
+    }
+    while gap < RECORD_HEADER_BYTES as u64 {
+        gap += LOG_SECTOR_BYTES;
+    }
+    let payload = &PAD_ZEROS[..gap as usize - RECORD_HEADER_BYTES];
+    let header = RecordHeader::for_payload(payload, PAD_LSN, 0, synced_through);
+    let mut record = header.encode().to_vec();
+    record.extend_from_slice(payload);
+    Some(record)
 }
 
 /// A decoded record header.
@@ -156,11 +243,77 @@ mod tests {
     #[test]
     fn log_header_checks_magic_version_and_crc() {
         let p = Path::new("x.log");
-        let h = encode_log_header(7);
-        assert_eq!(decode_log_header(p, &h).unwrap(), 7);
+        let prev = PrevLog {
+            file_id: 6,
+            end: 4096,
+            last_lsn: 99,
+        };
+        let h = encode_log_header(7, Some(prev));
+        let decoded = decode_log_header(p, &h).unwrap();
+        assert_eq!((decoded.file_id, decoded.prev), (7, Some(prev)));
+        assert_eq!(
+            decode_log_header(p, &encode_log_header(7, None))
+                .unwrap()
+                .prev,
+            None
+        );
         let mut bad = h;
         bad[20] ^= 1;
         assert!(decode_log_header(p, &bad).unwrap_err().is_corruption());
         assert!(decode_log_header(p, &h[..10]).is_err());
+        // A reserved byte set under a valid checksum is refused too.
+        let mut reserved = h;
+        reserved[LOG_HEADER_RESERVED_OFFSET] = 1;
+        let crc = crc32c::crc32c(&reserved[..LOG_HEADER_CRC_OFFSET]);
+        reserved[LOG_HEADER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode_log_header(p, &reserved).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn format_doc_log_tables_match_the_constants() {
+        let doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/format.md"));
+        let section = doc
+            .split("### Log file header")
+            .nth(1)
+            .and_then(|s| s.split("### Record\n").next())
+            .expect("the log file header section");
+        for (name, offset) in [
+            ("LOG_HEADER_MAGIC_OFFSET", LOG_HEADER_MAGIC_OFFSET),
+            ("LOG_HEADER_VERSION_OFFSET", LOG_HEADER_VERSION_OFFSET),
+            ("LOG_HEADER_FILE_ID_OFFSET", LOG_HEADER_FILE_ID_OFFSET),
+            ("LOG_HEADER_PREV_ID_OFFSET", LOG_HEADER_PREV_ID_OFFSET),
+            ("LOG_HEADER_PREV_END_OFFSET", LOG_HEADER_PREV_END_OFFSET),
+            ("LOG_HEADER_PREV_LSN_OFFSET", LOG_HEADER_PREV_LSN_OFFSET),
+            ("LOG_HEADER_RESERVED_OFFSET", LOG_HEADER_RESERVED_OFFSET),
+            ("LOG_HEADER_CRC_OFFSET", LOG_HEADER_CRC_OFFSET),
+            ("LOG_HEADER_BYTES", LOG_HEADER_BYTES),
+        ] {
+            let row = section
+                .lines()
+                .find(|l| l.contains(&format!("`{name}`")))
+                .unwrap_or_else(|| panic!("docs/format.md has no row for {name}"));
+            let cell: usize = row.split('|').nth(1).unwrap().trim().parse().unwrap();
+            assert_eq!(cell, offset, "docs/format.md gives {name} the wrong offset");
+        }
+        assert!(section.contains(&format!("`LOG_FORMAT_VERSION` = {LOG_FORMAT_VERSION}")));
+    }
+
+    #[test]
+    fn pad_records_end_on_a_sector_boundary() {
+        for end in [64u64, 500, 511, 512, 700, 1000, 1023, 1024] {
+            for seal in [false, true] {
+                let Some(pad) = pad_record(end, 7, seal) else {
+                    assert!(end % LOG_SECTOR_BYTES == 0 && !seal);
+                    continue;
+                };
+                let after = end + pad.len() as u64;
+                assert_eq!(after % LOG_SECTOR_BYTES, 0, "end {end}");
+                assert!(pad.len() >= RECORD_HEADER_BYTES && pad.len() < 2 * 512 + 32);
+                let h =
+                    RecordHeader::decode(pad[..RECORD_HEADER_BYTES].try_into().unwrap()).unwrap();
+                assert_eq!((h.lsn, h.count, h.synced_through), (PAD_LSN, 0, 7));
+                assert_eq!(h.payload_len as usize, pad.len() - RECORD_HEADER_BYTES);
+            }
+        }
     }
 }

@@ -1,24 +1,32 @@
-//! Replay of a log file at open: every intact record, in order, up to the
-//! end of the log.
+//! Replay of a log file at open and before a flush: every intact record,
+//! in order, up to the end of the log, and the rule that tells a torn tail
+//! (dropped) from corruption (an error naming the file and offset).
 //!
-//! The log ends at an all-zero header, at a record that runs past the end of
-//! the file, or at a record whose checksums fail, when what follows is a torn
-//! tail. It is corruption, an error naming the file and offset, when a valid
-//! record later in the file says the log was durable beyond the bad bytes
-//! (its `synced_through`), or when a record with good checksums does not
-//! decode or goes back in LSN: bytes that were once durable never silently
-//! disappear.
+//! The rule (docs/format.md, "Where a log ends"): bytes may be dropped as a
+//! torn tail only after the last point the log was ever made durable. That
+//! point is known exactly when something durable says so: the successor
+//! log's header (`PrevLog`: the log was sealed at `end` with `last_lsn`), or
+//! an intact record's `synced_through` (the last sync before it was
+//! written; a pad record written at close claims everything before it). A
+//! bad record before a known durable point is corruption. After the last
+//! known point, a bad record is a torn tail only if the device could have
+//! produced it: a power loss leaves each 512-byte sector whole (old or new),
+//! and since every sync ends on a sector boundary (a pad record), each
+//! sector written after it reads either as written or as zeros. So a bad
+//! record is torn only if one of its sectors reads as zeros, or it runs past
+//! the end of the file; a bad record whose every sector holds data is
+//! corruption. Intact records must decode and go up in LSN.
 
 use super::record::{
-    decode_log_header, RecordHeader, LOG_HEADER_BYTES, LOG_HEADER_FILE_ID_OFFSET,
-    RECORD_HEADER_BYTES,
+    decode_log_header, PrevLog, RecordHeader, LOG_HEADER_BYTES, LOG_HEADER_FILE_ID_OFFSET,
+    LOG_SECTOR_BYTES, PAD_LSN, RECORD_HEADER_BYTES,
 };
 use crate::batch::decode_entries;
 use crate::error::{Corruption, Result};
 use crate::options::BATCH_BYTES_MAX;
 use std::path::Path;
 
-/// One intact record.
+/// One intact record with entries (pad records are not listed).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Replayed {
     pub header: RecordHeader,
@@ -32,154 +40,245 @@ pub(crate) struct ReplayedLog {
     pub records: Vec<Replayed>,
     /// Offset just past the last intact record.
     pub end_offset: u64,
+    /// The last record's LSN (0 if none).
+    pub last_lsn: u64,
 }
 
-/// Why a record at some offset is not intact.
-enum Bad {
-    /// The header reads as all zeros.
-    Zero,
-    /// A checksum fails or the record runs past the file.
-    Torn {
-        what: &'static str,
-        expected: Option<u32>,
-        found: Option<u32>,
-    },
+/// Why a record at some offset is not intact, and the bytes it spans.
+struct Bad {
+    what: &'static str,
+    checksum: Option<(u32, u32)>,
+    /// End of the bytes the record claims (its header's, if the header is bad).
+    extent_end: u64,
 }
 
 /// Checks the record at `at`; `Ok(header)` when its header and payload are intact.
 fn check_record(bytes: &[u8], at: usize) -> std::result::Result<RecordHeader, Bad> {
+    let header_end = (at + RECORD_HEADER_BYTES) as u64;
     let Some(h) = bytes.get(at..at + RECORD_HEADER_BYTES) else {
-        return Err(Bad::Torn {
+        return Err(Bad {
             what: "record header past the end of the file",
-            expected: None,
-            found: None,
+            checksum: None,
+            extent_end: header_end,
         });
     };
     let h: &[u8; RECORD_HEADER_BYTES] = h.try_into().expect("slice of header length");
     if h.iter().all(|&b| b == 0) {
-        return Err(Bad::Zero);
+        return Err(Bad {
+            what: "zeroed record header",
+            checksum: None,
+            extent_end: header_end,
+        });
     }
-    let header = RecordHeader::decode(h).map_err(|(e, f)| Bad::Torn {
+    let header = RecordHeader::decode(h).map_err(|(e, f)| Bad {
         what: "record header checksum",
-        expected: Some(e),
-        found: Some(f),
+        checksum: Some((e, f)),
+        extent_end: header_end,
     })?;
     let start = at + RECORD_HEADER_BYTES;
     let len = header.payload_len as usize;
+    let extent_end = header_end + len as u64;
     if len > BATCH_BYTES_MAX || start + len > bytes.len() {
-        return Err(Bad::Torn {
+        return Err(Bad {
             what: "record past the end of the file",
-            expected: None,
-            found: None,
+            checksum: None,
+            extent_end,
         });
     }
     let actual = crc32c::crc32c(&bytes[start..start + len]);
     if actual != header.payload_crc {
-        return Err(Bad::Torn {
+        return Err(Bad {
             what: "record payload checksum",
-            expected: Some(header.payload_crc),
-            found: Some(actual),
+            checksum: Some((header.payload_crc, actual)),
+            extent_end,
         });
     }
     Ok(header)
 }
 
-/// The highest `synced_through` of the intact records after `bad_at`: finds
-/// the first intact record by trying every offset (headers are checksummed,
-/// so a false match needs a 32-bit collision and then a payload one), then
-/// follows the chain from it.
-fn durable_claim_after(bytes: &[u8], bad_at: usize) -> Option<(u64, usize)> {
+/// True when a power loss could have left the record at `at` as it reads:
+/// it runs past the end of the file, or one of its sectors reads as zeros
+/// from the record on (a sector written after the last sync that did not
+/// reach the disk).
+fn torn_is_possible(bytes: &[u8], at: usize, extent_end: u64) -> bool {
+    let len = bytes.len() as u64;
+    if extent_end > len {
+        return true;
+    }
+    let mut sector = at as u64 / LOG_SECTOR_BYTES * LOG_SECTOR_BYTES;
+    while sector < extent_end {
+        let from = sector.max(at as u64) as usize;
+        let to = (sector + LOG_SECTOR_BYTES).min(len) as usize;
+        if bytes[from..to].iter().all(|&b| b == 0) {
+            return true;
+        }
+        sector += LOG_SECTOR_BYTES;
+    }
+    false
+}
+
+/// The highest `synced_through` of the intact records after `bad_at`, and
+/// the offset of the record that claims it. The first record written after
+/// a sync starts where the sync ended, on a sector boundary (log format 3:
+/// `step` is a sector), so only those offsets are tried as chain starts;
+/// each chain is followed to its end. Format 2 logs have no such boundary
+/// and are searched at every offset (`step` 1).
+fn durable_claim_after(bytes: &[u8], bad_at: usize, step: usize) -> Option<(u64, usize)> {
     let mut best: Option<(u64, usize)> = None;
-    let mut at = bad_at + 1;
+    let mut at = (bad_at / step + 1) * step;
     while at + RECORD_HEADER_BYTES <= bytes.len() {
         // Zero regions (padding, unwritten blocks) cannot start a record.
-        if bytes[at] == 0 && bytes[at..at + RECORD_HEADER_BYTES].iter().all(|&b| b == 0) {
-            at += RECORD_HEADER_BYTES;
+        if bytes[at..at + RECORD_HEADER_BYTES].iter().all(|&b| b == 0) {
+            at += step.max(RECORD_HEADER_BYTES).next_multiple_of(step);
             continue;
         }
-        match check_record(bytes, at) {
-            Ok(h) => {
-                if best.is_none_or(|(claim, _)| h.synced_through > claim) {
-                    best = Some((h.synced_through, at));
-                }
-                at += RECORD_HEADER_BYTES + h.payload_len as usize;
+        let mut chain = at;
+        while let Ok(h) = check_record(bytes, chain) {
+            if best.is_none_or(|(claim, _)| h.synced_through > claim) {
+                best = Some((h.synced_through, chain));
             }
-            Err(_) => at += 1,
+            chain += RECORD_HEADER_BYTES + h.payload_len as usize;
         }
+        at = (chain / step + 1) * step;
     }
     best
 }
 
 /// Replays the log `bytes` read from `path`, the log of file `file_id`.
-pub(crate) fn replay(path: &Path, bytes: &[u8], file_id: u64) -> Result<ReplayedLog> {
-    let header_id = decode_log_header(path, bytes)?;
-    if header_id != file_id {
+/// `sealed`: what the successor log's header claims of this one (it ends at
+/// `end`, its last LSN is `last_lsn`); then the records must reach exactly
+/// there, and the bytes after it are not read.
+pub(crate) fn replay(
+    path: &Path,
+    bytes: &[u8],
+    file_id: u64,
+    sealed: Option<PrevLog>,
+) -> Result<ReplayedLog> {
+    let header = decode_log_header(path, bytes)?;
+    if header.file_id != file_id {
         return Err(Corruption::new(
             path,
             LOG_HEADER_FILE_ID_OFFSET as u64,
-            format!("the log header names file {header_id:016x}, not {file_id:016x}"),
+            format!(
+                "the log header names file {:016x}, not {file_id:016x}",
+                header.file_id
+            ),
         )
         .into());
     }
+    let step = if header.version >= 3 {
+        LOG_SECTOR_BYTES as usize
+    } else {
+        1
+    };
+    let bytes = match sealed {
+        Some(s) => {
+            let end = usize::try_from(s.end)
+                .ok()
+                .filter(|&e| e >= LOG_HEADER_BYTES && e <= bytes.len());
+            let Some(end) = end else {
+                return Err(Corruption::new(
+                    path,
+                    bytes.len() as u64,
+                    format!(
+                        "the log ends here, but the next log says it was sealed at {}",
+                        s.end
+                    ),
+                )
+                .into());
+            };
+            &bytes[..end]
+        }
+        None => bytes,
+    };
     let mut records = Vec::new();
     let mut at = LOG_HEADER_BYTES;
     let mut last_lsn = 0u64;
-    loop {
-        if at == bytes.len() {
-            break;
-        }
-        match check_record(bytes, at) {
-            Ok(header) => {
+    while at < bytes.len() {
+        let bad = match check_record(bytes, at) {
+            Ok(h) => {
                 let payload_offset = at + RECORD_HEADER_BYTES;
-                let payload = &bytes[payload_offset..payload_offset + header.payload_len as usize];
-                if header.lsn <= last_lsn {
+                let next = payload_offset + h.payload_len as usize;
+                if h.lsn == PAD_LSN {
+                    if h.count != 0 {
+                        return Err(Corruption::new(
+                            path,
+                            at as u64,
+                            "pad record (LSN 0) with entries",
+                        )
+                        .into());
+                    }
+                    at = next;
+                    continue;
+                }
+                if h.lsn <= last_lsn {
                     return Err(Corruption::new(
                         path,
                         at as u64,
-                        format!("record LSN {} does not follow LSN {last_lsn}", header.lsn),
+                        format!("record LSN {} does not follow LSN {last_lsn}", h.lsn),
                     )
                     .into());
                 }
-                if let Err((offset, what)) = decode_entries(payload, header.count) {
+                if let Err((offset, what)) = decode_entries(&bytes[payload_offset..next], h.count) {
                     return Err(
                         Corruption::new(path, (payload_offset + offset) as u64, what).into(),
                     );
                 }
-                last_lsn = header.lsn;
+                last_lsn = h.lsn;
                 records.push(Replayed {
-                    header,
+                    header: h,
                     payload_offset: payload_offset as u64,
                 });
-                at = payload_offset + header.payload_len as usize;
+                at = next;
+                continue;
             }
-            Err(bad) => {
-                if let Some((claim, later_at)) = durable_claim_after(bytes, at) {
-                    if claim > at as u64 {
-                        let what = match bad {
-                            Bad::Zero => "zeroed record".to_owned(),
-                            Bad::Torn { what, .. } => what.to_owned(),
-                        };
-                        let what = format!(
-                            "{what}, before the durable end {claim} claimed by the record at {later_at}"
-                        );
-                        return Err(match bad {
-                            Bad::Torn {
-                                expected: Some(e),
-                                found: Some(f),
-                                ..
-                            } => Corruption::checksum(path, at as u64, what, e, f),
-                            _ => Corruption::new(path, at as u64, what),
-                        }
-                        .into());
-                    }
+            Err(bad) => bad,
+        };
+        let why = if let Some(s) = sealed {
+            Some(format!("before the end {} the next log claims", s.end))
+        } else if let Some((claim, later_at)) =
+            durable_claim_after(bytes, at, step).filter(|&(claim, _)| claim > at as u64)
+        {
+            Some(format!(
+                "before the durable end {claim} claimed by the record at {later_at}"
+            ))
+        } else if step > 1 && !torn_is_possible(bytes, at, bad.extent_end) {
+            Some(
+                "after the last sync, but not torn: every sector of the record holds data"
+                    .to_owned(),
+            )
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let what = format!("{}, {why}", bad.what);
+            return Err(match bad.checksum {
+                Some((expected, found)) => {
+                    Corruption::checksum(path, at as u64, what, expected, found)
                 }
-                break;
+                None => Corruption::new(path, at as u64, what),
             }
+            .into());
+        }
+        break;
+    }
+    if let Some(s) = sealed {
+        if last_lsn != s.last_lsn {
+            return Err(Corruption::new(
+                path,
+                at as u64,
+                format!(
+                    "the log's last LSN is {last_lsn}, the next log says it was {}",
+                    s.last_lsn
+                ),
+            )
+            .into());
         }
     }
     Ok(ReplayedLog {
         records,
         end_offset: at as u64,
+        last_lsn,
     })
 }
 
@@ -187,19 +286,47 @@ pub(crate) fn replay(path: &Path, bytes: &[u8], file_id: u64) -> Result<Replayed
 mod tests {
     use super::*;
     use crate::batch::WriteBatch;
-    use crate::log::record::encode_log_header;
+    use crate::log::record::{encode_log_header, pad_record};
+
+    fn record(lsn: u64, synced: u64, value_len: usize) -> Vec<u8> {
+        let mut b = WriteBatch::new();
+        b.put(format!("key{lsn}"), vec![lsn as u8 | 1; value_len]);
+        let mut r = RecordHeader::for_payload(&b.data, lsn, b.count, synced)
+            .encode()
+            .to_vec();
+        r.extend_from_slice(&b.data);
+        r
+    }
 
     fn log_of(batches: &[(u64, u64)]) -> Vec<u8> {
-        let mut bytes = encode_log_header(1).to_vec();
+        let mut bytes = encode_log_header(1, None).to_vec();
         for &(lsn, synced) in batches {
-            let mut b = WriteBatch::new();
-            b.put(format!("key{lsn}"), vec![lsn as u8; 50]);
-            bytes.extend_from_slice(
-                &RecordHeader::for_payload(&b.data, lsn, b.count, synced).encode(),
-            );
-            bytes.extend_from_slice(&b.data);
+            bytes.extend_from_slice(&record(lsn, synced, 50));
         }
         bytes
+    }
+
+    /// A log as the engine writes it: records, then at each sync a pad
+    /// record to the next sector; the records after a sync claim it.
+    fn synced_log(syncs: &[&[u64]]) -> (Vec<u8>, Vec<u64>) {
+        let mut bytes = encode_log_header(1, None).to_vec();
+        let mut durable = 0;
+        let mut sync_points = Vec::new();
+        for lsns in syncs {
+            for &lsn in *lsns {
+                bytes.extend_from_slice(&record(lsn, durable, 300));
+            }
+            if let Some(pad) = pad_record(bytes.len() as u64, durable, false) {
+                bytes.extend_from_slice(&pad);
+            }
+            durable = bytes.len() as u64;
+            sync_points.push(durable);
+        }
+        (bytes, sync_points)
+    }
+
+    fn path() -> &'static Path {
+        Path::new("x.log")
     }
 
     #[test]
@@ -207,25 +334,96 @@ mod tests {
         let mut bytes = log_of(&[(1, 0), (2, 0)]);
         let end = bytes.len();
         bytes.resize(end + 4000, 0);
-        let log = replay(Path::new("l"), &bytes, 1).unwrap();
+        let log = replay(path(), &bytes, 1, None).unwrap();
         assert_eq!(log.records.len(), 2);
         assert_eq!(log.end_offset, end as u64);
+        assert_eq!(log.last_lsn, 2);
     }
 
     #[test]
-    fn torn_tail_after_the_durable_point_ends_the_log() {
+    fn a_log_cut_anywhere_after_the_last_sync_is_a_torn_tail() {
         let bytes = log_of(&[(1, 0), (2, 0), (3, 0)]);
         for cut in LOG_HEADER_BYTES..bytes.len() {
-            let log = replay(Path::new("l"), &bytes[..cut], 1).unwrap();
+            let log = replay(path(), &bytes[..cut], 1, None).unwrap();
             assert!(log.records.len() <= 3);
         }
-        let mut garbled = bytes.clone();
-        let n = garbled.len();
-        garbled[n - 10] ^= 0xff;
-        assert_eq!(
-            replay(Path::new("l"), &garbled, 1).unwrap().records.len(),
-            2
-        );
+    }
+
+    #[test]
+    fn pad_records_are_skipped_and_their_claims_count() {
+        let (bytes, points) = synced_log(&[&[1, 2], &[3], &[4, 5]]);
+        let log = replay(path(), &bytes, 1, None).unwrap();
+        let lsns: Vec<u64> = log.records.iter().map(|r| r.header.lsn).collect();
+        assert_eq!(lsns, [1, 2, 3, 4, 5]);
+        assert_eq!(log.end_offset, *points.last().unwrap());
+        // A sealed log: a pad record that claims everything before it.
+        let mut sealed = bytes.clone();
+        sealed
+            .extend_from_slice(&pad_record(bytes.len() as u64, bytes.len() as u64, true).unwrap());
+        // Now a flipped byte in the last records is before a durable claim.
+        sealed[points[1] as usize + 40] ^= 4;
+        let err = replay(path(), &sealed, 1, None).unwrap_err();
+        assert!(err.to_string().contains("durable end"), "{err}");
+    }
+
+    #[test]
+    fn after_the_last_sync_only_a_zeroed_sector_is_a_tear() {
+        let (bytes, points) = synced_log(&[&[1, 2], &[3, 4]]);
+        let last_sync = points[0] as usize;
+        // A flipped bit in the unclaimed records: every sector holds data,
+        // so no power loss made it: corruption.
+        for at in [last_sync + 3, last_sync + 200, bytes.len() - 300] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x20;
+            let err = replay(path(), &flipped, 1, None).unwrap_err();
+            assert!(
+                err.is_corruption() && err.to_string().contains("not torn"),
+                "{err}"
+            );
+        }
+        // A sector after the last sync that never reached the disk: torn.
+        let mut torn = bytes.clone();
+        torn[last_sync + 512..last_sync + 1024].fill(0);
+        let log = replay(path(), &torn, 1, None).unwrap();
+        let lsns: Vec<u64> = log.records.iter().map(|r| r.header.lsn).collect();
+        assert_eq!(lsns, [1, 2, 3]);
+        // Before the last claimed sync, even a zeroed sector is corruption.
+        let (bytes, points) = synced_log(&[&[1, 2], &[3, 4], &[5]]);
+        let mut zeroed = bytes.clone();
+        zeroed[points[0] as usize..points[0] as usize + 512].fill(0);
+        assert!(replay(path(), &zeroed, 1, None)
+            .unwrap_err()
+            .is_corruption());
+    }
+
+    #[test]
+    fn a_sealed_log_must_reach_its_claimed_end_and_lsn() {
+        let (bytes, points) = synced_log(&[&[1, 2], &[3, 4]]);
+        let end = *points.last().unwrap();
+        let sealed = |end, last_lsn| {
+            Some(PrevLog {
+                file_id: 1,
+                end,
+                last_lsn,
+            })
+        };
+        // Bytes after the claimed end are never read.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0xab; 700]);
+        let log = replay(path(), &longer, 1, sealed(end, 4)).unwrap();
+        assert_eq!((log.end_offset, log.last_lsn), (end, 4));
+        // A sealed log whose last sector is gone, or whose LSN disagrees.
+        let mut zeroed = bytes.clone();
+        zeroed[end as usize - 512..].fill(0);
+        for (bytes, claim) in [
+            (&zeroed, sealed(end, 4)),
+            (&bytes, sealed(end, 5)),
+            (&bytes, sealed(end + 512, 4)),
+            (&bytes, sealed(points[0] + 7, 2)),
+        ] {
+            let err = replay(path(), bytes, 1, claim).unwrap_err();
+            assert!(err.is_corruption(), "{claim:?}: {err}");
+        }
     }
 
     #[test]
@@ -234,7 +432,7 @@ mod tests {
         // The third record says the log was durable past the first one.
         let mut bytes = log_of(&[(1, 0), (2, one), (3, one + 200)]);
         bytes[LOG_HEADER_BYTES + RECORD_HEADER_BYTES + 5] ^= 0x01;
-        let err = replay(Path::new("x.log"), &bytes, 1).unwrap_err();
+        let err = replay(path(), &bytes, 1, None).unwrap_err();
         let msg = err.to_string();
         assert!(
             err.is_corruption() && msg.contains("x.log") && msg.contains("offset 64"),
