@@ -185,8 +185,11 @@ impl Db {
             Some(storage) => Arc::clone(storage),
             None => Arc::new(OsStorage),
         };
-        let manifest = prepare_dir(&*storage, &dir, &opts)?;
+        prepare_dir(&*storage, &dir, &opts)?;
+        check_is_database(&*storage, &dir, &opts)?;
+        // Locked before any file of the database is read or written.
         let lock = storage.lock(&dir.join(LOCK_NAME))?;
+        let manifest = load_or_create_manifest(&*storage, &dir)?;
         let stats = IoStats::new();
         let base = FileOptions {
             mode: opts.io_mode,
@@ -610,8 +613,9 @@ fn replay_log(
     Ok((log, bytes))
 }
 
-/// Checks `dir` and loads or creates its manifest.
-fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Manifest> {
+/// Checks that `dir` is a directory, creating it (and its missing
+/// parents, durably) if it is missing and the options allow.
+fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<()> {
     match storage.entry_kind(dir)? {
         Some(EntryKind::File) => {
             return Err(Error::NotADatabase {
@@ -649,13 +653,20 @@ fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Mani
             ))
         }
     }
-    if let Some(m) = Manifest::load(storage, dir)? {
-        return Ok(m);
+    Ok(())
+}
+
+/// Refuses a directory that is not a database, before anything is written
+/// in it (not even the lock file): one without a manifest that is not empty,
+/// or without a manifest when it may not be created.
+fn check_is_database(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<()> {
+    let names = storage.list_dir(dir)?;
+    if names.iter().any(|n| n.as_os_str() == MANIFEST_NAME) {
+        return Ok(());
     }
     // A MANIFEST.tmp without a MANIFEST is a creation that failed before
     // its rename: nothing was ever stored, so it is not foreign.
-    let foreign = storage
-        .list_dir(dir)?
+    let foreign = names
         .iter()
         .any(|name| name.as_os_str() != LOCK_NAME && name.as_os_str() != MANIFEST_TMP_NAME);
     if foreign {
@@ -669,6 +680,15 @@ fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<Mani
             path: dir.to_owned(),
             why: format!("it has no {MANIFEST_NAME}"),
         });
+    }
+    Ok(())
+}
+
+/// Loads the manifest of `dir` (locked by the caller, and checked by
+/// [`check_is_database`]), or creates the first one.
+fn load_or_create_manifest(storage: &dyn Storage, dir: &Path) -> Result<Manifest> {
+    if let Some(m) = Manifest::load(storage, dir)? {
+        return Ok(m);
     }
     let m = Manifest {
         next_file_id: 1,

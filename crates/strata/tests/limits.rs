@@ -142,6 +142,10 @@ fn a_directory_that_is_not_a_database_is_refused() {
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
     assert!(err.to_string().contains("not a strata database"), "{err}");
     assert_eq!(std::fs::read(d.path().join("notes.txt")).unwrap(), b"hello");
+    assert!(
+        !d.path().join("LOCK").exists(),
+        "nothing is written into a directory that is not a database"
+    );
 
     std::fs::write(d.path().join("MANIFEST"), b"not a manifest at all, really").unwrap();
     let err = Db::open(d.path(), Options::default())
