@@ -48,13 +48,13 @@ impl DeviceParams {
 }
 
 /// A heap buffer aligned for O_DIRECT.
-struct DirectBuf {
+pub(crate) struct DirectBuf {
     ptr: *mut u8,
     layout: std::alloc::Layout,
 }
 
 impl DirectBuf {
-    fn new(len: usize) -> Result<DirectBuf> {
+    pub(crate) fn new(len: usize) -> Result<DirectBuf> {
         let layout = std::alloc::Layout::from_size_align(len, ALIGNMENT_BYTES)?;
         // SAFETY: layout has non-zero size (BLOCK_BYTES).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -64,7 +64,7 @@ impl DirectBuf {
         Ok(DirectBuf { ptr, layout })
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is a live allocation of layout.size() bytes we own.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
     }
@@ -77,7 +77,7 @@ impl Drop for DirectBuf {
     }
 }
 
-struct Fd(libc::c_int);
+pub(crate) struct Fd(pub(crate) libc::c_int);
 
 impl Drop for Fd {
     fn drop(&mut self) {
@@ -86,7 +86,7 @@ impl Drop for Fd {
     }
 }
 
-fn open_direct(path: &Path, flags: libc::c_int) -> Result<Fd> {
+pub(crate) fn open_direct(path: &Path, flags: libc::c_int) -> Result<Fd> {
     let c_path = CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: c_path is a valid NUL-terminated string.
     let fd = unsafe {

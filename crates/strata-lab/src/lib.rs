@@ -21,6 +21,7 @@ pub mod io_exp;
 pub mod machine;
 pub mod plot;
 pub mod progress;
+pub mod randread;
 pub mod report;
 pub mod results;
 pub mod summary;

@@ -1,0 +1,398 @@
+//! Random-read latency of the device at queue depth 1 (LAB.md §4, the
+//! latency part of `device`; issue 10): one read at a time of a block size
+//! from 2^0 bytes up, at a random offset of a test file, through three
+//! access methods, on a file that was never written and on one filled with
+//! random data. From the latencies per size it fits the line
+//! `latency = a + bytes / bandwidth` over sizes from 4 KiB, which gives the
+//! device's fixed cost per read (`a`) and its read bandwidth.
+//!
+//! Owns: the test files' preparation ([`prepare_file`]), the measurement of
+//! one (file, method, size) point ([`measure`]), the histogram summary
+//! ([`summarize`]) and the fit ([`fit_latency_line`]). Not yet wired into
+//! the `device` experiment's results and report (the next step of issue 10).
+//!
+//! Invariants: every read is checked to return its whole length (a short or
+//! failed read is an error, never a sample); buffered reads start from a
+//! file dropped from the page cache (`posix_fadvise(DONTNEED)` after the
+//! file is synced), so they reach the device; O_DIRECT reads are at least
+//! one 4 KiB block (a smaller size is read as one aligned 4 KiB block, the
+//! least the device can be asked for through O_DIRECT); offsets are aligned
+//! to the read's size (at least 4 KiB) and drawn from a seeded generator.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+
+use crate::device::{open_direct, DirectBuf, Fd};
+use crate::workload::fmix64;
+
+/// The smallest read O_DIRECT is asked for, and the alignment of every
+/// offset: a multiple of every logical block size Linux reports.
+pub const DIRECT_BLOCK_BYTES: usize = 4096;
+
+/// How a read reaches the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `pread` on a buffered descriptor.
+    Psync,
+    /// One io_uring read (`IORING_OP_READ`) on a buffered descriptor.
+    IoUring,
+    /// io_uring with O_DIRECT and a registered buffer (`IORING_OP_READ_FIXED`).
+    IoUringDirectFixed,
+}
+
+impl Method {
+    pub const ALL: [Method; 3] = [Method::Psync, Method::IoUring, Method::IoUringDirectFixed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Psync => "psync",
+            Method::IoUring => "io_uring",
+            Method::IoUringDirectFixed => "io_uring+direct+fixed",
+        }
+    }
+}
+
+/// Which test file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `fallocate`d, never written: unwritten extents, as a fresh engine
+    /// file is before its data lands (the filesystem answers with zeros).
+    Unwritten,
+    /// Written with random data (O_DIRECT), synced.
+    Filled,
+}
+
+impl FileKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Unwritten => "unwritten",
+            FileKind::Filled => "filled",
+        }
+    }
+}
+
+/// Latency figures of one point, in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatencySummary {
+    pub reads: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+}
+
+/// The summary of a histogram of latencies in nanoseconds.
+pub fn summarize(h: &Histogram<u64>) -> LatencySummary {
+    LatencySummary {
+        reads: h.len(),
+        mean_ns: h.mean(),
+        p50_ns: h.value_at_quantile(0.50),
+        p99_ns: h.value_at_quantile(0.99),
+        p999_ns: h.value_at_quantile(0.999),
+    }
+}
+
+/// A histogram for latencies from 1 ns to an hour at 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// The line `latency_ns = intercept_ns + bytes / bandwidth` fitted to
+/// points by least squares.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatencyFit {
+    /// The fixed cost of a read.
+    pub intercept_ns: f64,
+    /// Bytes per second: the inverse of the slope.
+    pub bandwidth_bytes_per_s: f64,
+}
+
+/// Fits `(bytes, latency_ns)` points by ordinary least squares. `None` with
+/// fewer than two distinct sizes, or when latency does not grow with size
+/// (no bandwidth can be read off a flat or falling line).
+pub fn fit_latency_line(points: &[(f64, f64)]) -> Option<LatencyFit> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope_ns_per_byte = sxy / sxx;
+    if slope_ns_per_byte <= 0.0 || !slope_ns_per_byte.is_finite() {
+        return None;
+    }
+    Some(LatencyFit {
+        intercept_ns: mean_y - slope_ns_per_byte * mean_x,
+        bandwidth_bytes_per_s: 1e9 / slope_ns_per_byte,
+    })
+}
+
+fn c_path(path: &Path) -> Result<std::ffi::CString> {
+    Ok(std::ffi::CString::new(path.as_os_str().as_bytes())?)
+}
+
+fn open_buffered(path: &Path) -> Result<Fd> {
+    let p = c_path(path)?;
+    // SAFETY: p is a valid NUL-terminated string.
+    let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("open {}", path.display()));
+    }
+    Ok(Fd(fd))
+}
+
+/// Drops `fd`'s file from the page cache (its pages are clean: synced).
+fn drop_cache(fd: &Fd, path: &Path) -> Result<()> {
+    // SAFETY: fd is open.
+    let rc = unsafe { libc::posix_fadvise(fd.0, 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc))
+            .with_context(|| format!("posix_fadvise(DONTNEED) {}", path.display()));
+    }
+    Ok(())
+}
+
+/// Creates the test file `path` of `bytes` (a multiple of 1 MiB) as `kind`
+/// says, durable and out of the page cache.
+pub fn prepare_file(path: &Path, kind: FileKind, bytes: u64, seed: u64) -> Result<()> {
+    const CHUNK: usize = 1 << 20;
+    if bytes == 0 || !bytes.is_multiple_of(CHUNK as u64) {
+        bail!("test file size {bytes} is not a positive multiple of 1 MiB");
+    }
+    let fd = open_direct(path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC)?;
+    match kind {
+        FileKind::Unwritten => {
+            // SAFETY: fd is open for writing.
+            let rc = unsafe { libc::fallocate(fd.0, 0, 0, bytes as libc::off_t) };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("fallocate {}", path.display()));
+            }
+        }
+        FileKind::Filled => {
+            let mut buf = DirectBuf::new(CHUNK)?;
+            let mut offset = 0u64;
+            while offset < bytes {
+                let base = seed ^ (offset / 8);
+                for (i, word) in buf.as_mut_slice().chunks_mut(8).enumerate() {
+                    word.copy_from_slice(&fmix64(base + i as u64 + 1).to_le_bytes());
+                }
+                let slice = buf.as_mut_slice();
+                // SAFETY: slice is CHUNK bytes, aligned; fd is open.
+                let n = unsafe {
+                    libc::pwrite(
+                        fd.0,
+                        slice.as_ptr() as *const libc::c_void,
+                        CHUNK,
+                        offset as libc::off_t,
+                    )
+                };
+                if n < 0 {
+                    return Err(std::io::Error::last_os_error())
+                        .with_context(|| format!("write {}", path.display()));
+                }
+                if n as usize != CHUNK {
+                    bail!("short write of {} at {offset}: {n} bytes", path.display());
+                }
+                offset += CHUNK as u64;
+            }
+        }
+    }
+    // SAFETY: fd is open.
+    if unsafe { libc::fsync(fd.0) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("fsync {}", path.display()));
+    }
+    drop_cache(&fd, path)
+}
+
+/// What to measure at one point.
+#[derive(Clone, Copy, Debug)]
+pub struct PointSpec {
+    pub method: Method,
+    /// Bytes per read (an O_DIRECT read is at least `DIRECT_BLOCK_BYTES`).
+    pub size: usize,
+    /// Stop after this many reads…
+    pub reads_max: u64,
+    /// …or after this long, once `reads_min` reads are done.
+    pub budget: Duration,
+    pub reads_min: u64,
+    pub seed: u64,
+}
+
+/// Bytes one read of `size` asks the device for with `method`.
+pub fn read_len(method: Method, size: usize) -> usize {
+    match method {
+        Method::IoUringDirectFixed => size.next_multiple_of(DIRECT_BLOCK_BYTES),
+        _ => size,
+    }
+}
+
+/// Measures random reads of `spec.size` bytes of the file `path` (of
+/// `file_bytes`) at queue depth 1; returns the latency histogram (ns).
+pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogram<u64>> {
+    let len = read_len(spec.method, spec.size);
+    let align = len.next_multiple_of(DIRECT_BLOCK_BYTES) as u64;
+    if len == 0 || align > file_bytes {
+        bail!(
+            "a {len}-byte read does not fit the {file_bytes}-byte file {}",
+            path.display()
+        );
+    }
+    let slots = file_bytes / align;
+    let mut hist = latency_histogram();
+    let mut buf = DirectBuf::new(align as usize)?;
+    let fd = match spec.method {
+        Method::IoUringDirectFixed => open_direct(path, libc::O_RDONLY)?,
+        _ => open_buffered(path)?,
+    };
+    // Reads that follow another method's reads of the same file start cold.
+    let cache_fd = open_buffered(path)?;
+    drop_cache(&cache_fd, path)?;
+    let mut ring = match spec.method {
+        Method::Psync => None,
+        _ => Some(io_uring::IoUring::new(4).context("create an io_uring")?),
+    };
+    if spec.method == Method::IoUringDirectFixed {
+        let slice = buf.as_mut_slice();
+        let iov = libc::iovec {
+            iov_base: slice.as_mut_ptr() as *mut libc::c_void,
+            iov_len: slice.len(),
+        };
+        let ring = ring.as_mut().expect("a ring for io_uring methods");
+        // SAFETY: the buffer outlives the ring's use of it (both live until
+        // the end of this function; the ring is dropped first).
+        unsafe { ring.submitter().register_buffers(&[iov]) }
+            .context("register the read buffer with io_uring")?;
+    }
+    let started = Instant::now();
+    let mut i = 0u64;
+    while i < spec.reads_max && (i < spec.reads_min || started.elapsed() < spec.budget) {
+        let offset = (fmix64(spec.seed ^ (i + 1)) % slots) * align;
+        let ptr = buf.as_mut_slice().as_mut_ptr();
+        let t = Instant::now();
+        let n = match (spec.method, ring.as_mut()) {
+            (Method::Psync, _) => {
+                // SAFETY: ptr points to at least `align >= len` bytes; fd is open.
+                let n = unsafe {
+                    libc::pread(fd.0, ptr as *mut libc::c_void, len, offset as libc::off_t)
+                };
+                if n < 0 {
+                    return Err(std::io::Error::last_os_error()).context("pread");
+                }
+                n as usize
+            }
+            (method, Some(ring)) => {
+                let fd_ref = io_uring::types::Fd(fd.0);
+                let entry = if method == Method::IoUringDirectFixed {
+                    io_uring::opcode::ReadFixed::new(fd_ref, ptr, len as u32, 0)
+                        .offset(offset)
+                        .build()
+                } else {
+                    io_uring::opcode::Read::new(fd_ref, ptr, len as u32)
+                        .offset(offset)
+                        .build()
+                };
+                // SAFETY: the buffer stays valid until the completion is reaped below.
+                unsafe { ring.submission().push(&entry) }
+                    .map_err(|_| anyhow::anyhow!("io_uring submission queue full"))?;
+                ring.submit_and_wait(1).context("io_uring submit")?;
+                let cqe = ring
+                    .completion()
+                    .next()
+                    .context("io_uring returned no completion")?;
+                if cqe.result() < 0 {
+                    return Err(std::io::Error::from_raw_os_error(-cqe.result()))
+                        .context("io_uring read");
+                }
+                cqe.result() as usize
+            }
+            (_, None) => unreachable!("io_uring methods have a ring"),
+        };
+        let ns = t.elapsed().as_nanos() as u64;
+        if n != len {
+            bail!(
+                "short read of {} at {offset}: {n} of {len} bytes",
+                path.display()
+            );
+        }
+        hist.record(ns.max(1)).context("record a latency")?;
+        i += 1;
+    }
+    drop(ring);
+    Ok(hist)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fit_of_points_on_a_line_is_the_line() {
+        // 10 µs fixed cost, 1 GB/s: 1 ns per byte.
+        let points: Vec<(f64, f64)> = [4096.0, 65536.0, 1048576.0]
+            .iter()
+            .map(|&b| (b, 10_000.0 + b))
+            .collect();
+        let fit = fit_latency_line(&points).unwrap();
+        assert!((fit.intercept_ns - 10_000.0).abs() < 1e-6, "{fit:?}");
+        assert!((fit.bandwidth_bytes_per_s - 1e9).abs() < 1e-3, "{fit:?}");
+    }
+
+    #[test]
+    fn the_fit_of_noisy_points_matches_the_hand_computation() {
+        // x = 1, 2, 3 (bytes), y = 2, 4, 5 (ns): mean x 2, mean y 11/3,
+        // sxx = 2, sxy = (-1)(-5/3) + 0 + (1)(4/3) = 3, slope 1.5 ns/B,
+        // intercept 11/3 - 3 = 2/3 ns, bandwidth 1e9 / 1.5 B/s.
+        let fit = fit_latency_line(&[(1.0, 2.0), (2.0, 4.0), (3.0, 5.0)]).unwrap();
+        assert!((fit.intercept_ns - 2.0 / 3.0).abs() < 1e-9, "{fit:?}");
+        assert!(
+            (fit.bandwidth_bytes_per_s - 1e9 / 1.5).abs() < 1e-3,
+            "{fit:?}"
+        );
+    }
+
+    #[test]
+    fn no_fit_without_two_sizes_or_with_a_flat_line() {
+        assert_eq!(fit_latency_line(&[]), None);
+        assert_eq!(fit_latency_line(&[(4096.0, 10.0)]), None);
+        assert_eq!(fit_latency_line(&[(4096.0, 10.0), (4096.0, 12.0)]), None);
+        assert_eq!(fit_latency_line(&[(4096.0, 10.0), (8192.0, 10.0)]), None);
+        assert_eq!(fit_latency_line(&[(4096.0, 12.0), (8192.0, 10.0)]), None);
+    }
+
+    #[test]
+    fn the_summary_gives_the_hand_computed_percentiles() {
+        // 1..=1000 µs, one read each: p50 = 500 µs, p99 = 990 µs,
+        // p99.9 = 999 µs, mean 500.5 µs (within the histogram's 3 digits).
+        let mut h = latency_histogram();
+        for us in 1..=1000u64 {
+            h.record(us * 1000).unwrap();
+        }
+        let s = summarize(&h);
+        let close = |got: u64, want: u64| got.abs_diff(want) <= want / 500;
+        assert_eq!(s.reads, 1000);
+        assert!(close(s.p50_ns, 500_000), "{s:?}");
+        assert!(close(s.p99_ns, 990_000), "{s:?}");
+        assert!(close(s.p999_ns, 999_000), "{s:?}");
+        assert!((s.mean_ns - 500_500.0).abs() < 500_500.0 / 500.0, "{s:?}");
+    }
+
+    #[test]
+    fn direct_reads_are_whole_blocks() {
+        assert_eq!(read_len(Method::IoUringDirectFixed, 1), 4096);
+        assert_eq!(read_len(Method::IoUringDirectFixed, 4097), 8192);
+        assert_eq!(read_len(Method::Psync, 1), 1);
+        assert_eq!(read_len(Method::IoUring, 4097), 4097);
+    }
+}
