@@ -842,19 +842,11 @@ impl DbInner {
             let ws = lock(&self.write)?;
             (ws.last_lsn, Arc::clone(&self.layer_set()?.open))
         };
-        match open.write_out_for_sync(false)? {
-            Some((end, file)) => {
-                file.sync_data()?;
-                open.mark_durable(end);
-            }
-            // Frozen meanwhile: its freeze synced it, if the freeze succeeded.
-            None if open.is_durable() => {}
-            None => {
-                return Err(Error::Poisoned(format!(
-                    "{}: frozen without being made durable (its freeze failed)",
-                    open.path().display()
-                )))
-            }
+        if !open.sync_log(false)? && !open.is_durable() {
+            return Err(Error::Poisoned(format!(
+                "{}: frozen without being made durable (its freeze failed)",
+                open.path().display()
+            )));
         }
         Ok(target)
     }
@@ -867,13 +859,7 @@ impl DbInner {
         if open.is_empty() {
             return Ok(());
         }
-        let result = (|| {
-            if let Some((end, file)) = open.write_out_for_sync(true)? {
-                file.sync_data()?;
-                open.mark_durable(end);
-            }
-            Ok(())
-        })();
+        let result = open.sync_log(true).map(|_| ());
         if let Err(e) = &result {
             self.poison(e);
         }
@@ -896,11 +882,7 @@ impl DbInner {
         let result = (|| {
             open.freeze()?;
             self.note_synced(ws.last_lsn);
-            let next = self.create_log(Some(PrevLog {
-                file_id: open.file_id,
-                end: open.size_bytes(),
-                last_lsn: open.lsn_range().1,
-            }))?;
+            let next = self.create_log(Some(open.sealed_claim()))?;
             self.update_layers(|set| {
                 set.frozen.push(Arc::clone(&set.open));
                 set.open = next;
@@ -1033,11 +1015,7 @@ impl DbInner {
             layer.path(),
             &bytes,
             layer.file_id,
-            Some(PrevLog {
-                file_id: layer.file_id,
-                end: layer.size_bytes(),
-                last_lsn: layer.lsn_range().1,
-            }),
+            Some(layer.sealed_claim()),
         )?;
         let id = {
             let mut m = lock(&self.manifest)?;

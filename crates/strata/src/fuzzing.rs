@@ -724,11 +724,11 @@ fn log_seeds() -> Vec<(String, Vec<u8>)> {
         synced.extend_from_slice(&header.encode());
         synced.extend_from_slice(&batch.data);
         if let Some(pad) = pad_record(len_u64(&synced), durable, false) {
-            synced.extend_from_slice(&pad);
+            synced.extend_from_slice(&pad.to_vec());
         }
         durable = len_u64(&synced);
     }
-    synced.extend_from_slice(&pad_record(durable, durable, true).expect("a seal"));
+    synced.extend_from_slice(&pad_record(durable, durable, true).expect("a seal").to_vec());
     seeds.push(("synced-and-sealed".to_owned(), synced));
     seeds
 }

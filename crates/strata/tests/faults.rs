@@ -39,6 +39,17 @@ fn options(storage: Arc<dyn Storage>) -> Options {
     }
 }
 
+/// The simulated files named `*.{ext}`, in name (= id) order.
+fn files_with_ext(sim: &SimStorage, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = sim
+        .file_paths()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    files
+}
+
 fn value(i: u32, len: usize) -> Vec<u8> {
     let mut v = format!("value-{i}-").into_bytes();
     v.resize(len, (i % 251) as u8 + 1);
@@ -328,12 +339,7 @@ fn the_flush_never_copies_a_rotted_log_into_a_delta_layer() {
                 .unwrap();
         }
         db.freeze().unwrap();
-        let log = sim
-            .file_paths()
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "log"))
-            .min()
-            .unwrap();
+        let log = files_with_ext(&sim, "log").remove(0);
         assert!(sim.rot(&log, |b| b[700] ^= 0x40));
         let err = db.flush().unwrap_err();
         assert!(err.is_corruption(), "seed {seed}: {err}");
@@ -382,11 +388,7 @@ fn a_one_off_io_error_in_a_flush_is_retried_not_fatal() {
             "op {n}: one delta, no leftovers"
         );
         assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"x"[..]));
-        let deltas = sim
-            .file_paths()
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "delta"))
-            .count();
+        let deltas = files_with_ext(&sim, "delta").len();
         assert_eq!(deltas, 1, "op {n}: a failed attempt left a delta file");
     }
 }
@@ -489,12 +491,7 @@ fn two_logs_after_power_loss(seed: u64, writes: u32) -> (SimStorage, Vec<std::pa
     }
     let after = sim.power_loss();
     drop(db);
-    let mut logs: Vec<_> = after
-        .file_paths()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
+    let logs = files_with_ext(&after, "log");
     assert_eq!(logs.len(), 2);
     (after, logs)
 }
@@ -544,12 +541,7 @@ fn a_damaged_last_record_after_a_close_is_an_error_not_a_torn_tail() {
             .unwrap();
     }
     db.close().unwrap();
-    let log = sim
-        .file_paths()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .max()
-        .unwrap();
+    let log = files_with_ext(&sim, "log").pop().unwrap();
     let bytes = sim.file_bytes(&log).unwrap();
     // The last record's sector, zeroed: a torn write would look the same,
     // but the close sealed the log after its sync.

@@ -19,7 +19,7 @@ use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::io::{BufferedWriter, ShutdownMode, StorageFile};
 use crate::layer::delta::{Lsn, ValueKind};
-use crate::log::record::{pad_record, RecordHeader, RECORD_HEADER_BYTES};
+use crate::log::record::{pad_record, PrevLog, RecordHeader, RECORD_HEADER_BYTES};
 use crate::log::replay::ReplayedLog;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -301,10 +301,7 @@ impl InMemoryLayer {
     /// caller syncs outside the lock. With `seal`, the pad record is written
     /// even on a boundary: it claims the whole log durable (written after
     /// the sync that made it so, at close).
-    pub(crate) fn write_out_for_sync(
-        &self,
-        seal: bool,
-    ) -> Result<Option<(u64, Arc<dyn StorageFile>)>> {
+    fn write_out_for_sync(&self, seal: bool) -> Result<Option<(u64, Arc<dyn StorageFile>)>> {
         let mut guard = self
             .writer
             .lock()
@@ -314,7 +311,8 @@ impl InMemoryLayer {
         };
         let durable = self.durable_end.load(Ordering::Acquire);
         if let Some(pad) = pad_record(writer.end_offset(), durable, seal) {
-            writer.write(&pad)?;
+            writer.write(&pad.header)?;
+            writer.write(pad.payload)?;
             self.end_offset
                 .store(writer.end_offset(), Ordering::Release);
         }
@@ -322,6 +320,29 @@ impl InMemoryLayer {
         self.written_end
             .store(writer.written_end(), Ordering::Release);
         Ok(Some((writer.end_offset(), Arc::clone(writer.file()))))
+    }
+
+    /// Group commit's and close's sync of the open log: writes it out
+    /// ([`Self::write_out_for_sync`]), fdatasyncs it and records it durable.
+    /// `false` when the layer was frozen meanwhile (its freeze synced it, if
+    /// the freeze succeeded: see [`Self::is_durable`]).
+    pub(crate) fn sync_log(&self, seal: bool) -> Result<bool> {
+        let Some((end, file)) = self.write_out_for_sync(seal)? else {
+            return Ok(false);
+        };
+        file.sync_data()?;
+        self.mark_durable(end);
+        Ok(true)
+    }
+
+    /// What the next log's header claims of this one once it is frozen
+    /// (where its records end, its last LSN); the flush checks the same.
+    pub(crate) fn sealed_claim(&self) -> PrevLog {
+        PrevLog {
+            file_id: self.file_id,
+            end: self.size_bytes(),
+            last_lsn: self.lsn_range().1,
+        }
     }
 
     /// True when everything appended to the log is durable: once frozen,

@@ -148,11 +148,27 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogH
 /// Zeros for pad record payloads (at most a sector and a header).
 static PAD_ZEROS: [u8; 2 * LOG_SECTOR_BYTES as usize] = [0; 2 * LOG_SECTOR_BYTES as usize];
 
+/// A pad record: its header, and its payload of zeros (borrowed, so the
+/// sync path writes it without an allocation).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PadRecord {
+    pub header: [u8; RECORD_HEADER_BYTES],
+    pub payload: &'static [u8],
+}
+
+impl PadRecord {
+    /// Header and payload in one buffer (for tests and seeds).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn to_vec(self) -> Vec<u8> {
+        [&self.header[..], self.payload].concat()
+    }
+}
+
 /// The pad record that ends a log at `end` on the next sector boundary
 /// (`None` if `end` is on one), or, with `seal`, on the boundary after a
 /// whole pad record even if `end` is on one. Its `synced_through` is
 /// `synced_through`.
-pub(crate) fn pad_record(end: u64, synced_through: u64, seal: bool) -> Option<Vec<u8>> {
+pub(crate) fn pad_record(end: u64, synced_through: u64, seal: bool) -> Option<PadRecord> {
     let mut gap = (LOG_SECTOR_BYTES - end % LOG_SECTOR_BYTES) % LOG_SECTOR_BYTES;
     if gap == 0 && !seal {
         return None;
@@ -162,9 +178,10 @@ pub(crate) fn pad_record(end: u64, synced_through: u64, seal: bool) -> Option<Ve
     }
     let payload = &PAD_ZEROS[..gap as usize - RECORD_HEADER_BYTES];
     let header = RecordHeader::for_payload(payload, PAD_LSN, 0, synced_through);
-    let mut record = header.encode().to_vec();
-    record.extend_from_slice(payload);
-    Some(record)
+    Some(PadRecord {
+        header: header.encode(),
+        payload,
+    })
 }
 
 /// A decoded record header.
@@ -302,7 +319,7 @@ mod tests {
     fn pad_records_end_on_a_sector_boundary() {
         for end in [64u64, 500, 511, 512, 700, 1000, 1023, 1024] {
             for seal in [false, true] {
-                let Some(pad) = pad_record(end, 7, seal) else {
+                let Some(pad) = pad_record(end, 7, seal).map(PadRecord::to_vec) else {
                     assert!(end % LOG_SECTOR_BYTES == 0 && !seal);
                     continue;
                 };

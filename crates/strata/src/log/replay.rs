@@ -316,7 +316,7 @@ mod tests {
             for &lsn in *lsns {
                 bytes.extend_from_slice(&record(lsn, durable, 300));
             }
-            if let Some(pad) = pad_record(bytes.len() as u64, durable, false) {
+            if let Some(pad) = pad_record(bytes.len() as u64, durable, false).map(|p| p.to_vec()) {
                 bytes.extend_from_slice(&pad);
             }
             durable = bytes.len() as u64;
@@ -358,8 +358,11 @@ mod tests {
         assert_eq!(log.end_offset, *points.last().unwrap());
         // A sealed log: a pad record that claims everything before it.
         let mut sealed = bytes.clone();
-        sealed
-            .extend_from_slice(&pad_record(bytes.len() as u64, bytes.len() as u64, true).unwrap());
+        sealed.extend_from_slice(
+            &pad_record(bytes.len() as u64, bytes.len() as u64, true)
+                .unwrap()
+                .to_vec(),
+        );
         // Now a flipped byte in the last records is before a durable claim.
         sealed[points[1] as usize + 40] ^= 4;
         let err = replay(path(), &sealed, 1, None).unwrap_err();
