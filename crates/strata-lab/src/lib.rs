@@ -69,7 +69,9 @@ impl Experiment {
 
     pub fn title(self) -> &'static str {
         match self {
-            Experiment::Device => "device — sequential bandwidth of the disk (the device line)",
+            Experiment::Device => {
+                "device — sequential bandwidth of the disk (the device line) and its random-read latency at QD1"
+            }
             Experiment::Io => {
                 "io — strata's io layer (BufferedWriter, 1 MiB buffer) in every mode and engine"
             }
@@ -359,12 +361,13 @@ fn run_device(ctx: &RunContext) -> Result<(ExperimentResult, DeviceLine)> {
             _ => String::new(),
         }
     );
-    let opts = options(&[
+    let mut opts = options(&[
         ("file_bytes", params.file_bytes.into()),
         ("block_bytes", (device::BLOCK_BYTES as u64).into()),
         ("repeats", params.repeats.into()),
         ("method", "O_DIRECT pwrite/pread appending to a new file, fdatasync at end of write; fio: same job, --fallocate=none".into()),
     ]);
+    opts.extend(device::randread_options(&params, outcome.randread_s));
     let measured = Measured {
         metrics: device::metrics(),
         plot_metrics: &["mib_s"],

@@ -8,16 +8,23 @@
 //!
 //! Owns: the test files' preparation ([`prepare_file`]), the measurement of
 //! one (file, method, size) point ([`measure`]), the histogram summary
-//! ([`summarize`]) and the fit ([`fit_latency_line`]). Not yet wired into
-//! the `device` experiment's results and report (the next step of issue 10).
+//! ([`summarize`]), the fit ([`fit_latency_line`]), and the sweep the
+//! `device` experiment runs ([`sweep`]): every point `repeats` times,
+//! repeats outermost so that a drift of the device touches every point
+//! alike, turned into result rows ([`point_row`], [`fit_row`]) whose figures
+//! are medians over the repeats. Called by [`crate::device`].
 //!
 //! Invariants: every read is checked to return its whole length (a short or
 //! failed read is an error, never a sample); buffered reads start from a
 //! file dropped from the page cache (`posix_fadvise(DONTNEED)` after the
-//! file is synced), so they reach the device; O_DIRECT reads are at least
-//! one 4 KiB block (a smaller size is read as one aligned 4 KiB block, the
-//! least the device can be asked for through O_DIRECT); offsets are aligned
-//! to the read's size (at least 4 KiB) and drawn from a seeded generator.
+//! file is synced: clean pages, so no root is needed), run with readahead
+//! off (`POSIX_FADV_RANDOM`, as fio does for random jobs) and drop each
+//! range they read, so every read reaches the device (or, on the unwritten
+//! file, the filesystem's zeroing); O_DIRECT reads are at least one 4 KiB
+//! block (a smaller size is read as one aligned 4 KiB block, the least the
+//! device can be asked for through O_DIRECT, and the rows say so in
+//! `read_bytes`); offsets are aligned to the read's size (at least 4 KiB),
+//! uniform over the file, drawn from a seeded generator.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -27,6 +34,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::device::{open_direct, DirectBuf, Fd};
+use crate::results::Row;
 use crate::workload::fmix64;
 
 /// The smallest read O_DIRECT is asked for, and the alignment of every
@@ -46,6 +54,11 @@ pub enum Method {
 
 impl Method {
     pub const ALL: [Method; 3] = [Method::Psync, Method::IoUring, Method::IoUringDirectFixed];
+
+    /// The inverse of [`Method::name`].
+    pub fn parse(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +80,8 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    pub const ALL: [FileKind; 2] = [FileKind::Unwritten, FileKind::Filled];
+
     pub fn name(self) -> &'static str {
         match self {
             FileKind::Unwritten => "unwritten",
@@ -270,6 +285,16 @@ pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogra
     // Reads that follow another method's reads of the same file start cold.
     let cache_fd = open_buffered(path)?;
     drop_cache(&cache_fd, path)?;
+    let buffered = spec.method != Method::IoUringDirectFixed;
+    if buffered {
+        // No readahead: a read asks the device for its own pages only.
+        // SAFETY: fd is open.
+        let rc = unsafe { libc::posix_fadvise(fd.0, 0, 0, libc::POSIX_FADV_RANDOM) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc))
+                .with_context(|| format!("posix_fadvise(RANDOM) {}", path.display()));
+        }
+    }
     let mut ring = match spec.method {
         Method::Psync => None,
         _ => Some(io_uring::IoUring::new(4).context("create an io_uring")?),
@@ -338,10 +363,311 @@ pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogra
             );
         }
         hist.record(ns.max(1)).context("record a latency")?;
+        if buffered {
+            // The next read of these pages reaches the device again.
+            // SAFETY: fd is open.
+            let rc = unsafe {
+                libc::posix_fadvise(
+                    fd.0,
+                    offset as libc::off_t,
+                    align as libc::off_t,
+                    libc::POSIX_FADV_DONTNEED,
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::from_raw_os_error(rc))
+                    .with_context(|| format!("posix_fadvise(DONTNEED) {}", path.display()));
+            }
+        }
         i += 1;
     }
     drop(ring);
     Ok(hist)
+}
+
+/// Engine name of the sweep's rows: the device's own figures (never a peer
+/// in the summary).
+pub const ROW_ENGINE: &str = "lab probe";
+/// The fit uses the sizes from here on (LAB.md §4: the slope above 4 KiB).
+pub const FIT_BYTES_MIN: usize = 4096;
+/// The largest block size LAB.md §4 asks for, as a power of two.
+pub const SIZE_LOG2_MAX: u32 = 30;
+/// The size of the device line's latency figure.
+pub const LINE_READ_BYTES: usize = 4096;
+/// The seed of the filled file's data and of every point's offsets.
+const SWEEP_SEED: u64 = 0x5eed_0010;
+
+/// What the sweep measures and for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct SweepParams {
+    /// Size of each test file (a multiple of 1 MiB).
+    pub file_bytes: u64,
+    /// The largest block size, as a power of two (further capped by the
+    /// file size).
+    pub size_log2_max: u32,
+    pub repeats: u32,
+    /// Per point and repeat: at least `reads_min` reads, then more until
+    /// `budget` has passed or `reads_max` reads are done.
+    pub reads_min: u64,
+    pub reads_max: u64,
+    pub budget: Duration,
+    pub seed: u64,
+}
+
+impl SweepParams {
+    pub fn new(quick: bool) -> SweepParams {
+        if quick {
+            // About 25 s on this project's 2-core VM (1,000 reads or 60 ms
+            // per point; 4 MiB buffered reads take ~6 ms, so 16 of them
+            // ~100 ms).
+            SweepParams {
+                file_bytes: 1 << 30,
+                size_log2_max: 22,
+                repeats: 3,
+                reads_min: 16,
+                reads_max: 1000,
+                budget: Duration::from_millis(60),
+                seed: SWEEP_SEED,
+            }
+        } else {
+            SweepParams {
+                file_bytes: 2 << 30,
+                size_log2_max: SIZE_LOG2_MAX,
+                repeats: 3,
+                reads_min: 8,
+                reads_max: 10_000,
+                budget: Duration::from_millis(300),
+                seed: SWEEP_SEED,
+            }
+        }
+    }
+
+    /// The block sizes measured: 2^0 … 2^size_log2_max bytes, those whose
+    /// reads fit the file by every method.
+    pub fn sizes(&self) -> Vec<usize> {
+        assert!(self.size_log2_max <= SIZE_LOG2_MAX);
+        (0..=self.size_log2_max)
+            .map(|log2| 1usize << log2)
+            .filter(|&size| {
+                Method::ALL.iter().all(|m| {
+                    read_len(*m, size).next_multiple_of(DIRECT_BLOCK_BYTES) as u64
+                        <= self.file_bytes
+                })
+            })
+            .collect()
+    }
+}
+
+/// `bytes` as `512 B`, `4 KiB`, `1 MiB`, `1 GiB` (one decimal where the
+/// unit does not divide it).
+pub fn size_label(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, scale) in UNITS {
+        if bytes >= scale {
+            return if bytes.is_multiple_of(scale) {
+                format!("{} {unit}", bytes / scale)
+            } else {
+                format!("{:.1} {unit}", bytes as f64 / scale as f64)
+            };
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// The case of a point's row: `random read QD1 4 KiB`.
+pub fn point_case(size: usize) -> String {
+    format!("random read QD1 {}", size_label(size as u64))
+}
+
+/// The case of the fit's rows.
+pub const FIT_CASE: &str = "random read QD1, fit over sizes >= 4 KiB";
+
+/// The config of a (file, method) row: `filled file, psync`.
+pub fn row_config(kind: FileKind, method: Method) -> String {
+    format!("{} file, {}", kind.name(), method.name())
+}
+
+/// One repeat's row of a point: its latencies in µs and its read count.
+pub fn point_row(kind: FileKind, method: Method, size: usize, s: &LatencySummary) -> Row {
+    Row::new(&point_case(size), ROW_ENGINE, &row_config(kind, method))
+        .metric("lat_p50_us", s.p50_ns as f64 / 1e3)
+        .metric("lat_mean_us", s.mean_ns / 1e3)
+        .metric("lat_p99_us", s.p99_ns as f64 / 1e3)
+        .metric("reads", s.reads as f64)
+        .param("file", kind.name())
+        .param("method", method.name())
+        .param("bytes", size as u64)
+        .param("read_bytes", read_len(method, size) as u64)
+}
+
+/// One repeat's row of a (file, method) fit; without figures when no line
+/// could be fitted.
+pub fn fit_row(kind: FileKind, method: Method, fit: Option<LatencyFit>) -> Row {
+    let row = Row::new(FIT_CASE, ROW_ENGINE, &row_config(kind, method))
+        .param("file", kind.name())
+        .param("method", method.name())
+        .param("fit_bytes_min", FIT_BYTES_MIN as u64)
+        .param(
+            "fit_of",
+            "p50 latency, weighted by 1/latency² (relative error)",
+        );
+    match fit {
+        Some(fit) => row
+            .metric("fit_mib_s", fit.bandwidth_bytes_per_s / (1024.0 * 1024.0))
+            .metric("fit_intercept_us", fit.intercept_ns / 1e3),
+        None => row,
+    }
+}
+
+/// What the sweep measured.
+pub struct SweepOutcome {
+    /// Per (file, method, size) a row, then per (file, method) its fit;
+    /// every figure the median over the repeats, with its spread.
+    pub rows: Vec<Row>,
+    /// The device line's latency: the p50 of 4 KiB reads of the filled
+    /// file through io_uring + O_DIRECT + a registered buffer, median over
+    /// the repeats.
+    pub read_4k_latency_ns: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// Measures every (file, method, size) point `params.repeats` times in
+/// `dir` (removing its test files afterwards, also on an error). After each
+/// repeat, `after_repeat(repeat, filled_file)` may measure the filled file
+/// by other means (fio), interleaved with the sweep's own repeats.
+pub fn sweep(
+    dir: &Path,
+    params: &SweepParams,
+    mut after_repeat: impl FnMut(u32, &Path),
+) -> Result<SweepOutcome> {
+    let sizes = params.sizes();
+    if sizes.is_empty() {
+        bail!(
+            "a {}-byte test file is too small for a random-read sweep",
+            params.file_bytes
+        );
+    }
+    let paths: Vec<_> = FileKind::ALL
+        .iter()
+        .map(|k| dir.join(format!("randread-{}.dat", k.name())))
+        .collect();
+    let n_points = FileKind::ALL.len() * Method::ALL.len() * sizes.len();
+    let mut point_samples: Vec<Vec<Row>> = vec![Vec::new(); n_points];
+    let mut fit_samples: Vec<Vec<Row>> = vec![Vec::new(); FileKind::ALL.len() * Method::ALL.len()];
+    let result = (|| -> Result<()> {
+        for (kind, path) in FileKind::ALL.iter().zip(&paths) {
+            let t = Instant::now();
+            prepare_file(path, *kind, params.file_bytes, params.seed)?;
+            eprintln!(
+                "  {:<40} {:.1} s",
+                format!("random read: prepare the {} file", kind.name()),
+                t.elapsed().as_secs_f64()
+            );
+        }
+        for rep in 0..params.repeats {
+            for (k, (kind, path)) in FileKind::ALL.iter().zip(&paths).enumerate() {
+                for (m, method) in Method::ALL.iter().enumerate() {
+                    let t = Instant::now();
+                    let mut fit_points = Vec::new();
+                    let mut line = String::new();
+                    for (si, &size) in sizes.iter().enumerate() {
+                        let spec = PointSpec {
+                            method: *method,
+                            size,
+                            reads_max: params.reads_max,
+                            reads_min: params.reads_min,
+                            budget: params.budget,
+                            seed: fmix64(
+                                params.seed
+                                    ^ (u64::from(rep) << 32
+                                        | (k as u64) << 16
+                                        | (m as u64) << 8
+                                        | si as u64),
+                            ),
+                        };
+                        let s = summarize(&measure(path, params.file_bytes, spec)?);
+                        if size >= FIT_BYTES_MIN {
+                            fit_points.push((read_len(*method, size) as f64, s.p50_ns as f64));
+                        }
+                        if size == LINE_READ_BYTES || size == 1 << 20 {
+                            line.push_str(&format!(
+                                ", {} p50 {:.1} µs",
+                                size_label(size as u64),
+                                s.p50_ns as f64 / 1e3
+                            ));
+                        }
+                        point_samples[(k * Method::ALL.len() + m) * sizes.len() + si]
+                            .push(point_row(*kind, *method, size, &s));
+                    }
+                    let fit = fit_latency_line(&fit_points);
+                    if let Some(fit) = fit {
+                        line.push_str(&format!(
+                            ", fit {:.1} µs + {:.0} MiB/s",
+                            fit.intercept_ns / 1e3,
+                            fit.bandwidth_bytes_per_s / (1024.0 * 1024.0)
+                        ));
+                    }
+                    fit_samples[k * Method::ALL.len() + m].push(fit_row(*kind, *method, fit));
+                    eprintln!(
+                        "  {:<40} {:.1} s{line}",
+                        format!("random read #{} {} {}", rep + 1, kind.name(), method.name()),
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            let filled = FileKind::ALL.iter().position(|k| *k == FileKind::Filled);
+            if let Some(i) = filled {
+                after_repeat(rep, &paths[i]);
+            }
+        }
+        Ok(())
+    })();
+    for path in &paths {
+        let _ = std::fs::remove_file(path);
+    }
+    result?;
+
+    let mut rows: Vec<Row> = point_samples
+        .iter()
+        .filter_map(|s| Row::from_samples(s))
+        .collect();
+    let mut notes = Vec::new();
+    for samples in &fit_samples {
+        let Some(row) = Row::from_samples(samples) else {
+            continue;
+        };
+        if !row.metrics.contains_key("fit_mib_s") {
+            notes.push(format!(
+                "random read, {}: no bandwidth can be fitted (latency does not grow with size above {})",
+                row.config,
+                size_label(FIT_BYTES_MIN as u64)
+            ));
+        }
+        rows.push(row);
+    }
+    notes.push(format!(
+        "random reads at QD1: O_DIRECT reads below {} read one aligned {} block (`read_bytes` in the rows); the unwritten file is fallocate'd (unwritten extents), so its reads never reach the device",
+        size_label(DIRECT_BLOCK_BYTES as u64),
+        size_label(DIRECT_BLOCK_BYTES as u64)
+    ));
+    let read_4k_latency_ns = line_latency_ns(&rows);
+    Ok(SweepOutcome {
+        rows,
+        read_4k_latency_ns,
+        notes,
+    })
+}
+
+/// The device line's latency (ns) from the sweep's rows: the p50 of 4 KiB
+/// reads of the filled file through io_uring + O_DIRECT + a registered
+/// buffer.
+pub fn line_latency_ns(rows: &[Row]) -> Option<f64> {
+    let case = point_case(LINE_READ_BYTES);
+    let config = row_config(FileKind::Filled, Method::IoUringDirectFixed);
+    rows.iter()
+        .find(|r| r.engine == ROW_ENGINE && r.case == case && r.config == config)
+        .and_then(|r| r.metrics.get("lat_p50_us"))
+        .map(|us| us * 1e3)
 }
 
 #[cfg(test)]
@@ -432,5 +758,70 @@ mod tests {
         assert_eq!(read_len(Method::IoUringDirectFixed, 4097), 8192);
         assert_eq!(read_len(Method::Psync, 1), 1);
         assert_eq!(read_len(Method::IoUring, 4097), 4097);
+    }
+
+    #[test]
+    fn sizes_are_labelled_in_binary_units() {
+        assert_eq!(size_label(1), "1 B");
+        assert_eq!(size_label(512), "512 B");
+        assert_eq!(size_label(4096), "4 KiB");
+        assert_eq!(size_label(1536), "1.5 KiB");
+        assert_eq!(size_label(4 << 20), "4 MiB");
+        assert_eq!(size_label(1 << 30), "1 GiB");
+    }
+
+    #[test]
+    fn sweep_sizes_stop_at_the_limit_and_the_file() {
+        let mut p = SweepParams::new(true);
+        let sizes = p.sizes();
+        assert_eq!(sizes.len(), 23);
+        assert_eq!((sizes[0], sizes[22]), (1, 4 << 20));
+        p.file_bytes = 1 << 20;
+        assert_eq!(*p.sizes().last().unwrap(), 1 << 20);
+        assert_eq!(SweepParams::new(false).sizes().len(), 31);
+    }
+
+    #[test]
+    fn rows_carry_microseconds_and_the_device_line_is_the_4k_direct_filled_p50() {
+        let s = LatencySummary {
+            reads: 100,
+            mean_ns: 61_500.0,
+            p50_ns: 60_000,
+            p99_ns: 90_000,
+            p999_ns: 95_000,
+        };
+        let row = point_row(FileKind::Filled, Method::IoUringDirectFixed, 1, &s);
+        assert_eq!(row.case, "random read QD1 1 B");
+        assert_eq!(row.params["read_bytes"], 4096);
+        assert_eq!(row.metrics["lat_p50_us"], 60.0);
+        assert_eq!(row.metrics["lat_mean_us"], 61.5);
+        assert_eq!(row.metrics["lat_p99_us"], 90.0);
+        let rows = vec![
+            point_row(FileKind::Filled, Method::Psync, 4096, &s),
+            point_row(FileKind::Unwritten, Method::IoUringDirectFixed, 4096, &s),
+        ];
+        assert_eq!(line_latency_ns(&rows), None);
+        let mut rows = rows;
+        rows.push(point_row(
+            FileKind::Filled,
+            Method::IoUringDirectFixed,
+            4096,
+            &s,
+        ));
+        assert_eq!(line_latency_ns(&rows), Some(60_000.0));
+
+        let fit = fit_row(
+            FileKind::Filled,
+            Method::Psync,
+            Some(LatencyFit {
+                intercept_ns: 50_000.0,
+                bandwidth_bytes_per_s: 2.0 * 1024.0 * 1024.0 * 1024.0,
+            }),
+        );
+        assert_eq!(fit.metrics["fit_mib_s"], 2048.0);
+        assert_eq!(fit.metrics["fit_intercept_us"], 50.0);
+        assert!(fit_row(FileKind::Filled, Method::Psync, None)
+            .metrics
+            .is_empty());
     }
 }

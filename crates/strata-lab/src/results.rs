@@ -52,6 +52,15 @@ pub struct DeviceLine {
     /// fio's figures for the same job where fio is installed.
     pub fio_write_mib_s: Option<f64>,
     pub fio_read_mib_s: Option<f64>,
+    /// The device's latency for one 4 KiB random read at queue depth 1 (p50,
+    /// median of the repeats) of a file filled with data, through io_uring
+    /// with O_DIRECT and a registered buffer; `None` where it was not
+    /// measured (results written before it existed).
+    #[serde(default)]
+    pub read_4k_latency_ns: Option<f64>,
+    /// fio's figure for the same read (randread, 4 KiB, QD1, direct=1).
+    #[serde(default)]
+    pub fio_read_4k_latency_ns: Option<f64>,
 }
 
 /// Which device figure a metric is compared with.
@@ -327,6 +336,8 @@ pub(crate) mod tests {
                 file_bytes: 1 << 28,
                 fio_write_mib_s: Some(210.0),
                 fio_read_mib_s: None,
+                read_4k_latency_ns: Some(60_000.0),
+                fio_read_4k_latency_ns: None,
             }),
             primary_metric: "mib_s".to_string(),
             metrics: vec![spec, MetricSpec::new("puts_s", "Puts", "puts/s", true)],
@@ -350,6 +361,16 @@ pub(crate) mod tests {
         let path = result.save(tmp.path()).unwrap();
         assert_eq!(path.file_name().unwrap(), "ingest.json");
         assert_eq!(ExperimentResult::load(&path).unwrap(), result);
+    }
+
+    #[test]
+    fn a_device_line_without_the_latency_figures_still_loads() {
+        // Results written before the random-read probe existed.
+        let text = r#"{"write_mib_s": 1.0, "read_mib_s": 2.0, "block_bytes": 1, "file_bytes": 1,
+            "fio_write_mib_s": null, "fio_read_mib_s": null}"#;
+        let line: DeviceLine = serde_json::from_str(text).unwrap();
+        assert_eq!(line.read_4k_latency_ns, None);
+        assert_eq!(line.fio_read_4k_latency_ns, None);
     }
 
     #[test]

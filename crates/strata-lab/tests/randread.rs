@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use strata_lab::randread::{
-    measure, prepare_file, read_len, summarize, FileKind, Method, PointSpec,
+    line_latency_ns, measure, point_case, prepare_file, read_len, row_config, summarize, sweep,
+    FileKind, Method, PointSpec, SweepParams, FIT_CASE,
 };
 
 const FILE_BYTES: u64 = 8 << 20;
@@ -52,4 +53,49 @@ fn a_read_larger_than_the_file_and_a_bad_file_size_are_errors() {
     };
     let err = measure(&path, 1 << 20, spec).unwrap_err();
     assert!(err.to_string().contains("does not fit"), "{err}");
+}
+
+#[test]
+fn the_sweep_gives_a_row_per_point_and_fit_with_the_repeats_spread() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let params = SweepParams {
+        file_bytes: 4 << 20,
+        size_log2_max: 16,
+        repeats: 2,
+        reads_min: 4,
+        reads_max: 4,
+        budget: Duration::ZERO,
+        seed: 9,
+    };
+    let mut filled_seen = Vec::new();
+    let out = sweep(dir.path(), &params, |rep, path| {
+        filled_seen.push((rep, std::fs::metadata(path).unwrap().len()));
+    })
+    .unwrap();
+    // The filled file is handed over after each repeat, then removed.
+    assert_eq!(filled_seen, vec![(0, 4 << 20), (1, 4 << 20)]);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // 2 files × 3 methods × 17 sizes (1 B … 64 KiB), then 6 fits.
+    assert_eq!(out.rows.len(), 2 * 3 * 17 + 6);
+    for row in &out.rows[..2 * 3 * 17] {
+        assert_eq!(row.spread["lat_p50_us"].n, 2, "{row:?}");
+        assert_eq!(row.metrics["reads"], 4.0);
+        assert!(row.metrics["lat_p50_us"] > 0.0);
+    }
+    for kind in FileKind::ALL {
+        for method in Method::ALL {
+            let config = row_config(kind, method);
+            assert!(out
+                .rows
+                .iter()
+                .any(|r| r.case == FIT_CASE && r.config == config));
+            assert!(out
+                .rows
+                .iter()
+                .any(|r| r.case == point_case(4096) && r.config == config));
+        }
+    }
+    let line = out.read_4k_latency_ns.unwrap();
+    assert_eq!(Some(line), line_latency_ns(&out.rows));
+    assert!(line > 0.0);
 }
