@@ -14,6 +14,7 @@
 
 pub mod bulk;
 pub mod device;
+pub mod device_report;
 pub mod engine;
 pub mod fio_exp;
 pub mod ingest;
@@ -27,6 +28,7 @@ pub mod results;
 pub mod summary;
 pub mod sys;
 pub mod workload;
+pub mod xy_plot;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -37,7 +37,7 @@ const LOG_HEADROOM: f64 = 1.6;
 /// beyond, at the powers of ten only.
 const LOG_DECADES_FINE_MAX: f64 = 3.0;
 
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xff, 0x7f, 0x0e),
     RGBColor(0x2c, 0xa0, 0x2c),
@@ -145,7 +145,7 @@ impl BarChart<'_> {
 /// × 10^k over a few decades, else 10^k) and the faint grid (1..9 × 10^k).
 /// plotters' own choice labels only the powers of ten, which leaves a short
 /// axis with one or two labels.
-fn log_ticks(min: f64, max: f64) -> (Vec<f64>, Vec<f64>) {
+pub(crate) fn log_ticks(min: f64, max: f64) -> (Vec<f64>, Vec<f64>) {
     assert!(min > 0.0 && min < max, "log axis {min}..{max}");
     let fine = (max / min).log10() <= LOG_DECADES_FINE_MAX;
     let mut labelled = Vec::new();
@@ -183,7 +183,7 @@ fn two_lines(label: &str) -> (String, String) {
     }
 }
 
-fn plot_error(e: impl Debug) -> anyhow::Error {
+pub(crate) fn plot_error(e: impl Debug) -> anyhow::Error {
     anyhow!("plot: {e:?}")
 }
 
@@ -387,7 +387,7 @@ where
 
 /// An axis tick: whole numbers without decimals (`50`, not `50.0`), the
 /// others as [`format_value`].
-fn format_tick(v: f64) -> String {
+pub(crate) fn format_tick(v: f64) -> String {
     if v.abs() < 1e7 && v == v.round() {
         format!("{v:.0}")
     } else {

@@ -191,6 +191,19 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
     };
     for key in plot_keys {
         let Some(spec) = r.spec(key) else { continue };
+        // Only the cases and series with a figure for this metric (the
+        // device experiment's latency rows have no bandwidth).
+        let has = |row: &Row| row.metrics.contains_key(key.as_str());
+        let cases: Vec<String> = cases
+            .iter()
+            .filter(|c| r.rows.iter().any(|row| &row.case == *c && has(row)))
+            .cloned()
+            .collect();
+        let series: Vec<String> = series
+            .iter()
+            .filter(|s| r.rows.iter().any(|row| &row.series() == *s && has(row)))
+            .cloned()
+            .collect();
         let row_of = |s: &String, c: &String| {
             r.rows
                 .iter()
@@ -250,9 +263,17 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
     writeln!(h, "</div>")?;
 
     durability_table(h, r)?;
-    // The summary table (fio's: jobs × engines).
+    // The summary table (fio's: jobs × engines; device's: without the
+    // latency of every block size, which has its own table).
     if r.experiment == crate::Experiment::Fio.name() {
         crate::fio_exp::write_table(h, r)?;
+    } else if r.experiment == crate::Experiment::Device.name() {
+        let headline = ExperimentResult {
+            rows: crate::device_report::headline_rows(&r.rows),
+            ..r.clone()
+        };
+        summary_table(h, &headline)?;
+        crate::device_report::write_latency(h, r)?;
     } else {
         summary_table(h, r)?;
     }
@@ -336,7 +357,7 @@ fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
 }
 
 /// A figure, and its samples' min–max where it is the median of several.
-fn figure_with_spread(row: &Row, key: &str, value: f64) -> String {
+pub(crate) fn figure_with_spread(row: &Row, key: &str, value: f64) -> String {
     match row.spread.get(key) {
         Some(spread) => format!(
             "{} <span class=\"muted\">{}–{}</span>",
@@ -483,9 +504,12 @@ fn summary_row(h: &mut String, s: &ExperimentSummary, r: &ExperimentResult) -> R
                 }
                 (None, None) => String::new(),
             };
+            let latency = crate::device_report::summary_headline(r)
+                .map(|text| format!("<br>{text}"))
+                .unwrap_or_default();
             write!(
                 h,
-                "<td class=\"l\">the line: write <b>{:.0}</b> MiB/s, read <b>{:.0}</b> MiB/s{fio}</td>",
+                "<td class=\"l\">the line: write <b>{:.0}</b> MiB/s, read <b>{:.0}</b> MiB/s{fio}{latency}</td>",
                 line.write_mib_s, line.read_mib_s
             )?;
         }
@@ -675,6 +699,8 @@ mod tests {
         assert!(section.contains("2.00×") && section.contains("0.70×"));
         // The device experiment shows the line itself.
         assert!(section.contains("the line: write <b>200</b> MiB/s, read <b>400</b> MiB/s"));
+        // … and its 4 KiB random-read latency.
+        assert!(section.contains("filled file: io_uring+direct+fixed <b>60.0</b> µs"));
         assert_eq!(section.matches("data-verdict=\"met\"").count(), 1);
         assert_eq!(section.matches("data-verdict=\"not-met\"").count(), 1);
         assert!(section.contains("✓ strata ≥ 1× rocksdb"));
@@ -718,6 +744,19 @@ mod tests {
                     .find("<table class=\"experiment-table\" data-experiment=\"ingest\"")
                     .unwrap()
         );
+    }
+
+    #[test]
+    fn the_device_section_charts_bandwidth_cases_only_and_tables_the_sweep_apart() {
+        let html = render(&[crate::device_report::tests::device_result()]).unwrap();
+        // The bar chart and the table hold no block size but 4 KiB.
+        assert!(!html.contains("random read QD1 1 B"));
+        assert!(html.contains("random read QD1 4 KiB"));
+        assert_eq!(html.matches("<table class=\"experiment-table\"").count(), 1);
+        assert_eq!(html.matches("<table class=\"device-latency\"").count(), 1);
+        assert_eq!(html.matches("<table class=\"device-fit\"").count(), 1);
+        // The bandwidth bar chart and the two log-log latency plots.
+        assert_eq!(html.matches("<svg").count(), 3);
     }
 
     #[test]
