@@ -20,7 +20,9 @@
 #    cannot be made, a bad key in `strata db`) print one line and no
 #    backtrace, even with RUST_BACKTRACE=1;
 #  - the results JSON: every experiment with the machine and the device
-#    line; ingest and bulk with all five engines and each engine's
+#    line; the device's random-read latency for 3 methods × 2 files at
+#    every size from 1 B to 4 MiB (>= 3 repeats), its fits and the 4 KiB
+#    line (and fio's); ingest and bulk with all five engines and each engine's
 #    durability settings; every row's figure the median of >= 3 samples;
 #    no ingest sample from less than ~1 s of work; the fio experiment ran
 #    (fio is installed here): every job file through strata, psync and
@@ -181,6 +183,39 @@ for name in expected:
         n = r.get("spread", {}).get(key, {}).get("n", 1)
         if key in r.get("metrics", {}) and n < 3:
             errors.append(f"{name} {r['case']} / {r['engine']} {r['config']}: {key} from {n} sample(s), not >= 3")
+    if name == "device":
+        # The random-read sweep: every (file, method) at every size from
+        # 1 B to 4 MiB (quick), p50/mean/p99 from >= 3 repeats, its fit, the
+        # 4 KiB line, and fio's 4 KiB figure beside it.
+        if not line.get("read_4k_latency_ns", 0) > 0:
+            errors.append(f"device: no read_4k_latency_ns in the device line {line}")
+        if have_fio and not (line.get("fio_read_4k_latency_ns") or 0) > 0:
+            errors.append(f"device: no fio_read_4k_latency_ns in the device line {line}")
+        rows = d.get("rows", [])
+        for file in ("unwritten", "filled"):
+            for method in ("psync", "io_uring", "io_uring+direct+fixed"):
+                config = f"{file} file, {method}"
+                points = [r for r in rows if r["engine"] == "lab probe" and r["config"] == config
+                          and r["case"].startswith("random read QD1 ") and "bytes" in r["params"]]
+                sizes = sorted(r["params"]["bytes"] for r in points)
+                if sizes != [1 << k for k in range(23)]:
+                    errors.append(f"device {config}: sizes {sizes}, not 1 B .. 4 MiB")
+                for r in points:
+                    m = r["metrics"]
+                    if not 0 < m.get("lat_p50_us", 0) <= m.get("lat_p99_us", 0) or not m.get("lat_mean_us", 0) > 0:
+                        errors.append(f"device {config} {r['case']}: latencies {m}")
+                    if r.get("spread", {}).get("lat_p50_us", {}).get("n", 1) < 3:
+                        errors.append(f"device {config} {r['case']}: lat_p50_us from < 3 samples")
+                if not any(r["case"] == "random read QD1 4 KiB" for r in points):
+                    errors.append(f"device {config}: no 4 KiB row")
+                fits = [r for r in rows if r["case"].startswith("random read QD1, fit") and r["config"] == config]
+                if len(fits) != 1:
+                    errors.append(f"device {config}: {len(fits)} fit rows")
+                elif file == "filled" and not fits[0]["metrics"].get("fit_mib_s", 0) > 0:
+                    errors.append(f"device {config}: no fitted bandwidth {fits[0]['metrics']}")
+        if have_fio and not any(r["engine"] == "fio" and r["case"] == "random read QD1 4 KiB" for r in rows):
+            errors.append("device: no fio 4 KiB random-read row")
+        print(f"  device: 4 KiB random read p50 {line.get('read_4k_latency_ns', 0) / 1e3:.1f} us (fio {(line.get('fio_read_4k_latency_ns') or 0) / 1e3:.1f} us)")
     if name in ("ingest", "bulk"):
         seen = {r["engine"] for r in d["rows"]}
         for engine in engines:
@@ -352,6 +387,14 @@ elif grep -q '<table class="experiment-table" data-experiment="fio">' "$work/dom
 	pass "DOM holds the fio table (jobs × engines, ratios) and its plots"
 else
 	fail "DOM has no fio table or plot"
+fi
+if grep -q '<table class="device-latency">' "$work/dom.html" &&
+	grep -q '<table class="device-fit">' "$work/dom.html" &&
+	grep -q 'Block size (bytes), log scale' "$work/dom.html" &&
+	grep -q '4 KiB random read at QD1, p50, filled file' "$work/dom.html"; then
+	pass "DOM holds the device's latency plots and tables and its 4 KiB headline in the summary"
+else
+	fail "DOM has no device latency plot, table or headline"
 fi
 for engine in ${engines//,/ }; do
 	if ! grep -q "<td class=\"l\">$engine</td>" "$work/dom.html"; then

@@ -1,6 +1,6 @@
 //! Prints the device's random-read latency at QD1 per block size, method
-//! and file, and the bandwidth fitted above 4 KiB (issue 10's `device`
-//! probe before it joins the lab's report):
+//! and file, and the bandwidth fitted above 4 KiB, one repeat, outside the
+//! lab (which runs the same probe as part of its `device` experiment):
 //! `cargo run --release -p strata-lab --example randread -- DIR [FILE_MIB] [MAX_LOG2]`.
 
 use std::time::Duration;
