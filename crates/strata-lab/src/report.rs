@@ -128,10 +128,19 @@ pub fn render(results: &[ExperimentResult]) -> Result<String> {
             (Some(w), Some(r)) => format!("; fio: write {w:.0}, read {r:.0} MiB/s"),
             _ => String::new(),
         };
+        let latency = line
+            .read_4k_latency_ns
+            .map(|ns| {
+                format!(
+                    "; 4 KiB random read at QD1 (O_DIRECT, p50): {} µs",
+                    format_value(ns / 1e3)
+                )
+            })
+            .unwrap_or_default();
         kv(
             "Device line",
             format!(
-                "sequential O_DIRECT {} KiB blocks over {} MiB: write {:.0} MiB/s, read {:.0} MiB/s{fio}",
+                "sequential O_DIRECT {} KiB blocks over {} MiB: write {:.0} MiB/s, read {:.0} MiB/s{fio}{latency}",
                 line.block_bytes >> 10,
                 line.file_bytes >> 20,
                 line.write_mib_s,
