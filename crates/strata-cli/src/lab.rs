@@ -15,10 +15,10 @@ pub struct LabArgs {
 
 #[derive(Subcommand)]
 enum LabCommand {
-    /// Run experiments (default: all of device, io, ingest, bulk, fio), write one
+    /// Run experiments (default: all of device, io, ingest, bulk, fio, phases), write one
     /// JSON per experiment and report.html into the results directory.
     Run {
-        /// Experiments to run: device, io, ingest, bulk, fio (device always
+        /// Experiments to run: device, io, ingest, bulk, fio, phases (device always
         /// runs: it is the line the others are compared with; fio is skipped,
         /// not failed, where fio is not installed).
         experiments: Vec<String>,
@@ -36,6 +36,8 @@ enum LabCommand {
         /// Results directory (default: lab-results/<UTC time>).
         #[arg(long)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        phases: PhasesArgs,
     },
     /// Write report.html from a results directory.
     Report {
@@ -45,6 +47,43 @@ enum LabCommand {
     /// Internal: the child process of the bulk experiment.
     #[command(hide = true)]
     BulkChild { spec: String },
+    /// Internal: the child process of the phases experiment.
+    #[command(hide = true)]
+    PhasesChild { spec: String },
+}
+
+/// The phases experiment's parameters (default: its quick or full size).
+#[derive(Args)]
+struct PhasesArgs {
+    /// phases: operations per phase (quick 10000, full 1000000).
+    #[arg(long)]
+    phases_ops: Option<u64>,
+    /// phases: value size in bytes (256).
+    #[arg(long)]
+    phases_value_bytes: Option<usize>,
+    /// phases: iterations at most (quick 3; full: until the data target).
+    #[arg(long)]
+    phases_iterations: Option<u32>,
+    /// phases: memory budget of each engine's process, page cache included,
+    /// MiB (quick 256, full 1024).
+    #[arg(long)]
+    phases_memory_mib: Option<u64>,
+    /// phases: data (keys + values) at which the run ends, MiB (quick 3×,
+    /// full 4× the memory budget; a full disk ends it too).
+    #[arg(long)]
+    phases_data_mib: Option<u64>,
+}
+
+impl PhasesArgs {
+    fn options(&self) -> strata_lab::phases::PhasesOptions {
+        strata_lab::phases::PhasesOptions {
+            ops: self.phases_ops,
+            value_len_bytes: self.phases_value_bytes,
+            iterations: self.phases_iterations,
+            memory_budget_bytes: self.phases_memory_mib.map(|m| m << 20),
+            data_target_bytes: self.phases_data_mib.map(|m| m << 20),
+        }
+    }
 }
 
 pub fn main(args: LabArgs) -> Result<()> {
@@ -55,6 +94,7 @@ pub fn main(args: LabArgs) -> Result<()> {
             engines,
             dir,
             out,
+            phases,
         } => {
             let experiments = experiments
                 .iter()
@@ -75,6 +115,7 @@ pub fn main(args: LabArgs) -> Result<()> {
                 engines,
                 data_dir: dir,
                 out_dir,
+                phases: phases.options(),
             })?;
             Ok(())
         }
@@ -83,5 +124,6 @@ pub fn main(args: LabArgs) -> Result<()> {
             Ok(())
         }
         LabCommand::BulkChild { spec } => strata_lab::bulk_child_main(&spec),
+        LabCommand::PhasesChild { spec } => strata_lab::phases_child_main(&spec),
     }
 }

@@ -5,7 +5,8 @@
 //! - [`engine`]: the `Engine` trait and its adapters (strata, RocksDB,
 //!   fjall, redb, LMDB);
 //! - [`device`]: the device line every bandwidth is compared with;
-//! - [`io_exp`], [`ingest`], [`bulk`], [`fio_exp`]: the experiments;
+//! - [`io_exp`], [`ingest`], [`bulk`], [`fio_exp`], [`phases`]: the
+//!   experiments ([`cgroup`]: the phases experiment's memory budget);
 //! - [`results`]: the JSON written per experiment; [`report`] and [`plot`]:
 //!   the HTML report made from it.
 //!
@@ -13,6 +14,7 @@
 //! other on a fresh directory that is removed at the end.
 
 pub mod bulk;
+pub mod cgroup;
 pub mod device;
 pub mod device_report;
 pub mod engine;
@@ -20,6 +22,7 @@ pub mod fio_exp;
 pub mod ingest;
 pub mod io_exp;
 pub mod machine;
+pub mod phases;
 pub mod plot;
 pub mod progress;
 pub mod randread;
@@ -48,15 +51,17 @@ pub enum Experiment {
     Ingest,
     Bulk,
     Fio,
+    Phases,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 5] = [
+    pub const ALL: [Experiment; 6] = [
         Experiment::Device,
         Experiment::Io,
         Experiment::Ingest,
         Experiment::Bulk,
         Experiment::Fio,
+        Experiment::Phases,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,6 +71,7 @@ impl Experiment {
             Experiment::Ingest => "ingest",
             Experiment::Bulk => "bulk",
             Experiment::Fio => "fio",
+            Experiment::Phases => "phases",
         }
     }
 
@@ -82,13 +88,18 @@ impl Experiment {
             Experiment::Fio => {
                 "fio — the job files through strata's fio ioengine and fio's psync and io_uring on a plain file"
             }
+            Experiment::Phases => {
+                "phases — latency as the data grows past a memory budget (nearcore's storage benchmark)"
+            }
         }
     }
 
     pub fn parse(name: &str) -> Result<Experiment> {
         match Experiment::ALL.iter().find(|e| e.name() == name) {
             Some(e) => Ok(*e),
-            None => bail!("unknown experiment {name:?}; known: device, io, ingest, bulk, fio"),
+            None => {
+                bail!("unknown experiment {name:?}; known: device, io, ingest, bulk, fio, phases")
+            }
         }
     }
 
@@ -113,6 +124,8 @@ pub struct RunConfig {
     pub data_dir: PathBuf,
     /// Where the JSON results and report.html go.
     pub out_dir: PathBuf,
+    /// The phases experiment's parameters set on the command line.
+    pub phases: phases::PhasesOptions,
 }
 
 /// Runs the experiments, writes their results and the report; returns the
@@ -208,6 +221,7 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
             Experiment::Ingest => run_ingest(&ctx, &engines, device_line.as_ref()),
             Experiment::Bulk => run_bulk(&ctx, &engines, device_line.as_ref()),
             Experiment::Fio => run_fio(&ctx, device_line.as_ref()),
+            Experiment::Phases => run_phases(&ctx, &engines, &config.phases, device_line.as_ref()),
         };
         let outcome = outcome.or_else(|err| {
             // Said once here; the report says it again in the experiment's
@@ -578,6 +592,33 @@ fn run_fio(ctx: &RunContext, device_line: Option<&DeviceLine>) -> Result<Experim
         notes: outcome.notes,
     };
     Ok(ctx.result(Experiment::Fio, t, device_line, measured))
+}
+
+fn run_phases(
+    ctx: &RunContext,
+    engines: &[EngineKind],
+    phases_options: &phases::PhasesOptions,
+    device_line: Option<&DeviceLine>,
+) -> Result<ExperimentResult> {
+    let t = started();
+    let params = phases::PhasesParams::with_options(ctx.quick, phases_options)?;
+    let outcome = phases::run(engines, &params, &ctx.data_dir, device_line)?;
+    let mut opts = options(&params.options());
+    opts.extend(outcome.options);
+    opts.insert("engine_options".to_string(), engine_options(engines));
+    let measured = Measured {
+        metrics: phases::metrics(),
+        plot_metrics: &["latency_p50_us"],
+        options: opts,
+        rows: outcome.rows,
+        notes: outcome.notes,
+    };
+    Ok(ctx.result(Experiment::Phases, t, device_line, measured))
+}
+
+/// Entry of the hidden `strata lab phases-child` subcommand.
+pub fn phases_child_main(spec: &str) -> Result<()> {
+    phases::child_main(spec)
 }
 
 /// Entry of the hidden `strata lab bulk-child` subcommand.

@@ -1,5 +1,5 @@
-//! Process and filesystem figures read from Linux: /proc/<pid>/io write
-//! bytes, peak RSS (VmHWM), the size of a directory on disk, page-cache
+//! Process and filesystem figures read from Linux: /proc/<pid>/io bytes
+//! and read syscalls, peak RSS (VmHWM), the size of a directory on disk, page-cache
 //! eviction. Linux only, like the rest of the lab.
 
 use std::path::Path;
@@ -15,6 +15,8 @@ pub struct ProcIo {
     pub read_bytes: u64,
     /// Bytes passed to write-like syscalls.
     pub wchar_bytes: u64,
+    /// Read-like syscalls (`syscr`).
+    pub read_syscalls: u64,
 }
 
 pub fn proc_io(pid: Option<u32>) -> Result<ProcIo> {
@@ -34,6 +36,7 @@ pub fn proc_io(pid: Option<u32>) -> Result<ProcIo> {
             "write_bytes" => io.write_bytes = value,
             "read_bytes" => io.read_bytes = value,
             "wchar" => io.wchar_bytes = value,
+            "syscr" => io.read_syscalls = value,
             _ => {}
         }
     }

@@ -203,6 +203,11 @@ pub trait Engine: Send + Sync {
     fn write_stats(&self) -> Option<EngineWriteStats> {
         None
     }
+    /// The engine's own read accounting, if it keeps one: (read
+    /// operations, bytes read) from its files since open.
+    fn read_stats(&self) -> Option<(u64, u64)> {
+        None
+    }
     fn close(self: Box<Self>) -> Result<()>;
 }
 
@@ -243,7 +248,7 @@ pub fn describe_options(kind: EngineKind) -> serde_json::Value {
             "durability": "no log: each batch a Durability::None commit (pages in the page cache); delta=No and delta=Yes both end with a Durability::Immediate commit (the B-tree fsynced)",
         }),
         EngineKind::Lmdb => serde_json::json!({
-            "flags": "NO_SYNC",
+            "flags": "NO_SYNC | NO_READ_AHEAD",
             "map_size_bytes": 64u64 << 30,
             "write": "one write transaction per batch",
             "sync": "force_sync",

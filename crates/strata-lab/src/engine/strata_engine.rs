@@ -98,6 +98,11 @@ impl Engine for StrataEngine {
         })
     }
 
+    fn read_stats(&self) -> Option<(u64, u64)> {
+        let io = self.db.stats().io;
+        Some((io.ops_total(OpKind::Read), io.bytes_read_total()))
+    }
+
     fn close(self: Box<Self>) -> Result<()> {
         self.db.close()?;
         Ok(())

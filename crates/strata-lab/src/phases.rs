@@ -1,0 +1,1218 @@
+//! The phases experiment (LAB.md §3, after nearcore's low-level storage
+//! benchmark): latency as the data grows past memory, per engine.
+//!
+//! Each iteration first loads new keys in batches (quick mode only, so that
+//! a short run still reaches several times the memory budget), then runs
+//! four timed phases of `ops` operations each — append (new keys), update
+//! (random existing keys), mixed (50% reads, 25% appends, 25% updates,
+//! interleaved at random) and read (random existing keys) — one operation
+//! per engine call, with a durable commit (`Engine::sync`) every
+//! [`COMMIT_OPS`] operations and at the end of each phase. Keys are 32
+//! pseudo-random bytes (like hashes): key `i` is regenerated from the seed
+//! and `i`, so the workload keeps only a counter of the keys inserted.
+//!
+//! Every engine runs in a child process (the `strata` binary re-executed
+//! with the hidden `lab phases-child` subcommand) inside a memory cgroup
+//! of the same budget, page cache included ([`crate::cgroup`]); where no
+//! cgroup can be made, the child drops the page cache before each
+//! read-bearing phase (mixed, read) instead, and the rows say which. The
+//! child measures each phase itself (an HDR histogram per phase, /proc/self/io,
+//! the cgroup's device reads, the engine's own read counters) and prints
+//! one JSON line per phase, so a child that dies (out of memory, out of
+//! disk) leaves the rows it finished. ENOSPC ends a child's run cleanly.
+//!
+//! Invariants: every read asks for a key that was inserted and checks that
+//! it is there with a value of the right length (a miss is an error, never
+//! a sample); every engine sees the same key and operation stream (same
+//! seed); figures per phase come from that phase alone (counters are
+//! differences taken around it).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::{self, BudgetMethod, ChildCgroups};
+use crate::engine::{self, Engine, EngineConfig};
+use crate::progress::Progress;
+use crate::randread::{self, latency_histogram};
+use crate::results::{DeviceLine, MetricSpec, Row};
+use crate::sys::proc_io;
+use crate::workload::{fmix64, ValueSource};
+
+/// The hidden subcommand (after the binary name) that runs [`child_main`].
+pub const CHILD_SUBCOMMAND: [&str; 2] = ["lab", "phases-child"];
+/// Prefix of the protocol lines the child prints on stdout.
+const LINE_PREFIX: &str = "STRATA-LAB-PHASES ";
+/// Operations between two durable commits (LAB.md §3).
+pub const COMMIT_OPS: u64 = 1000;
+/// Key width: 32 random bytes, like a hash.
+pub const KEY_LEN_BYTES: usize = 32;
+/// Puts per batch of the load step (one commit per batch).
+const LOAD_BATCH_PUTS: usize = 1000;
+/// Operations between two progress lines of the child.
+const CHILD_PROGRESS_OPS: u64 = 5000;
+/// The unit "device reads" are counted in when the cgroup cannot count
+/// the device's requests: /proc/<pid>/io read_bytes ÷ this.
+pub const FALLBACK_READ_BYTES: u64 = 4096;
+/// The full run's iterations stop at the data target or the disk's end;
+/// this only bounds a run whose data does not grow (ops = 0).
+const ITERATIONS_FULL_MAX: u32 = 1000;
+
+/// The four phases, in the order each iteration runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Append,
+    Update,
+    Mixed,
+    Read,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Phase::Append, Phase::Update, Phase::Mixed, Phase::Read];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Append => "append",
+            Phase::Update => "update",
+            Phase::Mixed => "mixed",
+            Phase::Read => "read",
+        }
+    }
+
+    /// Whether the phase reads (and so starts from a dropped page cache
+    /// when the budget is not a cgroup).
+    pub fn reads(self) -> bool {
+        matches!(self, Phase::Mixed | Phase::Read)
+    }
+
+    pub fn parse(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// Overrides of [`PhasesParams`] from the command line; `None`: the
+/// quick or full default.
+#[derive(Clone, Debug, Default)]
+pub struct PhasesOptions {
+    pub ops: Option<u64>,
+    pub value_len_bytes: Option<usize>,
+    pub iterations: Option<u32>,
+    pub memory_budget_bytes: Option<u64>,
+    pub data_target_bytes: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PhasesParams {
+    /// Operations per phase.
+    pub ops: u64,
+    pub value_len_bytes: usize,
+    /// The run ends after this many iterations, or at the data target.
+    pub iterations_max: u32,
+    /// Memory of the engine's process, page cache included.
+    pub memory_budget_bytes: u64,
+    /// The run ends once this many key + value bytes were inserted.
+    pub data_target_bytes: u64,
+    /// Key + value bytes loaded in batches before each iteration's phases
+    /// (0: the data grows through the phases' appends alone).
+    pub load_bytes_per_iteration: u64,
+    pub seed: u64,
+}
+
+impl PhasesParams {
+    pub fn new(quick: bool) -> PhasesParams {
+        if quick {
+            // A budget the engines' own memory fits in (strata's default
+            // open layer is 128 MiB, and it peaked at 230 MiB in a 256 MiB
+            // cgroup; at 128 MiB it was OOM-killed), data 3× the budget by
+            // the last of three iterations: the last reads miss the cache.
+            let budget = 256 << 20;
+            let target = 3 * budget;
+            PhasesParams {
+                ops: 10_000,
+                value_len_bytes: 256,
+                iterations_max: 3,
+                memory_budget_bytes: budget,
+                data_target_bytes: target,
+                load_bytes_per_iteration: target / 3,
+                seed: 0x5eed_0010,
+            }
+        } else {
+            // nearcore's size: 1,000,000 operations per phase, until the
+            // data is 4× the budget (or the disk is full).
+            let budget = 1 << 30;
+            PhasesParams {
+                ops: 1_000_000,
+                value_len_bytes: 256,
+                iterations_max: ITERATIONS_FULL_MAX,
+                memory_budget_bytes: budget,
+                data_target_bytes: 4 * budget,
+                load_bytes_per_iteration: 0,
+                seed: 0x5eed_0010,
+            }
+        }
+    }
+
+    /// The defaults for `quick` with `o`'s overrides; a load step that
+    /// stays a third of the data target.
+    pub fn with_options(quick: bool, o: &PhasesOptions) -> Result<PhasesParams> {
+        let mut p = PhasesParams::new(quick);
+        if let Some(v) = o.ops {
+            p.ops = v;
+        }
+        if let Some(v) = o.value_len_bytes {
+            if v == 0 {
+                bail!("--phases-value-bytes must be at least 1");
+            }
+            p.value_len_bytes = v;
+        }
+        if let Some(v) = o.iterations {
+            if v == 0 {
+                bail!("--phases-iterations must be at least 1");
+            }
+            p.iterations_max = v;
+        }
+        if let Some(v) = o.memory_budget_bytes {
+            if v < 16 << 20 {
+                bail!("--phases-memory-mib must be at least 16");
+            }
+            p.memory_budget_bytes = v;
+        }
+        if let Some(v) = o.data_target_bytes {
+            p.data_target_bytes = v;
+        }
+        if quick {
+            p.load_bytes_per_iteration = p.data_target_bytes / u64::from(p.iterations_max);
+        }
+        Ok(p)
+    }
+
+    pub fn entry_bytes(&self) -> u64 {
+        (KEY_LEN_BYTES + self.value_len_bytes) as u64
+    }
+
+    /// Keys the load step adds per iteration.
+    pub fn load_keys_per_iteration(&self) -> u64 {
+        self.load_bytes_per_iteration / self.entry_bytes()
+    }
+
+    pub fn options(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![
+            ("ops_per_phase", self.ops.into()),
+            ("value_len_bytes", (self.value_len_bytes as u64).into()),
+            ("key_len_bytes", (KEY_LEN_BYTES as u64).into()),
+            ("iterations_max", self.iterations_max.into()),
+            ("memory_budget_bytes", self.memory_budget_bytes.into()),
+            ("data_target_bytes", self.data_target_bytes.into()),
+            ("load_bytes_per_iteration", self.load_bytes_per_iteration.into()),
+            (
+                "load",
+                "before each iteration's phases, batches of 1,000 puts with a commit each, outside the memory budget (the limit is lifted, then set back, which evicts the page cache down to the budget); not timed per operation".into(),
+            ),
+            ("commit_every_ops", COMMIT_OPS.into()),
+            ("seed", self.seed.into()),
+            (
+                "mixed",
+                "50% reads, 25% appends, 25% updates, interleaved at random".into(),
+            ),
+        ]
+    }
+}
+
+/// Key `i` of the stream seeded with `seed`: 32 pseudo-random bytes.
+pub fn key(seed: u64, i: u64) -> [u8; KEY_LEN_BYTES] {
+    let mut k = [0u8; KEY_LEN_BYTES];
+    for (j, word) in k.chunks_mut(8).enumerate() {
+        word.copy_from_slice(&fmix64(seed ^ fmix64((i << 2) | j as u64)).to_le_bytes());
+    }
+    k
+}
+
+/// The workload's state: the keys inserted so far (`0..inserted`) and the
+/// generator that picks operations and keys.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    seed: u64,
+    inserted: u64,
+    draws: u64,
+}
+
+impl Workload {
+    pub fn new(seed: u64) -> Workload {
+        Workload {
+            seed,
+            inserted: 0,
+            draws: 0,
+        }
+    }
+
+    pub fn inserted(&self) -> u64 {
+        self.inserted
+    }
+
+    fn draw(&mut self) -> u64 {
+        self.draws += 1;
+        fmix64(
+            self.seed
+                .wrapping_add(self.draws.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        )
+    }
+
+    /// A key that exists: `0..inserted`, uniform.
+    fn existing(&mut self) -> u64 {
+        assert!(self.inserted > 0, "no key to pick");
+        self.draw() % self.inserted
+    }
+}
+
+/// What one phase measured, before the counters around it are added.
+pub struct PhaseTimings {
+    /// Latency of each operation (ns), the commits excluded.
+    pub latency: Histogram<u64>,
+    /// Latency of each durable commit (ns).
+    pub commit: Histogram<u64>,
+    pub gets: u64,
+    pub elapsed: Duration,
+}
+
+/// Runs `ops` operations of `phase` on `engine`; `on_progress` is called
+/// every [`CHILD_PROGRESS_OPS`] operations.
+pub fn run_phase(
+    engine: &dyn Engine,
+    phase: Phase,
+    ops: u64,
+    w: &mut Workload,
+    values: &ValueSource,
+    mut on_progress: impl FnMut(u64) -> Result<()>,
+) -> Result<PhaseTimings> {
+    let mut latency = latency_histogram();
+    let mut commit = latency_histogram();
+    let mut gets = 0u64;
+    let started = Instant::now();
+    for op in 0..ops {
+        let kind = match phase {
+            Phase::Mixed => match w.draw() % 4 {
+                0 | 1 => Phase::Read,
+                2 => Phase::Append,
+                _ => Phase::Update,
+            },
+            other => other,
+        };
+        let (ns, read) = match kind {
+            Phase::Append | Phase::Update => {
+                let i = if kind == Phase::Append {
+                    w.inserted
+                } else {
+                    w.existing()
+                };
+                let k = key(w.seed, i);
+                let value = values.value(w.draw());
+                let t = Instant::now();
+                engine.write(&[(&k[..], value)])?;
+                let ns = t.elapsed().as_nanos() as u64;
+                if kind == Phase::Append {
+                    w.inserted += 1;
+                }
+                (ns, false)
+            }
+            Phase::Read | Phase::Mixed => {
+                let i = w.existing();
+                let k = key(w.seed, i);
+                let t = Instant::now();
+                let got = engine.get(&k)?;
+                let ns = t.elapsed().as_nanos() as u64;
+                match got {
+                    Some(v) if v.len() == values.value_len_bytes() => {}
+                    Some(v) => bail!(
+                        "key #{i} read back {} bytes, not {}",
+                        v.len(),
+                        values.value_len_bytes()
+                    ),
+                    None => bail!("key #{i} is missing after it was inserted"),
+                }
+                (ns, true)
+            }
+        };
+        latency.record(ns.max(1)).context("record a latency")?;
+        gets += u64::from(read);
+        if (op + 1) % COMMIT_OPS == 0 || op + 1 == ops {
+            let t = Instant::now();
+            engine.sync()?;
+            commit
+                .record((t.elapsed().as_nanos() as u64).max(1))
+                .context("record a commit latency")?;
+        }
+        if (op + 1) % CHILD_PROGRESS_OPS == 0 {
+            on_progress(CHILD_PROGRESS_OPS)?;
+        }
+    }
+    Ok(PhaseTimings {
+        latency,
+        commit,
+        gets,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Inserts `keys` new keys in batches of [`LOAD_BATCH_PUTS`], one durable
+/// commit per batch.
+pub fn load(engine: &dyn Engine, keys: u64, w: &mut Workload, values: &ValueSource) -> Result<()> {
+    let mut done = 0u64;
+    let mut key_buf: Vec<[u8; KEY_LEN_BYTES]> = Vec::with_capacity(LOAD_BATCH_PUTS);
+    while done < keys {
+        let n = (keys - done).min(LOAD_BATCH_PUTS as u64);
+        key_buf.clear();
+        let first = w.inserted;
+        for j in 0..n {
+            key_buf.push(key(w.seed, first + j));
+        }
+        let batch: Vec<(&[u8], &[u8])> = key_buf
+            .iter()
+            .enumerate()
+            .map(|(j, k)| (&k[..], values.value(first + j as u64)))
+            .collect();
+        engine.write(&batch)?;
+        engine.sync()?;
+        w.inserted += n;
+        done += n;
+    }
+    Ok(())
+}
+
+/// One phase of one iteration, as the child reports it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PhaseRecord {
+    /// From 1.
+    pub iteration: u32,
+    pub phase: Phase,
+    pub ops: u64,
+    pub gets: u64,
+    pub elapsed_s: f64,
+    pub latency_mean_ns: f64,
+    pub latency_p50_ns: u64,
+    pub latency_p99_ns: u64,
+    pub latency_p999_ns: u64,
+    pub commits: u64,
+    pub commit_mean_ns: f64,
+    pub commit_p99_ns: u64,
+    /// Keys inserted after the phase.
+    pub keys: u64,
+    /// Key + value bytes inserted after the phase.
+    pub data_bytes: u64,
+    pub bytes_on_disk: u64,
+    /// /proc/self/io `read_bytes` during the phase (bytes the process
+    /// caused to be read from storage).
+    pub proc_read_bytes: u64,
+    /// /proc/self/io `syscr` during the phase.
+    pub read_syscalls: u64,
+    /// The cgroup's device read requests and bytes during the phase.
+    pub device_reads: Option<u64>,
+    pub device_read_bytes: Option<u64>,
+    /// The engine's own read operations and bytes (strata's io stats).
+    pub engine_reads: Option<u64>,
+    pub engine_read_bytes: Option<u64>,
+    /// Load step before this iteration's phases (on the append row).
+    pub load_s: Option<f64>,
+}
+
+/// The percentiles, mean and count of a latency histogram (ns).
+pub fn percentiles(h: &Histogram<u64>) -> (f64, u64, u64, u64) {
+    let s = randread::summarize(h);
+    (s.mean_ns, s.p50_ns, s.p99_ns, s.p999_ns)
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChildArgs {
+    pub config: EngineConfig,
+    pub dir: PathBuf,
+    pub params: PhasesParams,
+}
+
+/// What the parent tells the child once the cgroup is set up.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GoAhead {
+    pub method: BudgetMethod,
+    /// Where the child's device reads are counted: (`v1`|`v2`, cgroup dir).
+    pub io_counter: Option<(String, PathBuf)>,
+    /// The cgroup's limit file, lifted for the load step and set back to
+    /// the budget before the phases; `None` when the budget is no cgroup.
+    pub memory_limit_file: Option<PathBuf>,
+}
+
+/// Whether `err` is the disk being full.
+pub fn is_enospc(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+    }) || {
+        let text = format!("{err:#}");
+        text.contains("No space left on device") || text.contains("os error 28")
+    }
+}
+
+/// Counters read around a phase.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    proc_read_bytes: u64,
+    read_syscalls: u64,
+    device: Option<cgroup::BlkioReads>,
+    engine: Option<(u64, u64)>,
+}
+
+fn counters(engine: &dyn Engine, io_counter: Option<&(String, PathBuf)>) -> Result<Counters> {
+    let io = proc_io(None)?;
+    Ok(Counters {
+        proc_read_bytes: io.read_bytes,
+        read_syscalls: io.read_syscalls,
+        device: match io_counter {
+            Some((kind, dir)) => Some(cgroup::read_io_counter(kind, dir)?),
+            None => None,
+        },
+        engine: engine.read_stats(),
+    })
+}
+
+/// Runs the iterations on an open engine, handing each phase's record to
+/// `emit`; returns why the run ended. Used by the child and by tests.
+pub fn run_iterations(
+    engine: &dyn Engine,
+    params: &PhasesParams,
+    go: &GoAhead,
+    mut emit: impl FnMut(Line) -> Result<()>,
+) -> Result<String> {
+    let values = ValueSource::new(params.value_len_bytes);
+    let mut w = Workload::new(params.seed);
+    for iteration in 1..=params.iterations_max {
+        let t = Instant::now();
+        if params.load_keys_per_iteration() > 0 {
+            // The load is preparation, not measured per operation: it runs
+            // without the limit (a B-tree's random inserts past memory
+            // would take minutes), and the phases start inside it again.
+            if let Some(file) = &go.memory_limit_file {
+                cgroup::set_memory_limit(file, None)?;
+            }
+            load(engine, params.load_keys_per_iteration(), &mut w, &values)?;
+            if let Some(file) = &go.memory_limit_file {
+                cgroup::set_memory_limit(file, Some(params.memory_budget_bytes)).context(
+                    "set the memory budget back after the load (the engine's own memory may exceed it)",
+                )?;
+            }
+        }
+        let mut load_s = (params.load_keys_per_iteration() > 0).then(|| t.elapsed().as_secs_f64());
+        emit(Line::Progress(params.load_keys_per_iteration()))?;
+        for phase in Phase::ALL {
+            if w.inserted() == 0 && phase != Phase::Append {
+                // Nothing to update or read yet (ops = 0 and no load).
+                continue;
+            }
+            if phase.reads() && go.method.drops_cache() {
+                cgroup::drop_page_cache(go.method, engine.dir())?;
+            }
+            let before = counters(engine, go.io_counter.as_ref())?;
+            let timings = run_phase(engine, phase, params.ops, &mut w, &values, |n| {
+                emit(Line::Progress(n))
+            })?;
+            let after = counters(engine, go.io_counter.as_ref())?;
+            let (mean, p50, p99, p999) = percentiles(&timings.latency);
+            let record = PhaseRecord {
+                iteration,
+                phase,
+                ops: params.ops,
+                gets: timings.gets,
+                elapsed_s: timings.elapsed.as_secs_f64(),
+                latency_mean_ns: mean,
+                latency_p50_ns: p50,
+                latency_p99_ns: p99,
+                latency_p999_ns: p999,
+                commits: timings.commit.len(),
+                commit_mean_ns: timings.commit.mean(),
+                commit_p99_ns: timings.commit.value_at_quantile(0.99),
+                keys: w.inserted(),
+                data_bytes: w.inserted() * params.entry_bytes(),
+                bytes_on_disk: engine.bytes_on_disk()?,
+                proc_read_bytes: after.proc_read_bytes - before.proc_read_bytes,
+                read_syscalls: after.read_syscalls - before.read_syscalls,
+                device_reads: after.device.zip(before.device).map(|(a, b)| a.ios - b.ios),
+                device_read_bytes: after
+                    .device
+                    .zip(before.device)
+                    .map(|(a, b)| a.bytes - b.bytes),
+                engine_reads: after.engine.zip(before.engine).map(|(a, b)| a.0 - b.0),
+                engine_read_bytes: after.engine.zip(before.engine).map(|(a, b)| a.1 - b.1),
+                load_s: load_s.take(),
+            };
+            emit(Line::Record(Box::new(record)))?;
+        }
+        if w.inserted() * params.entry_bytes() >= params.data_target_bytes {
+            return Ok(format!("data target reached after iteration {iteration}"));
+        }
+    }
+    Ok(format!("{} iteration(s) done", params.iterations_max))
+}
+
+/// A protocol line of the child.
+#[derive(Debug)]
+pub enum Line {
+    /// Operations (or loaded keys) done since the last progress line.
+    Progress(u64),
+    Record(Box<PhaseRecord>),
+}
+
+/// Entry point of the child process: waits for the go-ahead (once it is in
+/// its cgroup), runs the iterations, prints a line per phase and one line
+/// saying why it ended.
+pub fn child_main(spec: &str) -> Result<()> {
+    let args: ChildArgs = serde_json::from_str(spec).context("parse phases child arguments")?;
+    // Die with the lab: an orphan would hold its cgroup and data directory.
+    // SAFETY: plain syscall.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("read the go-ahead")?;
+    let go: GoAhead = serde_json::from_str(line.trim()).context("parse the go-ahead")?;
+    let mut stdout = std::io::stdout();
+    let outcome = engine::open(&args.config, &args.dir).and_then(|engine| {
+        let end = run_iterations(engine.as_ref(), &args.params, &go, |line| {
+            match line {
+                Line::Progress(n) => writeln!(stdout, "{LINE_PREFIX}progress {n}")?,
+                Line::Record(r) => {
+                    writeln!(stdout, "{LINE_PREFIX}row {}", serde_json::to_string(&r)?)?
+                }
+            }
+            stdout.flush()?;
+            Ok(())
+        });
+        // Close even after an error: the data directory is removed next.
+        let closed = engine.close();
+        let end = end?;
+        closed?;
+        Ok(end)
+    });
+    let end = match outcome {
+        Ok(end) => end,
+        Err(err) if is_enospc(&err) => format!("the disk is full: {err:#}"),
+        Err(err) => return Err(err),
+    };
+    writeln!(stdout, "{LINE_PREFIX}end {end}")?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// One engine's run as the parent saw it.
+pub struct EngineRun {
+    pub records: Vec<PhaseRecord>,
+    pub method: BudgetMethod,
+    /// Why the run ended (the child's word, or how it died).
+    pub end: String,
+    /// Whether the child ended by itself (target, iterations, full disk).
+    pub clean: bool,
+    pub peak_memory_bytes: Option<u64>,
+    pub limit_hits: Option<u64>,
+    pub device_reads_counted: bool,
+    pub cgroup_notes: Vec<String>,
+}
+
+/// Runs one engine's child in its cgroup; the data directory is removed
+/// after.
+pub fn run_engine(
+    config: &EngineConfig,
+    params: &PhasesParams,
+    data_dir: &Path,
+) -> Result<EngineRun> {
+    let dir = data_dir.join(format!("phases-{}", config.kind.name()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let result = run_engine_in(config, params, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Result<EngineRun> {
+    let name = config.kind.name();
+    let exe = std::env::current_exe().context("locate the strata binary")?;
+    let spec = serde_json::to_string(&ChildArgs {
+        config: config.clone(),
+        dir: dir.to_path_buf(),
+        params: *params,
+    })?;
+    let cgroups = ChildCgroups::create(
+        &format!("strata-lab-{}-{name}", std::process::id()),
+        params.memory_budget_bytes,
+    );
+    let mut child = Command::new(exe)
+        .args(CHILD_SUBCOMMAND)
+        .arg(spec)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("start the phases child")?;
+    let mut method = cgroups.method;
+    let mut notes = cgroups.notes.clone();
+    if let Err(err) = cgroups.add(child.id()) {
+        notes.push(format!("could not move the child into its cgroup: {err:#}"));
+        method = BudgetMethod::DropCaches;
+    }
+    let go = GoAhead {
+        method,
+        io_counter: if method.drops_cache() {
+            None
+        } else {
+            cgroups.io_counter()
+        },
+        memory_limit_file: if method.drops_cache() {
+            None
+        } else {
+            cgroups.memory_limit_file()
+        },
+    };
+    {
+        let mut stdin = child.stdin.take().context("child stdin")?;
+        writeln!(stdin, "{}", serde_json::to_string(&go)?)?;
+    }
+    let stdout = child.stdout.take().context("child stdout")?;
+    let per_iteration = 4 * params.ops + params.load_keys_per_iteration();
+    let iterations = u64::from(params.iterations_max).min(
+        params
+            .data_target_bytes
+            .div_ceil(
+                ((params.ops / 2 + params.ops / 4) + params.load_keys_per_iteration()).max(1)
+                    * params.entry_bytes(),
+            )
+            .max(1),
+    );
+    let mut progress = Progress::new(
+        &format!("phases {name} (child)"),
+        per_iteration * iterations,
+    );
+    let mut records = Vec::new();
+    let mut end: Option<String> = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        let Some(rest) = line.strip_prefix(LINE_PREFIX) else {
+            continue;
+        };
+        if let Some(n) = rest.strip_prefix("progress ") {
+            progress.inc(n.trim().parse().unwrap_or(0));
+        } else if let Some(json) = rest.strip_prefix("row ") {
+            let r: PhaseRecord = serde_json::from_str(json)?;
+            if r.phase == Phase::Read {
+                progress.println(&format!(
+                    "    {name} iteration {}: read p50 {:.0} µs, p99 {:.0} µs, {:.0} MiB of data, {:.0} MiB on disk",
+                    r.iteration,
+                    r.latency_p50_ns as f64 / 1e3,
+                    r.latency_p99_ns as f64 / 1e3,
+                    crate::sys::mib(r.data_bytes),
+                    crate::sys::mib(r.bytes_on_disk),
+                ));
+            }
+            records.push(r);
+        } else if let Some(why) = rest.strip_prefix("end ") {
+            end = Some(why.to_string());
+        }
+    }
+    let status = child.wait()?;
+    let mut device_reads_counted = go.io_counter.is_some();
+    if device_reads_counted && !counter_counts(&records) {
+        // blk-throttle keeps no statistics for a device without a limit
+        // on recent kernels: the cgroup's counters stay at zero.
+        for r in &mut records {
+            r.device_reads = None;
+            r.device_read_bytes = None;
+        }
+        device_reads_counted = false;
+        notes.push("the blkio cgroup counted no device reads while /proc/<pid>/io did (blk-throttle keeps no statistics without a limit on this kernel): device reads are /proc read_bytes ÷ 4096".to_string());
+    }
+    let clean = end.is_some() && status.success();
+    let end = match end {
+        Some(why) if status.success() => why,
+        _ => {
+            use std::os::unix::process::ExitStatusExt;
+            let oom = status.signal() == Some(libc::SIGKILL) && method == BudgetMethod::CgroupV1
+                || method == BudgetMethod::CgroupV2 && status.signal() == Some(libc::SIGKILL);
+            if oom {
+                format!(
+                    "the child was killed (SIGKILL), most likely by the cgroup's OOM killer: the engine's own memory outgrew the {} MiB budget",
+                    params.memory_budget_bytes >> 20
+                )
+            } else {
+                format!("the child failed ({status})")
+            }
+        }
+    };
+    progress.finish(&end);
+    Ok(EngineRun {
+        device_reads_counted,
+        records,
+        method,
+        end,
+        clean,
+        peak_memory_bytes: cgroups.peak_bytes(),
+        limit_hits: cgroups.limit_hits(),
+        cgroup_notes: notes,
+    })
+}
+
+/// Whether the cgroup's device-read counter counted: it did unless it stayed
+/// at zero through phases in which the process read from storage.
+pub fn counter_counts(records: &[PhaseRecord]) -> bool {
+    let read = records.iter().any(|r| r.proc_read_bytes > 0);
+    let counted = records.iter().any(|r| r.device_reads.unwrap_or(0) > 0);
+    counted || !read
+}
+
+/// The device's 4 KiB random-read latency (ns) as the device experiment
+/// recorded it in the run's device line (`read_4k_latency_ns`), if it did.
+pub fn device_line_read_4k_ns(line: Option<&DeviceLine>) -> Option<f64> {
+    let value = serde_json::to_value(line?).ok()?;
+    value
+        .get("read_4k_latency_ns")?
+        .as_f64()
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// Bytes of the file the fallback 4 KiB latency probe reads.
+const PROBE_FILE_BYTES: u64 = 128 << 20;
+
+/// Measures the device's 4 KiB random-read latency (p50, ns) at queue
+/// depth 1 on a filled file in `dir`, the way the device experiment does
+/// (io_uring, O_DIRECT, registered buffer): a few hundred reads.
+pub fn measure_read_4k_ns(dir: &Path) -> Result<f64> {
+    let path = dir.join("phases-read4k.probe");
+    let result = (|| {
+        randread::prepare_file(&path, randread::FileKind::Filled, PROBE_FILE_BYTES, 0x4b)?;
+        let h = randread::measure(
+            &path,
+            PROBE_FILE_BYTES,
+            randread::PointSpec {
+                method: randread::Method::IoUringDirectFixed,
+                size: 4096,
+                reads_max: 2000,
+                budget: Duration::from_secs(1),
+                reads_min: 300,
+                seed: 0x4b4b,
+            },
+        )?;
+        Ok(randread::summarize(&h).p50_ns as f64)
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// What the experiment hands to the results.
+pub struct PhasesOutcome {
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+    pub options: Vec<(String, serde_json::Value)>,
+}
+
+/// Runs every engine in turn (each in its own child and cgroup) and turns
+/// their records into rows. One engine failing is a note; none finishing a
+/// phase is an error.
+pub fn run(
+    engines: &[crate::engine::EngineKind],
+    params: &PhasesParams,
+    data_dir: &Path,
+    device_line: Option<&DeviceLine>,
+) -> Result<PhasesOutcome> {
+    let mut notes = Vec::new();
+    let mut options: Vec<(String, serde_json::Value)> = Vec::new();
+    let device_4k_ns = match device_line_read_4k_ns(device_line) {
+        Some(ns) => {
+            options.push((
+                "device_read_4k_source".into(),
+                "the device experiment's line (read_4k_latency_ns)".into(),
+            ));
+            Some(ns)
+        }
+        None => match measure_read_4k_ns(data_dir) {
+            Ok(ns) => {
+                options.push((
+                    "device_read_4k_source".into(),
+                    format!("measured by the phases experiment: p50 of 4 KiB O_DIRECT random reads (io_uring, registered buffer, QD1) of a filled {} MiB file", PROBE_FILE_BYTES >> 20).into(),
+                ));
+                eprintln!(
+                    "  device 4 KiB random read p50: {:.1} µs (measured here)",
+                    ns / 1e3
+                );
+                Some(ns)
+            }
+            Err(err) => {
+                notes.push(format!("no device 4 KiB read latency: {err:#}"));
+                None
+            }
+        },
+    };
+    if let Some(ns) = device_4k_ns {
+        options.push(("device_read_4k_latency_ns".into(), ns.into()));
+    }
+    let mut rows = Vec::new();
+    let mut methods = serde_json::Map::new();
+    for kind in engines {
+        let config = EngineConfig {
+            kind: *kind,
+            io_mode: kind.default_io_mode(),
+        };
+        let name = kind.name();
+        let run = match run_engine(&config, params, data_dir) {
+            Ok(run) => run,
+            Err(err) => {
+                let note = format!("{name}: failed: {err:#}");
+                eprintln!("  {note}");
+                notes.push(note);
+                continue;
+            }
+        };
+        let mut method = serde_json::json!({
+            "method": run.method.name(),
+            "end": run.end,
+            "device_reads": if run.device_reads_counted { "cgroup blkio requests" } else { "/proc/<pid>/io read_bytes ÷ 4096" },
+        });
+        if let Some(peak) = run.peak_memory_bytes {
+            method["peak_memory_bytes"] = peak.into();
+        }
+        if let Some(hits) = run.limit_hits {
+            method["limit_hits"] = hits.into();
+        }
+        methods.insert(name.to_string(), method);
+        for note in &run.cgroup_notes {
+            notes.push(format!("{name}: {note}"));
+        }
+        if !run.clean {
+            notes.push(format!("{name}: {}", run.end));
+        } else if run.end.starts_with("the disk is full") {
+            notes.push(format!("{name}: ended early: {}", run.end));
+        }
+        rows.extend(
+            run.records
+                .iter()
+                .map(|r| row(&config, &run, r, device_4k_ns)),
+        );
+    }
+    if rows.is_empty() {
+        bail!("no engine finished a phase: {}", notes.join("; "));
+    }
+    options.push(("memory_budget".into(), methods.into()));
+    Ok(PhasesOutcome {
+        rows,
+        notes,
+        options,
+    })
+}
+
+pub fn metrics() -> Vec<MetricSpec> {
+    vec![
+        MetricSpec::new("latency_p50_us", "Latency p50", "µs", false),
+        MetricSpec::new("latency_mean_us", "Latency mean", "µs", false),
+        MetricSpec::new("latency_p99_us", "Latency p99", "µs", false),
+        MetricSpec::new("latency_p999_us", "Latency p99.9", "µs", false),
+        MetricSpec::new("p50_x_device_4k", "p50 ÷ device 4 KiB read", "×", false),
+        MetricSpec::new("p99_x_device_4k", "p99 ÷ device 4 KiB read", "×", false),
+        MetricSpec::new("ops_s", "Operations (commits included)", "ops/s", true),
+        MetricSpec::new("commit_p99_ms", "Commit p99", "ms", false),
+        MetricSpec::new(
+            "device_reads_per_get",
+            "Device reads per get",
+            "reads",
+            false,
+        ),
+        MetricSpec::new(
+            "device_reads_per_op",
+            "Device reads per operation",
+            "reads",
+            false,
+        ),
+        MetricSpec::new(
+            "read_kib_per_get",
+            "Bytes read from storage per get (/proc io)",
+            "KiB",
+            false,
+        ),
+        MetricSpec::new(
+            "read_syscalls_per_get",
+            "Read syscalls per get",
+            "calls",
+            false,
+        ),
+        MetricSpec::new(
+            "engine_reads_per_get",
+            "Engine's own reads per get",
+            "reads",
+            false,
+        ),
+        MetricSpec::new("data_mib", "Data inserted (keys + values)", "MiB", false),
+        MetricSpec::new("size_on_disk_mib", "Size on disk", "MiB", false),
+    ]
+}
+
+/// Device reads during a phase: the cgroup's count of requests, else
+/// /proc read_bytes in [`FALLBACK_READ_BYTES`] units.
+pub fn device_reads(r: &PhaseRecord) -> f64 {
+    match r.device_reads {
+        Some(n) => n as f64,
+        None => r.proc_read_bytes as f64 / FALLBACK_READ_BYTES as f64,
+    }
+}
+
+/// The case label of a row: `<phase> #<iteration>`.
+pub fn case_label(phase: Phase, iteration: u32) -> String {
+    format!("{} #{iteration}", phase.name())
+}
+
+/// Splits a case label back into phase and iteration.
+pub fn parse_case(case: &str) -> Option<(Phase, u32)> {
+    let (phase, iteration) = case.split_once(" #")?;
+    Some((Phase::parse(phase)?, iteration.parse().ok()?))
+}
+
+/// The row of one phase record; `device_4k_ns` the device's 4 KiB read
+/// latency for the ratios.
+pub fn row(
+    config: &EngineConfig,
+    run: &EngineRun,
+    r: &PhaseRecord,
+    device_4k_ns: Option<f64>,
+) -> Row {
+    let us = |ns: f64| ns / 1e3;
+    let mib = crate::sys::mib;
+    let reads = device_reads(r);
+    let mut row = Row::new(
+        &case_label(r.phase, r.iteration),
+        config.kind.name(),
+        config.io_mode.name(),
+    )
+    .metric("latency_p50_us", us(r.latency_p50_ns as f64))
+    .metric("latency_mean_us", us(r.latency_mean_ns))
+    .metric("latency_p99_us", us(r.latency_p99_ns as f64))
+    .metric("latency_p999_us", us(r.latency_p999_ns as f64))
+    .metric("ops_s", r.ops as f64 / r.elapsed_s)
+    .metric("commit_p99_ms", r.commit_p99_ns as f64 / 1e6)
+    .metric("device_reads_per_op", reads / r.ops as f64)
+    .metric("data_mib", mib(r.data_bytes))
+    .metric("size_on_disk_mib", mib(r.bytes_on_disk))
+    .param("phase", r.phase.name())
+    .param("iteration", r.iteration)
+    .param("ops", r.ops)
+    .param("gets", r.gets)
+    .param("keys", r.keys)
+    .param("elapsed_s", r.elapsed_s)
+    .param("proc_read_bytes", r.proc_read_bytes)
+    .param("read_syscalls", r.read_syscalls)
+    .param("memory_budget_method", run.method.name())
+    .param(
+        "device_reads_source",
+        if r.device_reads.is_some() {
+            "cgroup blkio requests"
+        } else {
+            "/proc/<pid>/io read_bytes ÷ 4096 (4 KiB device reads)"
+        },
+    );
+    if let Some(n) = r.device_reads {
+        row = row.param("device_reads", n);
+    }
+    if let Some(b) = r.device_read_bytes {
+        row = row.param("device_read_bytes", b);
+    }
+    if let Some(s) = r.load_s {
+        row = row.param("load_s", s);
+    }
+    if r.gets > 0 {
+        let gets = r.gets as f64;
+        row = row
+            .metric("device_reads_per_get", reads / gets)
+            .metric("read_kib_per_get", r.proc_read_bytes as f64 / 1024.0 / gets)
+            .metric("read_syscalls_per_get", r.read_syscalls as f64 / gets);
+        if let Some(n) = r.engine_reads {
+            row = row.metric("engine_reads_per_get", n as f64 / gets);
+        }
+    }
+    if let Some(d) = device_4k_ns.filter(|d| *d > 0.0) {
+        row = row
+            .metric("p50_x_device_4k", r.latency_p50_ns as f64 / d)
+            .metric("p99_x_device_4k", r.latency_p99_ns as f64 / d);
+    }
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{EngineKind, LabIoMode};
+
+    #[test]
+    fn keys_are_32_distinct_bytes_regenerated_from_the_seed() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..10_000 {
+            assert!(seen.insert(key(7, i)));
+        }
+        assert_eq!(key(7, 42), key(7, 42));
+        assert_ne!(key(7, 42), key(8, 42));
+    }
+
+    #[test]
+    fn percentiles_of_a_hand_built_histogram() {
+        // 100 operations: 90 of 10 µs, 9 of 100 µs, 1 of 1 ms.
+        // p50 = 10 µs; p99 = 100 µs (the 99th value); p99.9 = 1 ms;
+        // mean = (900 + 900 + 1000) / 100 = 28 µs.
+        let mut h = latency_histogram();
+        h.record_n(10_000, 90).unwrap();
+        h.record_n(100_000, 9).unwrap();
+        h.record(1_000_000).unwrap();
+        let (mean, p50, p99, p999) = percentiles(&h);
+        let close = |got: u64, want: u64| got.abs_diff(want) <= want / 500;
+        assert!(close(p50, 10_000), "{p50}");
+        assert!(close(p99, 100_000), "{p99}");
+        assert!(close(p999, 1_000_000), "{p999}");
+        assert!((mean - 28_000.0).abs() < 28.0, "{mean}");
+    }
+
+    fn record(phase: Phase, gets: u64) -> PhaseRecord {
+        PhaseRecord {
+            iteration: 2,
+            phase,
+            ops: 1000,
+            gets,
+            elapsed_s: 0.5,
+            latency_mean_ns: 120_000.0,
+            latency_p50_ns: 100_000,
+            latency_p99_ns: 400_000,
+            latency_p999_ns: 900_000,
+            commits: 1,
+            commit_mean_ns: 2e6,
+            commit_p99_ns: 3_000_000,
+            keys: 5000,
+            data_bytes: 5000 * 288,
+            bytes_on_disk: 3 << 20,
+            proc_read_bytes: 8 << 20,
+            read_syscalls: 3000,
+            device_reads: None,
+            device_read_bytes: None,
+            engine_reads: Some(1500),
+            engine_read_bytes: None,
+            load_s: None,
+        }
+    }
+
+    #[test]
+    fn row_ratios_match_the_hand_computation() {
+        let config = EngineConfig {
+            kind: EngineKind::Strata,
+            io_mode: LabIoMode::DirectRw,
+        };
+        let run = EngineRun {
+            records: Vec::new(),
+            method: BudgetMethod::CgroupV1,
+            end: String::new(),
+            clean: true,
+            peak_memory_bytes: None,
+            limit_hits: None,
+            device_reads_counted: false,
+            cgroup_notes: Vec::new(),
+        };
+        // 8 MiB read = 2048 reads of 4 KiB over 1000 gets: 2.048 per get;
+        // p50 100 µs ÷ device 50 µs = 2; p99 400 ÷ 50 = 8.
+        let r = row(&config, &run, &record(Phase::Read, 1000), Some(50_000.0));
+        assert_eq!(r.case, "read #2");
+        assert_eq!(r.metrics["latency_p50_us"], 100.0);
+        assert_eq!(r.metrics["p50_x_device_4k"], 2.0);
+        assert_eq!(r.metrics["p99_x_device_4k"], 8.0);
+        assert_eq!(r.metrics["device_reads_per_get"], 2.048);
+        assert_eq!(r.metrics["read_kib_per_get"], 8.192);
+        assert_eq!(r.metrics["engine_reads_per_get"], 1.5);
+        assert_eq!(r.metrics["read_syscalls_per_get"], 3.0);
+        assert_eq!(r.metrics["ops_s"], 2000.0);
+        // The cgroup's count wins over /proc when there is one: 500 / 250.
+        let mut counted = record(Phase::Mixed, 250);
+        counted.device_reads = Some(500);
+        let r = row(&config, &run, &counted, None);
+        assert_eq!(r.metrics["device_reads_per_get"], 2.0);
+        assert_eq!(r.metrics["device_reads_per_op"], 0.5);
+        assert!(!r.metrics.contains_key("p50_x_device_4k"));
+        // No gets: no per-get figures.
+        let r = row(&config, &run, &record(Phase::Append, 0), None);
+        assert!(!r.metrics.contains_key("device_reads_per_get"));
+        assert_eq!(parse_case("mixed #12"), Some((Phase::Mixed, 12)));
+        assert_eq!(parse_case("mixed 12"), None);
+    }
+
+    #[test]
+    fn the_device_line_latency_is_read_when_present() {
+        assert_eq!(device_line_read_4k_ns(None), None);
+        let line = DeviceLine {
+            write_mib_s: 1.0,
+            read_mib_s: 1.0,
+            block_bytes: 1,
+            file_bytes: 1,
+            fio_write_mib_s: None,
+            fio_read_mib_s: None,
+        };
+        // This branch's device line has no latency field: measured instead.
+        assert_eq!(device_line_read_4k_ns(Some(&line)), None);
+    }
+
+    #[test]
+    fn enospc_is_recognised_through_context() {
+        let err = anyhow::Error::from(std::io::Error::from_raw_os_error(libc::ENOSPC))
+            .context("write a layer");
+        assert!(is_enospc(&err));
+        assert!(!is_enospc(&anyhow::anyhow!("key #3 is missing")));
+    }
+
+    /// The whole workload on strata, in process, at tiny sizes: every phase
+    /// of every iteration, every read found.
+    #[test]
+    fn strata_runs_every_phase_of_every_iteration() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let config = EngineConfig {
+            kind: EngineKind::Strata,
+            io_mode: EngineKind::Strata.default_io_mode(),
+        };
+        let engine = engine::open(&config, tmp.path()).unwrap();
+        let params = PhasesParams {
+            ops: 2500,
+            value_len_bytes: 100,
+            iterations_max: 2,
+            memory_budget_bytes: 64 << 20,
+            data_target_bytes: 1 << 30,
+            load_bytes_per_iteration: 1000 * 132,
+            seed: 1,
+        };
+        let go = GoAhead {
+            method: BudgetMethod::Fadvise,
+            io_counter: None,
+            memory_limit_file: None,
+        };
+        let mut records = Vec::new();
+        let end = run_iterations(engine.as_ref(), &params, &go, |line| {
+            if let Line::Record(r) = line {
+                records.push(*r);
+            }
+            Ok(())
+        })
+        .unwrap();
+        engine.close().unwrap();
+        assert_eq!(end, "2 iteration(s) done");
+        assert_eq!(records.len(), 8);
+        for (n, r) in records.iter().enumerate() {
+            assert_eq!(r.iteration, 1 + n as u32 / 4);
+            assert_eq!(r.phase, Phase::ALL[n % 4]);
+            assert!(r.latency_p50_ns > 0 && r.latency_p50_ns <= r.latency_p99_ns);
+            // 2500 operations: commits at 1000, 2000 and the end.
+            assert_eq!(r.commits, 3);
+            assert!(r.engine_reads.is_some());
+        }
+        // Load 1000 + append 2500 + mixed's appends, per iteration.
+        let read = &records[3];
+        assert_eq!(read.gets, 2500);
+        let mixed = &records[2];
+        assert!(mixed.gets > 1000 && mixed.gets < 1500, "{}", mixed.gets);
+        assert_eq!(read.keys, mixed.keys);
+        assert!(records[7].keys > 2 * (1000 + 2500));
+    }
+}
