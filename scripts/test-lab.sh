@@ -28,6 +28,9 @@
 #    (fio is installed here): every job file through strata, psync and
 #    io_uring at queue depth 1, the iodepth-16 random pair through strata
 #    and io_uring, with IOPS and the ratios to io_uring;
+#  - phases: all five engines, a row for each of the four phases with
+#    latency percentiles, size on disk and device reads per get, and the
+#    memory budget and how it was enforced recorded;
 #  - `strata lab report DIR` regenerates the report from the JSON alone;
 #  - headless Chromium renders report.html: the screenshot is not blank and
 #    shows the plots' colours; the DOM opens with the summary (a row per
@@ -151,7 +154,7 @@ one_line_error "a bad key in strata db" "$strata" db "$work/db" get ""
 if python3 - "$results" "$engines" "$repo" "$have_fio" <<'EOF'; then
 import glob, json, os, sys
 results, engines, repo, have_fio = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4] == "1"
-expected = ["device", "io", "ingest", "bulk", "fio"]
+expected = ["device", "io", "ingest", "bulk", "fio", "phases"]
 # The experiments whose rows are figures of a measurement repeated in quick
 # mode too: the primary metric of each row has a spread of >= 3 samples.
 repeated = {"device": "mib_s", "io": "write_mib_s", "ingest": "mib_s", "bulk": "insert_mib_s", "fio": "iops"}
@@ -239,6 +242,29 @@ for name in expected:
             for k in ["insert_s", "write_amp", "recovery_s", "peak_rss_mib", "size_on_disk_mib"]:
                 if k not in r["metrics"]:
                     errors.append(f"bulk {r['engine']}: no {k}")
+    if name == "phases":
+        # Every engine, with a row for each phase of at least one iteration,
+        # latency percentiles, device reads per get and the budget recorded.
+        phases = ["append", "update", "mixed", "read"]
+        opts = d.get("options", {})
+        for k in ["memory_budget_bytes", "ops_per_phase", "value_len_bytes", "data_target_bytes", "memory_budget"]:
+            if k not in opts:
+                errors.append(f"phases: option {k} not recorded")
+        for engine in engines:
+            rows = [r for r in d["rows"] if r["engine"] == engine]
+            seen = {r["case"].split(" #")[0] for r in rows}
+            for phase in phases:
+                if phase not in seen:
+                    errors.append(f"phases: no {phase} row for {engine} (notes: {d.get('notes')})")
+            for r in rows:
+                m = r["metrics"]
+                for k in ["latency_p50_us", "latency_p99_us", "latency_p999_us", "latency_mean_us", "size_on_disk_mib"]:
+                    if not m.get(k, 0) > 0:
+                        errors.append(f"phases {engine} {r['case']}: {k} {m.get(k)}")
+                if r["case"].startswith(("read", "mixed")) and "device_reads_per_get" not in m:
+                    errors.append(f"phases {engine} {r['case']}: no device reads per get")
+            if engine in opts.get("memory_budget", {}):
+                print(f"  phases {engine}: {opts['memory_budget'][engine].get('method')}, {opts['memory_budget'][engine].get('end')}")
     if name == "fio":
         # fio is installed: the experiment must have run, not skipped.
         if "skipped" in d.get("options", {}):

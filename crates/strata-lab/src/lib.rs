@@ -23,6 +23,7 @@ pub mod ingest;
 pub mod io_exp;
 pub mod machine;
 pub mod phases;
+pub mod phases_plot;
 pub mod plot;
 pub mod progress;
 pub mod randread;

@@ -184,7 +184,14 @@ fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
         escape(&r.experiment)
     )?;
 
-    // Plots.
+    // Plots (the phases experiment's: lines against the iteration).
+    if r.experiment == crate::Experiment::Phases.name() {
+        crate::phases_plot::write_plots(h, r)?;
+        crate::phases_plot::write_headline_table(h, r)?;
+        durability_table(h, r)?;
+        summary_table(h, r)?;
+        return options_and_notes(h, r);
+    }
     let cases = r.cases();
     let mut series: Vec<String> = Vec::new();
     for row in &r.rows {
@@ -441,6 +448,16 @@ fn summary_section(h: &mut String, results: &[ExperimentResult]) -> Result<()> {
         summary_row(h, s, r)?;
     }
     writeln!(h, "</tbody></table>")?;
+    for r in results
+        .iter()
+        .filter(|r| r.experiment == crate::Experiment::Phases.name())
+    {
+        writeln!(
+            h,
+            "<p class=\"muted\">phases: each engine's read phase at its last iteration against the device's 4 KiB random read, and its growth since the first iteration.</p>"
+        )?;
+        crate::phases_plot::write_headline_table(h, r)?;
+    }
     overview_plot(h, &summaries)?;
     writeln!(h, "</section>")?;
     Ok(())

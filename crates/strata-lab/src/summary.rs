@@ -250,6 +250,78 @@ pub fn device_ratio(r: &ExperimentResult) -> Option<DeviceRatio> {
     })
 }
 
+/// The phases experiment's headline for one engine: its read phase at the
+/// last iteration it finished, against the device's 4 KiB random read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhasesHeadline {
+    pub engine: String,
+    pub first_iteration: u32,
+    pub last_iteration: u32,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// p50 and p99 ÷ the device's 4 KiB read latency (none without it).
+    pub p50_x_device: Option<f64>,
+    pub p99_x_device: Option<f64>,
+    /// Last ÷ first iteration's read p50 and p99.
+    pub p50_growth: f64,
+    pub p99_growth: f64,
+    pub device_reads_per_get: Option<f64>,
+    pub data_mib: Option<f64>,
+}
+
+/// Per engine (first-seen order), from the read rows (`read #<n>`) of a
+/// phases result; engines without a read row are left out.
+pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
+    let device_us = r
+        .options
+        .get("device_read_4k_latency_ns")
+        .and_then(|v| v.as_f64())
+        .filter(|v| *v > 0.0)
+        .map(|ns| ns / 1e3);
+    let mut engines: Vec<&str> = Vec::new();
+    for row in &r.rows {
+        if !engines.contains(&row.engine.as_str()) {
+            engines.push(&row.engine);
+        }
+    }
+    engines
+        .into_iter()
+        .filter_map(|engine| {
+            let mut reads: Vec<(u32, &Row)> = r
+                .rows
+                .iter()
+                .filter(|row| row.engine == engine)
+                .filter_map(|row| match crate::phases::parse_case(&row.case)? {
+                    (crate::phases::Phase::Read, it) => Some((it, row)),
+                    _ => None,
+                })
+                .filter(|(_, row)| {
+                    row.metrics.contains_key("latency_p50_us")
+                        && row.metrics.contains_key("latency_p99_us")
+                })
+                .collect();
+            reads.sort_by_key(|(it, _)| *it);
+            let (first_iteration, first) = *reads.first()?;
+            let (last_iteration, last) = *reads.last()?;
+            let m = |row: &Row, k: &str| row.metrics[k];
+            let (p50_us, p99_us) = (m(last, "latency_p50_us"), m(last, "latency_p99_us"));
+            Some(PhasesHeadline {
+                engine: engine.to_string(),
+                first_iteration,
+                last_iteration,
+                p50_us,
+                p99_us,
+                p50_x_device: device_us.map(|d| p50_us / d),
+                p99_x_device: device_us.map(|d| p99_us / d),
+                p50_growth: p50_us / m(first, "latency_p50_us"),
+                p99_growth: p99_us / m(first, "latency_p99_us"),
+                device_reads_per_get: last.metrics.get("device_reads_per_get").copied(),
+                data_mib: last.metrics.get("data_mib").copied(),
+            })
+        })
+        .collect()
+}
+
 /// The notes that state an aim's verdict.
 pub fn aims(notes: &[String]) -> Vec<Aim> {
     notes
@@ -425,6 +497,51 @@ mod tests {
         );
         // Other experiments do not repeat the line.
         assert_eq!(summarize_experiment(&ingest()).device_line, None);
+    }
+
+    #[test]
+    fn phases_headline_is_the_last_read_against_the_device_and_the_first() {
+        let mut r = sample("phases");
+        r.options.insert(
+            "device_read_4k_latency_ns".to_string(),
+            serde_json::json!(50_000.0),
+        );
+        let read = |engine: &str, it: u32, p50: f64, p99: f64| {
+            Row::new(&format!("read #{it}"), engine, "")
+                .metric("latency_p50_us", p50)
+                .metric("latency_p99_us", p99)
+                .metric("device_reads_per_get", it as f64 * 0.5)
+        };
+        r.rows = vec![
+            read("strata", 1, 40.0, 100.0),
+            // Other phases take no part.
+            Row::new("append #3", "strata", "")
+                .metric("latency_p50_us", 1.0)
+                .metric("latency_p99_us", 1.0),
+            read("strata", 3, 100.0, 300.0),
+            read("strata", 2, 80.0, 200.0),
+            read("lmdb", 1, 10.0, 60.0),
+            read("lmdb", 2, 150.0, 240.0),
+            Row::new("append #1", "redb", "").metric("latency_p50_us", 5.0),
+        ];
+        let h = phases_headlines(&r);
+        assert_eq!(h.len(), 2, "redb has no read row");
+        // strata: last is #3: 100 ÷ 50 = 2×, 300 ÷ 50 = 6×; growth 100 ÷ 40
+        // = 2.5, 300 ÷ 100 = 3; 1.5 device reads per get.
+        assert_eq!(h[0].engine, "strata");
+        assert_eq!((h[0].first_iteration, h[0].last_iteration), (1, 3));
+        assert_eq!(h[0].p50_x_device, Some(2.0));
+        assert_eq!(h[0].p99_x_device, Some(6.0));
+        assert_eq!(h[0].p50_growth, 2.5);
+        assert_eq!(h[0].p99_growth, 3.0);
+        assert_eq!(h[0].device_reads_per_get, Some(1.5));
+        // lmdb: 150 ÷ 50 = 3×, 240 ÷ 50 = 4.8×, growth 15 and 4.
+        assert_eq!(h[1].p50_x_device, Some(3.0));
+        assert!(close(h[1].p99_x_device.unwrap(), 4.8));
+        assert_eq!((h[1].p50_growth, h[1].p99_growth), (15.0, 4.0));
+        // No device latency: no ratio to it.
+        r.options.remove("device_read_4k_latency_ns");
+        assert_eq!(phases_headlines(&r)[0].p50_x_device, None);
     }
 
     #[test]
