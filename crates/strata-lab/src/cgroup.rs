@@ -257,7 +257,8 @@ impl ChildCgroups {
         }
     }
 
-    /// Peak memory use of the cgroup (page cache included), where known.
+    /// Peak memory use of the cgroup (page cache included), where known;
+    /// the load step's, when it ran with the limit lifted.
     pub fn peak_bytes(&self) -> Option<u64> {
         let dir = self.memory.as_ref()?;
         read_u64(&dir.join("memory.max_usage_in_bytes"))

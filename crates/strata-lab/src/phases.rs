@@ -597,7 +597,12 @@ pub fn child_main(spec: &str) -> Result<()> {
     let end = match outcome {
         Ok(end) => end,
         Err(err) if is_enospc(&err) => format!("the disk is full: {err:#}"),
-        Err(err) => return Err(err),
+        Err(err) => {
+            // For the results: the parent keeps the rows and this reason.
+            writeln!(stdout, "{LINE_PREFIX}error {err:#}")?;
+            stdout.flush()?;
+            return Err(err);
+        }
     };
     writeln!(stdout, "{LINE_PREFIX}end {end}")?;
     stdout.flush()?;
@@ -693,6 +698,7 @@ fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Re
     );
     let mut records = Vec::new();
     let mut end: Option<String> = None;
+    let mut error: Option<String> = None;
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         let Some(rest) = line.strip_prefix(LINE_PREFIX) else {
@@ -715,6 +721,8 @@ fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Re
             records.push(r);
         } else if let Some(why) = rest.strip_prefix("end ") {
             end = Some(why.to_string());
+        } else if let Some(why) = rest.strip_prefix("error ") {
+            error = Some(why.to_string());
         }
     }
     let status = child.wait()?;
@@ -742,7 +750,10 @@ fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Re
                     params.memory_budget_bytes >> 20
                 )
             } else {
-                format!("the child failed ({status})")
+                match error {
+                    Some(why) => format!("failed: {why}"),
+                    None => format!("the child failed ({status})"),
+                }
             }
         }
     };
