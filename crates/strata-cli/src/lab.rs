@@ -55,17 +55,17 @@ enum LabCommand {
 /// The phases experiment's parameters (default: its quick or full size).
 #[derive(Args)]
 struct PhasesArgs {
-    /// phases: operations per phase (quick 10000, full 1000000).
+    /// phases: operations per phase (quick 10000, full 200000).
     #[arg(long)]
     phases_ops: Option<u64>,
     /// phases: value size in bytes (256).
     #[arg(long)]
     phases_value_bytes: Option<usize>,
-    /// phases: iterations at most (quick 3; full: until the data target).
+    /// phases: iterations (quick 3, full 8); each loads the data target ÷ iterations before its phases.
     #[arg(long)]
     phases_iterations: Option<u32>,
     /// phases: memory budget of each engine's process, page cache included,
-    /// MiB (quick 256, full 1024).
+    /// MiB (quick 128, full 1024).
     #[arg(long)]
     phases_memory_mib: Option<u64>,
     /// phases: data (keys + values) at which the run ends, MiB (quick 3×,

@@ -308,6 +308,33 @@ pub fn set_memory_limit(file: &Path, bytes: Option<u64>) -> Result<()> {
     write_file(file, &text)
 }
 
+/// What the cgroup of the limit `file` holds, from its `memory.stat`:
+/// `anon 140 MiB, page cache 12 MiB` (v1 `rss`/`cache`, v2 `anon`/`file`);
+/// `None` where the file cannot be read.
+pub fn memory_breakdown(file: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(file.with_file_name("memory.stat")).ok()?;
+    let (anon, cache) = parse_memory_stat(&text)?;
+    Some(format!(
+        "anon {} MiB, page cache {} MiB",
+        anon >> 20,
+        cache >> 20
+    ))
+}
+
+/// (anonymous, page cache) bytes of a v1 or v2 `memory.stat`.
+pub fn parse_memory_stat(text: &str) -> Option<(u64, u64)> {
+    let value = |key: &str| {
+        text.lines().find_map(|line| {
+            let (k, v) = line.split_once(' ')?;
+            (k == key).then(|| v.trim().parse::<u64>().ok())?
+        })
+    };
+    match (value("rss"), value("cache")) {
+        (Some(anon), Some(cache)) => Some((anon, cache)),
+        _ => Some((value("anon")?, value("file")?)),
+    }
+}
+
 /// Removes the empty cgroups `strata-lab-<pid>-…` in `parent` whose lab
 /// process is gone (a lab killed before its `Drop` ran).
 fn remove_orphans(parent: &Path) {
@@ -420,6 +447,15 @@ mod tests {
         assert_eq!(parse_own_cgroup(text, "cpuacct").as_deref(), Some("/x"));
         assert_eq!(parse_own_cgroup(text, "").as_deref(), Some("/v2path"));
         assert_eq!(parse_own_cgroup(text, "io"), None);
+    }
+
+    #[test]
+    fn memory_stat_gives_anon_and_page_cache_in_v1_and_v2() {
+        let v1 = "cache 12582912\nrss 146800640\nrss_huge 0\ntotal_cache 1\n";
+        assert_eq!(parse_memory_stat(v1), Some((146_800_640, 12_582_912)));
+        let v2 = "anon 4096\nfile 8192\nkernel 0\n";
+        assert_eq!(parse_memory_stat(v2), Some((4096, 8192)));
+        assert_eq!(parse_memory_stat("pgfault 3\n"), None);
     }
 
     #[test]

@@ -441,10 +441,9 @@ fn run_ingest(
     let configs: Vec<EngineConfig> = engines
         .iter()
         .flat_map(|kind| {
-            kind.io_modes().iter().map(|mode| EngineConfig {
-                kind: *kind,
-                io_mode: *mode,
-            })
+            kind.io_modes()
+                .iter()
+                .map(|mode| EngineConfig::new(*kind, *mode))
         })
         .collect();
     let mut notes = Vec::new();
@@ -496,10 +495,7 @@ fn run_bulk(
             if failed[i] {
                 continue;
             }
-            let config = EngineConfig {
-                kind: *kind,
-                io_mode: kind.default_io_mode(),
-            };
+            let config = EngineConfig::new(*kind, kind.default_io_mode());
             match bulk::run_engine(&config, &params, &ctx.data_dir) {
                 Ok(row) => {
                     let m = |k: &str| row.metrics.get(k).copied().unwrap_or(f64::NAN);

@@ -1,8 +1,9 @@
 //! The phases experiment (LAB.md §3, after nearcore's low-level storage
 //! benchmark): latency as the data grows past memory, per engine.
 //!
-//! Each iteration first loads new keys in batches (quick mode only, so that
-//! a short run still reaches several times the memory budget), then runs
+//! Each iteration first loads new keys in batches (a share of the data
+//! target, so that a run of a few iterations reaches several times the
+//! memory budget), writes the memtables out, then runs
 //! four timed phases of `ops` operations each — append (new keys), update
 //! (random existing keys), mixed (50% reads, 25% appends, 25% updates,
 //! interleaved at random) and read (random existing keys) — one operation
@@ -59,9 +60,8 @@ const CHILD_PROGRESS_OPS: u64 = 5000;
 /// The unit "device reads" are counted in when the cgroup cannot count
 /// the device's requests: /proc/<pid>/io read_bytes ÷ this.
 pub const FALLBACK_READ_BYTES: u64 = 4096;
-/// The full run's iterations stop at the data target or the disk's end;
-/// this only bounds a run whose data does not grow (ops = 0).
-const ITERATIONS_FULL_MAX: u32 = 1000;
+/// The engines' own caches get the budget ÷ this.
+const ENGINE_CACHE_SHARE: u64 = 4;
 
 /// The four phases, in the order each iteration runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,35 +126,28 @@ pub struct PhasesParams {
 
 impl PhasesParams {
     pub fn new(quick: bool) -> PhasesParams {
-        if quick {
-            // A budget the engines' own memory fits in (strata's default
-            // open layer is 128 MiB, and it peaked at 230 MiB in a 256 MiB
-            // cgroup; at 128 MiB it was OOM-killed), data 3× the budget by
-            // the last of three iterations: the last reads miss the cache.
-            let budget = 256 << 20;
-            let target = 3 * budget;
-            PhasesParams {
-                ops: 10_000,
-                value_len_bytes: 256,
-                iterations_max: 3,
-                memory_budget_bytes: budget,
-                data_target_bytes: target,
-                load_bytes_per_iteration: target / 3,
-                seed: 0x5eed_0010,
-            }
+        // Both sizes grow the data by a load step before each iteration's
+        // phases, so that the last iterations read data several times the
+        // budget: nearcore's 1,000 iterations of 1,000,000 operations, whose
+        // appends alone grow the data, do not fit this disk or a session.
+        let (budget, iterations, ops) = if quick {
+            // strata's open layer (128 MiB) is written out before the
+            // phases, so 128 MiB holds every engine's own memory; data 3×
+            // the budget; about two minutes for the five engines here.
+            (128 << 20, 3, 10_000)
         } else {
-            // nearcore's size: 1,000,000 operations per phase, until the
-            // data is 4× the budget (or the disk is full).
-            let budget = 1 << 30;
-            PhasesParams {
-                ops: 1_000_000,
-                value_len_bytes: 256,
-                iterations_max: ITERATIONS_FULL_MAX,
-                memory_budget_bytes: budget,
-                data_target_bytes: 4 * budget,
-                load_bytes_per_iteration: 0,
-                seed: 0x5eed_0010,
-            }
+            (1 << 30, 8, 200_000)
+        };
+        let factor = if quick { 3 } else { 4 };
+        let target = factor * budget;
+        PhasesParams {
+            ops,
+            value_len_bytes: 256,
+            iterations_max: iterations,
+            memory_budget_bytes: budget,
+            data_target_bytes: target,
+            load_bytes_per_iteration: target / u64::from(iterations),
+            seed: 0x5eed_0010,
         }
     }
 
@@ -186,10 +179,16 @@ impl PhasesParams {
         if let Some(v) = o.data_target_bytes {
             p.data_target_bytes = v;
         }
-        if quick {
-            p.load_bytes_per_iteration = p.data_target_bytes / u64::from(p.iterations_max);
-        }
+        p.load_bytes_per_iteration = p.data_target_bytes / u64::from(p.iterations_max);
         Ok(p)
+    }
+
+    /// The cache of every engine that keeps one of its own (RocksDB, fjall,
+    /// redb): a quarter of the budget, fjall's advice, so that the engines'
+    /// defaults (redb's is 1 GiB) cannot outgrow the budget and each leaves
+    /// the same room to the page cache.
+    pub fn engine_cache_bytes(&self) -> u64 {
+        self.memory_budget_bytes / ENGINE_CACHE_SHARE
     }
 
     pub fn entry_bytes(&self) -> u64 {
@@ -212,9 +211,10 @@ impl PhasesParams {
             ("load_bytes_per_iteration", self.load_bytes_per_iteration.into()),
             (
                 "load",
-                "before each iteration's phases, batches of 1,000 puts with a commit each, outside the memory budget (the limit is lifted, then set back, which evicts the page cache down to the budget); not timed per operation".into(),
+                "before each iteration's phases, batches of 1,000 puts with a commit each, outside the memory budget (the limit is lifted), then a flush (memtables written out), then the limit set back, which evicts the page cache down to the budget; not timed per operation".into(),
             ),
             ("commit_every_ops", COMMIT_OPS.into()),
+            ("engine_cache_bytes", self.engine_cache_bytes().into()),
             ("seed", self.seed.into()),
             (
                 "mixed",
@@ -497,10 +497,19 @@ pub fn run_iterations(
                 cgroup::set_memory_limit(file, None)?;
             }
             load(engine, params.load_keys_per_iteration(), &mut w, &values)?;
+            // Every engine starts its phases from data on disk: strata's
+            // and the LSMs' memtables written out, and their memory
+            // released, so that the budget can be set back.
+            engine.flush()?;
+            // The heap the load freed goes back to the OS (glibc keeps it
+            // otherwise, and it would count against the budget).
+            #[cfg(target_env = "gnu")]
+            // SAFETY: plain libc call, no pointers.
+            unsafe {
+                libc::malloc_trim(0);
+            }
             if let Some(file) = &go.memory_limit_file {
-                cgroup::set_memory_limit(file, Some(params.memory_budget_bytes)).context(
-                    "set the memory budget back after the load (the engine's own memory may exceed it)",
-                )?;
+                restore_memory_limit(file, params.memory_budget_bytes)?;
             }
         }
         let mut load_s = (params.load_keys_per_iteration() > 0).then(|| t.elapsed().as_secs_f64());
@@ -553,6 +562,45 @@ pub fn run_iterations(
         }
     }
     Ok(format!("{} iteration(s) done", params.iterations_max))
+}
+
+/// How long setting the budget back after a load may wait for the
+/// engine's memory (a background flush, a compaction) to shrink.
+const LIMIT_RESTORE_WAIT: Duration = Duration::from_secs(30);
+
+/// Sets the cgroup's limit in `file` back to `bytes` after the load. The
+/// kernel refuses (EBUSY) while the cgroup's memory that cannot be
+/// reclaimed (the engine's own, not the page cache) exceeds it: retried
+/// until [`LIMIT_RESTORE_WAIT`], then an error naming the budget.
+fn restore_memory_limit(file: &Path, bytes: u64) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        match cgroup::set_memory_limit(file, Some(bytes)) {
+            Ok(()) => return Ok(()),
+            Err(err) if started.elapsed() < LIMIT_RESTORE_WAIT => {
+                let busy = err.chain().any(|e| {
+                    e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.raw_os_error() == Some(libc::EBUSY))
+                });
+                if !busy {
+                    return Err(err);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(err) => {
+                let held = cgroup::memory_breakdown(file)
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default();
+                return Err(err).with_context(|| {
+                    format!(
+                        "set the {} MiB memory budget back after the load: the engine's own memory stayed above it for {} s{held}",
+                        bytes >> 20,
+                        LIMIT_RESTORE_WAIT.as_secs()
+                    )
+                });
+            }
+        }
+    }
 }
 
 /// A protocol line of the child.
@@ -781,10 +829,8 @@ pub fn counter_counts(records: &[PhaseRecord]) -> bool {
 /// The device's 4 KiB random-read latency (ns) as the device experiment
 /// recorded it in the run's device line (`read_4k_latency_ns`), if it did.
 pub fn device_line_read_4k_ns(line: Option<&DeviceLine>) -> Option<f64> {
-    let value = serde_json::to_value(line?).ok()?;
-    value
-        .get("read_4k_latency_ns")?
-        .as_f64()
+    line?
+        .read_4k_latency_ns
         .filter(|v| v.is_finite() && *v > 0.0)
 }
 
@@ -867,8 +913,8 @@ pub fn run(
     let mut methods = serde_json::Map::new();
     for kind in engines {
         let config = EngineConfig {
-            kind: *kind,
-            io_mode: kind.default_io_mode(),
+            cache_bytes: Some(params.engine_cache_bytes()),
+            ..EngineConfig::new(*kind, kind.default_io_mode())
         };
         let name = kind.name();
         let run = match run_engine(&config, params, data_dir) {
@@ -1112,10 +1158,7 @@ mod tests {
 
     #[test]
     fn row_ratios_match_the_hand_computation() {
-        let config = EngineConfig {
-            kind: EngineKind::Strata,
-            io_mode: LabIoMode::DirectRw,
-        };
+        let config = EngineConfig::new(EngineKind::Strata, LabIoMode::DirectRw);
         let run = EngineRun {
             records: Vec::new(),
             method: BudgetMethod::CgroupV1,
@@ -1162,9 +1205,16 @@ mod tests {
             file_bytes: 1,
             fio_write_mib_s: None,
             fio_read_mib_s: None,
+            read_4k_latency_ns: None,
+            fio_read_4k_latency_ns: None,
         };
-        // This branch's device line has no latency field: measured instead.
+        // Results of a run before the random-read probe: measured instead.
         assert_eq!(device_line_read_4k_ns(Some(&line)), None);
+        let line = DeviceLine {
+            read_4k_latency_ns: Some(61_000.0),
+            ..line
+        };
+        assert_eq!(device_line_read_4k_ns(Some(&line)), Some(61_000.0));
     }
 
     #[test]
@@ -1180,10 +1230,7 @@ mod tests {
     #[test]
     fn strata_runs_every_phase_of_every_iteration() {
         let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let config = EngineConfig {
-            kind: EngineKind::Strata,
-            io_mode: EngineKind::Strata.default_io_mode(),
-        };
+        let config = EngineConfig::new(EngineKind::Strata, EngineKind::Strata.default_io_mode());
         let engine = engine::open(&config, tmp.path()).unwrap();
         let params = PhasesParams {
             ops: 2500,

@@ -16,9 +16,12 @@ pub struct FjallEngine {
     keyspace: Keyspace,
 }
 
-pub fn open(_config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
-    let db = Database::builder(dir)
-        .worker_threads(2)
+pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
+    let mut builder = Database::builder(dir).worker_threads(2);
+    if let Some(bytes) = config.cache_bytes {
+        builder = builder.cache_size(bytes);
+    }
+    let db = builder
         .open()
         .with_context(|| format!("fjall open {}", dir.display()))?;
     let keyspace = db.keyspace("lab", || {

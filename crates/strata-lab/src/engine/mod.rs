@@ -150,6 +150,22 @@ impl LabIoMode {
 pub struct EngineConfig {
     pub kind: EngineKind,
     pub io_mode: LabIoMode,
+    /// The engine's own block or page cache, bytes, where it has one
+    /// (RocksDB's block cache, fjall's cache, redb's cache); `None`: the
+    /// engine's default. LMDB and strata keep no cache of their own.
+    #[serde(default)]
+    pub cache_bytes: Option<u64>,
+}
+
+impl EngineConfig {
+    /// `kind` in `io_mode` with its default cache.
+    pub fn new(kind: EngineKind, io_mode: LabIoMode) -> EngineConfig {
+        EngineConfig {
+            kind,
+            io_mode,
+            cache_bytes: None,
+        }
+    }
 }
 
 /// Bytes an engine says it wrote, by its own accounting (not every engine
@@ -294,7 +310,7 @@ mod tests {
     /// strata and every compiled peer pass the same small round trip.
     fn round_trip(kind: EngineKind, io_mode: LabIoMode) {
         let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let config = EngineConfig { kind, io_mode };
+        let config = EngineConfig::new(kind, io_mode);
         let engine =
             open(&config, tmp.path()).unwrap_or_else(|err| panic!("{}: {err:#}", kind.name()));
         let values = ValueSource::new(100);

@@ -20,9 +20,15 @@ pub struct RedbEngine {
     db: Database,
 }
 
-pub fn open(_config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
+pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     let path = dir.join(DB_FILE);
-    let db = Database::create(&path).with_context(|| format!("redb open {}", path.display()))?;
+    let mut builder = Database::builder();
+    if let Some(bytes) = config.cache_bytes {
+        builder.set_cache_size(usize::try_from(bytes).context("redb cache size")?);
+    }
+    let db = builder
+        .create(&path)
+        .with_context(|| format!("redb open {}", path.display()))?;
     let txn = db.begin_write()?;
     txn.open_table(TABLE)?;
     txn.commit()?;

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rocksdb::statistics::Ticker;
-use rocksdb::{DBCompressionType, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, Direction, IteratorMode, Options, WriteBatch,
+    WriteOptions, DB,
+};
 
 use super::{Engine, EngineConfig, EngineKind, EngineWriteStats, LabIoMode};
 use crate::workload::Batch;
@@ -27,6 +30,13 @@ pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     opts.set_compression_type(DBCompressionType::None);
     opts.increase_parallelism(2);
     opts.enable_statistics();
+    if let Some(bytes) = config.cache_bytes {
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&Cache::new_lru_cache(
+            usize::try_from(bytes).context("rocksdb block cache size")?,
+        ));
+        opts.set_block_based_table_factory(&table);
+    }
     match config.io_mode {
         LabIoMode::Buffered | LabIoMode::Native => {}
         LabIoMode::Direct => opts.set_use_direct_reads(true),
