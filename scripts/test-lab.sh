@@ -422,6 +422,17 @@ if grep -q '<table class="device-latency">' "$work/dom.html" &&
 else
 	fail "DOM has no device latency plot, table or headline"
 fi
+n_headline=$(grep -o '<table class="phases-headline"' "$work/dom.html" | wc -l)
+# A headline row per engine says which iterations it compares: (#1 → #3).
+n_headline_rows=$(grep -o '(#[0-9]* → #[0-9]*)' "$work/dom.html" | wc -l)
+if ((n_headline >= 2)) && ((n_headline_rows >= 10)) &&
+	grep -q 'phases: read latency per operation (log)' "$work/dom.html" &&
+	grep -q 'phases: device reads per get' "$work/dom.html" &&
+	grep -q '2× device 4 KiB read' "$work/dom.html"; then
+	pass "DOM holds the phases plots (device lines at 1× and 2×) and its headline table, in the summary too"
+else
+	fail "DOM has no phases plot or headline table ($n_headline tables, $n_headline_rows engine rows)"
+fi
 for engine in ${engines//,/ }; do
 	if ! grep -q "<td class=\"l\">$engine</td>" "$work/dom.html"; then
 		fail "the report's tables have no row for $engine"

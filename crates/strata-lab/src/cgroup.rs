@@ -257,8 +257,9 @@ impl ChildCgroups {
         }
     }
 
-    /// Peak memory use of the cgroup (page cache included), where known;
-    /// the load step's, when it ran with the limit lifted.
+    /// Peak memory use of the cgroup (page cache included), where known:
+    /// since [`reset_peaks`] last ran (after the last load, on v1), else
+    /// since the cgroup was made.
     pub fn peak_bytes(&self) -> Option<u64> {
         let dir = self.memory.as_ref()?;
         read_u64(&dir.join("memory.max_usage_in_bytes"))
@@ -332,6 +333,15 @@ pub fn parse_memory_stat(text: &str) -> Option<(u64, u64)> {
     match (value("rss"), value("cache")) {
         (Some(anon), Some(cache)) => Some((anon, cache)),
         _ => Some((value("anon")?, value("file")?)),
+    }
+}
+
+/// Restarts the v1 peak and limit-hit counters of the cgroup of the limit
+/// `file` (best effort: v2 keeps its `memory.peak`), so that they describe
+/// what follows, not the load before.
+pub fn reset_peaks(file: &Path) {
+    for counter in ["memory.max_usage_in_bytes", "memory.failcnt"] {
+        let _ = std::fs::write(file.with_file_name(counter), "0");
     }
 }
 

@@ -576,7 +576,10 @@ fn restore_memory_limit(file: &Path, bytes: u64) -> Result<()> {
     let started = Instant::now();
     loop {
         match cgroup::set_memory_limit(file, Some(bytes)) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                cgroup::reset_peaks(file);
+                return Ok(());
+            }
             Err(err) if started.elapsed() < LIMIT_RESTORE_WAIT => {
                 let busy = err.chain().any(|e| {
                     e.downcast_ref::<std::io::Error>()
@@ -911,6 +914,7 @@ pub fn run(
     }
     let mut rows = Vec::new();
     let mut methods = serde_json::Map::new();
+    let mut shared_notes: Vec<(String, Vec<&str>)> = Vec::new();
     for kind in engines {
         let config = EngineConfig {
             cache_bytes: Some(params.engine_cache_bytes()),
@@ -939,7 +943,11 @@ pub fn run(
         }
         methods.insert(name.to_string(), method);
         for note in &run.cgroup_notes {
-            notes.push(format!("{name}: {note}"));
+            // Said once, with every engine it applies to.
+            match shared_notes.iter_mut().find(|(text, _)| text == note) {
+                Some((_, engines)) => engines.push(name),
+                None => shared_notes.push((note.clone(), vec![name])),
+            }
         }
         if !run.clean {
             notes.push(format!("{name}: {}", run.end));
@@ -951,6 +959,9 @@ pub fn run(
                 .iter()
                 .map(|r| row(&config, &run, r, device_4k_ns)),
         );
+    }
+    for (note, engines) in shared_notes {
+        notes.push(format!("{}: {note}", engines.join(", ")));
     }
     if rows.is_empty() {
         bail!("no engine finished a phase: {}", notes.join("; "));

@@ -17,17 +17,6 @@ use crate::report::escape;
 use crate::results::ExperimentResult;
 use crate::xy_plot::{iter_chart_svg, IterChart, XySeries};
 
-/// Engines in first-seen order: their colour is their index.
-fn engines(r: &ExperimentResult) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for row in &r.rows {
-        if !out.contains(&row.engine) {
-            out.push(row.engine.clone());
-        }
-    }
-    out
-}
-
 /// `(iteration, metric)` of `engine` in `phase`, in iteration order.
 pub fn series_points(
     r: &ExperimentResult,
@@ -62,7 +51,8 @@ pub fn device_4k_us(r: &ExperimentResult) -> Option<f64> {
 /// engine against the iteration, on a log and a linear axis, with the
 /// device lines; then device reads per get (read solid, mixed dashed).
 pub fn write_plots(h: &mut String, r: &ExperimentResult) -> Result<()> {
-    let engines = engines(r);
+    // An engine's colour is its index.
+    let engines = r.engines();
     let refs: Vec<RefLine> = match device_4k_us(r) {
         Some(us) => vec![
             RefLine {

@@ -276,6 +276,17 @@ impl ExperimentResult {
         cases
     }
 
+    /// Distinct engines in first-seen order.
+    pub fn engines(&self) -> Vec<String> {
+        let mut engines: Vec<String> = Vec::new();
+        for row in &self.rows {
+            if !engines.contains(&row.engine) {
+                engines.push(row.engine.clone());
+            }
+        }
+        engines
+    }
+
     /// The strata row a peer's row is compared with: same case, same config
     /// if strata ran it, else strata's default config (DirectRw), else any.
     pub fn strata_row_for(&self, row: &Row) -> Option<&Row> {

@@ -272,19 +272,8 @@ pub struct PhasesHeadline {
 /// Per engine (first-seen order), from the read rows (`read #<n>`) of a
 /// phases result; engines without a read row are left out.
 pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
-    let device_us = r
-        .options
-        .get("device_read_4k_latency_ns")
-        .and_then(|v| v.as_f64())
-        .filter(|v| *v > 0.0)
-        .map(|ns| ns / 1e3);
-    let mut engines: Vec<&str> = Vec::new();
-    for row in &r.rows {
-        if !engines.contains(&row.engine.as_str()) {
-            engines.push(&row.engine);
-        }
-    }
-    engines
+    let device_us = crate::phases_plot::device_4k_us(r);
+    r.engines()
         .into_iter()
         .filter_map(|engine| {
             let mut reads: Vec<(u32, &Row)> = r
