@@ -250,7 +250,7 @@ pub fn run(config: &RunConfig) -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&data_dir);
 
     let report = report::write_report(&ctx.out_dir)?;
-    println!("report: {}", report.display());
+    print_report_path(&report)?;
     if !failures.is_empty() {
         bail!(
             "{} experiment(s) failed: {} (why: above, and in the report)",
@@ -626,6 +626,16 @@ pub fn bulk_child_main(spec: &str) -> Result<()> {
 /// `strata lab report DIR`.
 pub fn report_main(dir: &Path) -> Result<PathBuf> {
     let path = report::write_report(dir)?;
-    println!("report: {}", path.display());
+    print_report_path(&path)?;
     Ok(path)
+}
+
+/// Prints `report: <path>` on stdout; a closed pipe is an error, not
+/// `println!`'s panic.
+fn print_report_path(path: &Path) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "report: {}", path.display())
+        .and_then(|()| out.flush())
+        .context("print the report's path")
 }
