@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 
 use crate::engine::{self, EngineConfig};
 use crate::progress::Progress;
-use crate::results::{DeviceSide, MetricSpec, Row};
+use crate::results::{interleave, DeviceSide, MetricSpec, Row};
 use crate::workload::{for_each_batch, KeyLayout, ValueSource};
 
 /// Keys the concurrent reader re-reads on every round (LAB.md §1).
@@ -225,49 +225,41 @@ pub fn run(
         let label = case.label();
         let puts = (params.volume_bytes / case.value_len_bytes as u64).max(1);
         let value_mib = (puts * case.value_len_bytes as u64) as f64 / (1024.0 * 1024.0);
-        let mut samples: Vec<Vec<Row>> = configs.iter().map(|_| Vec::new()).collect();
         let mut misses = vec![(0u64, 0u64); configs.len()];
-        let mut failed: Vec<Option<String>> = configs.iter().map(|_| None).collect();
-        for _rep in 0..params.repeats {
-            for (i, config) in configs.iter().enumerate() {
-                if failed[i].is_some() {
-                    continue;
-                }
-                let dir = data_dir.join(format!("ingest-{}", config.kind.name()));
-                match run_sample(config, &case, &params, &dir).with_context(|| {
-                    format!(
-                        "{} {} on {label}",
-                        config.kind.name(),
-                        config.io_mode.name()
-                    )
-                }) {
-                    Ok(Sample { rounds, figures }) => {
-                        let work_s = figures.elapsed_s;
-                        let mib_s = value_mib * rounds as f64 / work_s;
-                        let mut row = Row::new(&label, config.kind.name(), config.io_mode.name())
-                            .metric("mib_s", mib_s)
-                            .metric("puts_s", (puts * rounds as u64) as f64 / work_s)
-                            .metric("elapsed_s", work_s / rounds as f64)
-                            .metric("work_s", work_s);
-                        if let Some(device) = device_write_mib_s {
-                            row = row.metric("device_fraction", mib_s / device);
-                        }
-                        if case.concurrent_reader {
-                            row = row.metric("reader_gets_s", figures.reader_gets as f64 / work_s);
-                            misses[i].0 += figures.reader_misses;
-                            misses[i].1 += figures.reader_gets;
-                        }
-                        samples[i].push(row.param("rounds", rounds));
-                    }
-                    Err(err) => failed[i] = Some(format!("{err:#}")),
-                }
-                progress.inc(1);
+        let taken = interleave(params.repeats, configs.len(), |_rep, i| {
+            let config = &configs[i];
+            let dir = data_dir.join(format!("ingest-{}", config.kind.name()));
+            let sample = run_sample(config, &case, &params, &dir).with_context(|| {
+                format!(
+                    "{} {} on {label}",
+                    config.kind.name(),
+                    config.io_mode.name()
+                )
+            });
+            progress.inc(1);
+            let Sample { rounds, figures } = sample?;
+            let work_s = figures.elapsed_s;
+            let mib_s = value_mib * rounds as f64 / work_s;
+            let mut row = Row::new(&label, config.kind.name(), config.io_mode.name())
+                .metric("mib_s", mib_s)
+                .metric("puts_s", (puts * rounds as u64) as f64 / work_s)
+                .metric("elapsed_s", work_s / rounds as f64)
+                .metric("work_s", work_s);
+            if let Some(device) = device_write_mib_s {
+                row = row.metric("device_fraction", mib_s / device);
             }
-        }
+            if case.concurrent_reader {
+                row = row.metric("reader_gets_s", figures.reader_gets as f64 / work_s);
+                misses[i].0 += figures.reader_misses;
+                misses[i].1 += figures.reader_gets;
+            }
+            Ok(row.param("rounds", rounds))
+        });
+        let (samples, failed) = (taken.samples, taken.errors);
         for (i, config) in configs.iter().enumerate() {
             if let Some(err) = &failed[i] {
-                progress.println(&format!("  ingest failed: {err}"));
-                notes.push(format!("ingest failed: {err}"));
+                progress.println(&format!("  ingest failed: {err:#}"));
+                notes.push(format!("ingest failed: {err:#}"));
                 continue;
             }
             let Some(row) = Row::from_samples(&samples[i]) else {

@@ -17,7 +17,7 @@ use strata::io::{
 };
 
 use crate::progress::Progress;
-use crate::results::{DeviceSide, MetricSpec, Row};
+use crate::results::{interleave, DeviceSide, MetricSpec, Row};
 use crate::sys::evict_from_page_cache;
 use crate::workload::fmix64;
 
@@ -199,61 +199,62 @@ pub fn run(
             .into_iter()
             .flat_map(|mode| IoEngine::ALL.map(|e| (mode, e)))
             .collect();
-        let mut samples: Vec<Vec<Row>> = configs.iter().map(|_| Vec::new()).collect();
-        let mut failed = vec![false; configs.len()];
-        for rep in 1..=params.repeats {
-            for (i, &(mode, engine)) in configs.iter().enumerate() {
-                if failed[i] {
-                    continue;
+        let config_name = |i: usize| {
+            let (mode, engine) = configs[i];
+            format!("{}/{}", mode.name(), engine.name())
+        };
+        let taken = interleave(params.repeats, configs.len(), |rep, i| {
+            let (mode, engine) = configs[i];
+            let config = config_name(i);
+            let mut progress = Progress::new(
+                &format!("io {case} {config} {rep}/{}", params.repeats),
+                params.file_bytes,
+            );
+            let outcome = run_one(
+                &path,
+                mode,
+                engine,
+                write_len,
+                params.file_bytes,
+                &mut progress,
+            );
+            let _ = std::fs::remove_file(&path);
+            let figures = match outcome {
+                Ok(figures) => figures,
+                Err(err) => {
+                    progress.finish(&format!("failed: {err:#}"));
+                    return Err(err);
                 }
-                let config = format!("{}/{}", mode.name(), engine.name());
-                let mut progress = Progress::new(
-                    &format!("io {case} {config} {rep}/{}", params.repeats),
-                    params.file_bytes,
-                );
-                let outcome = run_one(
-                    &path,
-                    mode,
-                    engine,
-                    write_len,
-                    params.file_bytes,
-                    &mut progress,
-                );
-                let _ = std::fs::remove_file(&path);
-                let figures = match outcome {
-                    Ok(figures) => figures,
-                    Err(err) => {
-                        progress.finish(&format!("failed: {err:#}"));
-                        notes.push(format!("io {case} {config} failed: {err:#}"));
-                        failed[i] = true;
-                        continue;
-                    }
-                };
-                let write_mib_s = mib / figures.write_s;
-                let read_mib_s = mib / figures.read_s;
-                let mut row = Row::new(&case, "strata io", &config)
-                    .metric("write_mib_s", write_mib_s)
-                    .metric("read_mib_s", read_mib_s)
-                    .metric("write_ops", figures.write_ops as f64)
-                    .param("file_bytes", params.file_bytes)
-                    .param("write_len_bytes", write_len as u64)
-                    .param("writer_capacity_bytes", WRITER_CAPACITY_BYTES as u64);
-                let mut outcome =
-                    format!("write {write_mib_s:.0} MiB/s, read {read_mib_s:.0} MiB/s");
-                if let Some((dev_w, dev_r)) = device {
-                    row = row
-                        .metric("write_device_fraction", write_mib_s / dev_w)
-                        .metric("read_device_fraction", read_mib_s / dev_r);
-                    outcome.push_str(&format!(
-                        " ({:.2}× / {:.2}× device {dev_w:.0} / {dev_r:.0} MiB/s)",
-                        write_mib_s / dev_w,
-                        read_mib_s / dev_r
-                    ));
-                }
-                progress.finish(&outcome);
-                samples[i].push(row);
+            };
+            let write_mib_s = mib / figures.write_s;
+            let read_mib_s = mib / figures.read_s;
+            let mut row = Row::new(&case, "strata io", &config)
+                .metric("write_mib_s", write_mib_s)
+                .metric("read_mib_s", read_mib_s)
+                .metric("write_ops", figures.write_ops as f64)
+                .param("file_bytes", params.file_bytes)
+                .param("write_len_bytes", write_len as u64)
+                .param("writer_capacity_bytes", WRITER_CAPACITY_BYTES as u64);
+            let mut outcome = format!("write {write_mib_s:.0} MiB/s, read {read_mib_s:.0} MiB/s");
+            if let Some((dev_w, dev_r)) = device {
+                row = row
+                    .metric("write_device_fraction", write_mib_s / dev_w)
+                    .metric("read_device_fraction", read_mib_s / dev_r);
+                outcome.push_str(&format!(
+                    " ({:.2}× / {:.2}× device {dev_w:.0} / {dev_r:.0} MiB/s)",
+                    write_mib_s / dev_w,
+                    read_mib_s / dev_r
+                ));
+            }
+            progress.finish(&outcome);
+            Ok(row)
+        });
+        for (i, err) in taken.errors.iter().enumerate() {
+            if let Some(err) = err {
+                notes.push(format!("io {case} {} failed: {err:#}", config_name(i)));
             }
         }
+        let samples = taken.samples;
         rows.extend(samples.iter().filter_map(|s| Row::from_samples(s)));
     }
     Ok(rows)

@@ -487,48 +487,41 @@ fn run_bulk(
 ) -> Result<ExperimentResult> {
     let t = started();
     let params = bulk::BulkParams::new(ctx.quick);
-    let mut samples: Vec<Vec<Row>> = engines.iter().map(|_| Vec::new()).collect();
-    let mut failed: Vec<bool> = engines.iter().map(|_| false).collect();
     let mut notes = Vec::new();
-    for rep in 1..=params.repeats {
-        for (i, kind) in engines.iter().enumerate() {
-            if failed[i] {
-                continue;
-            }
-            let config = EngineConfig::new(*kind, kind.default_io_mode());
-            match bulk::run_engine(&config, &params, &ctx.data_dir) {
-                Ok(row) => {
-                    let m = |k: &str| row.metrics.get(k).copied().unwrap_or(f64::NAN);
-                    eprintln!(
-                        "  bulk {:<8} {rep}/{}: insert {:.1} s, WA {:.2}, recovery {:.2} s, recovered {:.3}, RSS {:.0} MiB",
-                        kind.name(),
-                        params.repeats,
-                        m("insert_s"),
-                        m("write_amp"),
-                        m("recovery_s"),
-                        m("recovered_fraction"),
-                        m("peak_rss_mib"),
-                    );
-                    if let (Some(puts), Some(recovered)) =
-                        (row.params.get("puts"), row.params.get("recovered_puts"))
-                    {
-                        if puts != recovered {
-                            notes.push(format!(
-                                "{} (sample {rep}) recovered {recovered} of {puts} puts after SIGKILL (no sync, no flush): what it had not handed to the OS was lost",
-                                row.engine
-                            ));
-                        }
-                    }
-                    samples[i].push(row);
-                }
-                Err(err) => {
-                    eprintln!("  bulk {} failed: {err:#}", kind.name());
-                    notes.push(format!("bulk {} failed: {err:#}", kind.name()));
-                    failed[i] = true;
-                }
+    let taken = results::interleave(params.repeats, engines.len(), |rep, i| {
+        let kind = engines[i];
+        let config = EngineConfig::new(kind, kind.default_io_mode());
+        let row = bulk::run_engine(&config, &params, &ctx.data_dir)
+            .inspect_err(|err| eprintln!("  bulk {} failed: {err:#}", kind.name()))?;
+        let m = |k: &str| row.metrics.get(k).copied().unwrap_or(f64::NAN);
+        eprintln!(
+            "  bulk {:<8} {rep}/{}: insert {:.1} s, WA {:.2}, recovery {:.2} s, recovered {:.3}, RSS {:.0} MiB",
+            kind.name(),
+            params.repeats,
+            m("insert_s"),
+            m("write_amp"),
+            m("recovery_s"),
+            m("recovered_fraction"),
+            m("peak_rss_mib"),
+        );
+        if let (Some(puts), Some(recovered)) =
+            (row.params.get("puts"), row.params.get("recovered_puts"))
+        {
+            if puts != recovered {
+                notes.push(format!(
+                    "{} (sample {rep}) recovered {recovered} of {puts} puts after SIGKILL (no sync, no flush): what it had not handed to the OS was lost",
+                    row.engine
+                ));
             }
         }
+        Ok(row)
+    });
+    for (kind, err) in engines.iter().zip(&taken.errors) {
+        if let Some(err) = err {
+            notes.push(format!("bulk {} failed: {err:#}", kind.name()));
+        }
     }
+    let samples = taken.samples;
     let rows: Vec<Row> = samples
         .iter()
         .filter_map(|s| Row::from_samples(s))

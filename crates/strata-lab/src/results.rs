@@ -126,6 +126,43 @@ pub struct Spread {
     pub n: u32,
 }
 
+/// Samples of several configurations taken in turns: A B C A B C …,
+/// repeats outermost, so that a drift of the machine touches every
+/// configuration alike (the lab's like-for-like rule).
+pub struct Interleaved {
+    /// Per configuration, its samples in order.
+    pub samples: Vec<Vec<Row>>,
+    /// Per configuration, the error that ended its sampling, if one did.
+    pub errors: Vec<Option<anyhow::Error>>,
+}
+
+/// Calls `sample(repeat, config)` for repeats `1..=repeats` and
+/// configurations `0..configs` in turns. A configuration whose sample
+/// fails is not sampled again; its error is kept, and its earlier samples
+/// too.
+pub fn interleave(
+    repeats: u32,
+    configs: usize,
+    mut sample: impl FnMut(u32, usize) -> Result<Row>,
+) -> Interleaved {
+    let mut out = Interleaved {
+        samples: (0..configs).map(|_| Vec::new()).collect(),
+        errors: (0..configs).map(|_| None).collect(),
+    };
+    for rep in 1..=repeats {
+        for i in 0..configs {
+            if out.errors[i].is_some() {
+                continue;
+            }
+            match sample(rep, i) {
+                Ok(row) => out.samples[i].push(row),
+                Err(err) => out.errors[i] = Some(err),
+            }
+        }
+    }
+    out
+}
+
 /// The median of `values` (the mean of the middle two for an even count);
 /// NaN for none.
 pub fn median(values: &[f64]) -> f64 {
@@ -391,6 +428,43 @@ pub(crate) mod tests {
         result.schema_version = SCHEMA_VERSION + 1;
         let path = result.save(tmp.path()).unwrap();
         assert!(ExperimentResult::load(&path).is_err());
+    }
+
+    #[test]
+    fn interleaving_takes_turns_and_drops_a_failed_configuration() {
+        let mut order = Vec::new();
+        let out = interleave(3, 3, |rep, i| {
+            order.push((rep, i));
+            if (rep, i) == (2, 1) {
+                bail!("config 1 broke in repeat 2");
+            }
+            Ok(Row::new("c", &format!("e{i}"), "").metric("x", f64::from(rep)))
+        });
+        assert_eq!(
+            order,
+            vec![
+                (1, 0),
+                (1, 1),
+                (1, 2),
+                (2, 0),
+                (2, 1),
+                (2, 2),
+                (3, 0),
+                (3, 2)
+            ]
+        );
+        assert_eq!(out.samples[0].len(), 3);
+        assert_eq!(
+            out.samples[1].len(),
+            1,
+            "the sample before the failure stays"
+        );
+        assert_eq!(out.samples[2].len(), 3);
+        assert!(out.errors[0].is_none() && out.errors[2].is_none());
+        assert_eq!(
+            out.errors[1].as_ref().unwrap().to_string(),
+            "config 1 broke in repeat 2"
+        );
     }
 
     #[test]
