@@ -187,12 +187,9 @@ fn mib(bytes: u64) -> f64 {
 
 /// Runs the bulk experiment for one engine; the data dir is removed after.
 pub fn run_engine(config: &EngineConfig, params: &BulkParams, data_dir: &Path) -> Result<Row> {
-    let dir = data_dir.join(format!("bulk-{}", config.kind.name()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let result = run_engine_in(config, params, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    crate::sys::in_fresh_dir(data_dir, &format!("bulk-{}", config.kind.name()), |dir| {
+        run_engine_in(config, params, dir)
+    })
 }
 
 fn run_engine_in(config: &EngineConfig, params: &BulkParams, dir: &Path) -> Result<Row> {

@@ -681,12 +681,9 @@ pub fn run_engine(
     params: &PhasesParams,
     data_dir: &Path,
 ) -> Result<EngineRun> {
-    let dir = data_dir.join(format!("phases-{}", config.kind.name()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let result = run_engine_in(config, params, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    crate::sys::in_fresh_dir(data_dir, &format!("phases-{}", config.kind.name()), |dir| {
+        run_engine_in(config, params, dir)
+    })
 }
 
 fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Result<EngineRun> {

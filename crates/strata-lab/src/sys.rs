@@ -107,6 +107,21 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
+/// Runs `f` on a fresh, empty directory `data_dir/name` and removes it
+/// afterwards, also when `f` fails (the lab's per-engine data directories).
+pub fn in_fresh_dir<T>(
+    data_dir: &std::path::Path,
+    name: &str,
+    f: impl FnOnce(&std::path::Path) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let dir = data_dir.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let result = f(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
