@@ -80,7 +80,9 @@ impl From<strata::Error> for FfiError {
         let code = match &e {
             strata::Error::Io { .. } | strata::Error::DirectIoUnsupported { .. } => STRATA_IO_ERROR,
             strata::Error::Corruption(_) => STRATA_CORRUPTION,
-            strata::Error::InvalidInput(_) => STRATA_INVALID_ARGUMENT,
+            strata::Error::InvalidInput(_) | strata::Error::BelowHorizon { .. } => {
+                STRATA_INVALID_ARGUMENT
+            }
             strata::Error::Closed | strata::Error::Poisoned(_) => STRATA_CLOSED,
             strata::Error::NotDurable { .. } => STRATA_NOT_DURABLE,
             _ => STRATA_ERROR,

@@ -143,6 +143,9 @@ pub enum Error {
     /// The database is closed or closing.
     #[error("the database is closed")]
     Closed,
+    /// A read at an LSN whose history was collected (see `Db::horizon`).
+    #[error("LSN {lsn} is below the history horizon {horizon}: its versions were collected")]
+    BelowHorizon { lsn: u64, horizon: u64 },
     /// A write whose batch was applied at `lsn` (readers of this process see
     /// it) but could not be made durable as asked: it may or may not be found
     /// after a restart. The database refuses further writes. To learn the

@@ -59,7 +59,7 @@ use crate::log::record::{
     LOG_HEADER_CRC_OFFSET, PAD_LSN, RECORD_HEADER_BYTES,
 };
 use crate::log::replay::replay;
-use crate::manifest::{Manifest, MANIFEST_FILES_MAX};
+use crate::manifest::{Edit, LayerDesc, Level, ManifestState, MANIFEST_FILES_MAX};
 
 /// The dummy path of a log file given to the log decoders.
 const LOG_PATH: &str = "fuzz/0000000000000001.log";
@@ -440,32 +440,30 @@ pub fn footer(data: &[u8]) {
     check_layer_round_trip(&entries, target as usize);
 }
 
-/// A manifest through `Manifest::decode`. Where it decodes, its ids are below
-/// its next file id, and the re-encoded manifest decodes to the same lists
-/// with the same payload bytes.
+/// A manifest through `manifest::decode`. Where it decodes, its state lists
+/// each id once, below its next file id, and the state written as a new
+/// manifest decodes to the same state.
 pub fn manifest(data: &[u8]) {
     let path = Path::new(MANIFEST_PATH);
     let len = len_u64(data);
-    let m = match Manifest::decode(path, data) {
-        Ok(m) => m,
+    let loaded = match crate::manifest::decode(path, data) {
+        Ok(l) => l,
         Err(e) => return check_error(&e, path, 0..=len, ErrorsAllowed::VERSION_AND_NOT_A_DATABASE),
     };
-    assert!(m.logs.len() + m.deltas.len() <= MANIFEST_FILES_MAX);
-    assert!(m
+    let s = &loaded.state;
+    assert!(s.logs.len() + s.layers.len() + loaded.v1_deltas.len() <= MANIFEST_FILES_MAX);
+    assert!(s
         .logs
         .iter()
-        .chain(&m.deltas)
-        .all(|&id| id < m.next_file_id));
-    let encoded = m.encode();
-    let again = Manifest::decode(path, &encoded).expect("a re-encoded manifest decodes");
-    assert_eq!(again, m, "manifest round trip");
-    let header = crate::manifest::HEADER_BYTES;
-    let payload = &encoded[header..];
-    assert_eq!(
-        data.get(header..header + payload.len()),
-        Some(payload),
-        "the manifest payload re-encodes to other bytes"
-    );
+        .chain(s.layers.iter().map(|l| &l.id))
+        .chain(&loaded.v1_deltas)
+        .all(|&id| id < s.next_file_id));
+    assert!(loaded.torn_at.is_none_or(|at| at < len));
+    if loaded.v1_deltas.is_empty() {
+        let encoded = crate::manifest::encode_file(s);
+        let again = crate::manifest::decode(path, &encoded).expect("a re-encoded manifest decodes");
+        assert_eq!(&again.state, s, "manifest round trip");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -781,29 +779,71 @@ fn bloom_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
-    let manifests = [
-        Manifest::default(),
-        Manifest {
+    let desc = |id: u64, lsn: u64| LayerDesc {
+        id,
+        level: Level::L0,
+        key_min: b"a".to_vec(),
+        key_max: b"zz".to_vec(),
+        lsn_min: lsn,
+        lsn_max: lsn + 5,
+        entries: 6,
+        bytes: 8192,
+    };
+    let states = [
+        ManifestState::default(),
+        ManifestState {
             next_file_id: 1,
-            logs: vec![],
-            deltas: vec![],
+            ..ManifestState::default()
         },
-        Manifest {
+        ManifestState {
             next_file_id: 9,
             logs: vec![7, 8],
-            deltas: vec![1, 3, 4],
+            layers: vec![desc(1, 1), desc(3, 7), desc(4, 13)],
         },
-        Manifest {
+        ManifestState {
             next_file_id: u64::MAX,
             logs: vec![u64::MAX - 1],
-            deltas: (0..20).collect(),
+            layers: (0..20).map(|i| desc(i, 10 * i)).collect(),
         },
     ];
-    manifests
+    let mut seeds: Vec<(String, Vec<u8>)> = states
         .iter()
         .enumerate()
-        .map(|(i, m)| (format!("manifest-{i}"), m.encode()))
-        .collect()
+        .map(|(i, s)| (format!("manifest-{i}"), crate::manifest::encode_file(s)))
+        .collect();
+    // A snapshot and edits after it.
+    let mut bytes = crate::manifest::encode_file(&states[2]);
+    for edit in [
+        Edit::AddLog(9),
+        Edit::Flushed {
+            log: 7,
+            layer: desc(10, 20),
+        },
+        Edit::Compacted {
+            remove: vec![1, 3],
+            add: vec![
+                LayerDesc {
+                    level: Level::L1,
+                    key_max: b"m".to_vec(),
+                    ..desc(11, 1)
+                },
+                LayerDesc {
+                    level: Level::L1,
+                    key_min: b"n".to_vec(),
+                    ..desc(12, 1)
+                },
+            ],
+        },
+    ] {
+        let record = crate::manifest::encode_edit_record(bytes.len() as u64, &edit);
+        bytes.extend(record);
+    }
+    seeds.push(("manifest-edits".into(), bytes));
+    seeds.push((
+        "manifest-v1".into(),
+        crate::manifest::encode_v1(9, &[7, 8], &[1, 3, 4]),
+    ));
+    seeds
 }
 
 /// Which part of the sample delta layers a seed is.
@@ -1049,18 +1089,35 @@ fn fix_delta_file_checksums(data: &mut [u8]) {
 
 fn fix_manifest_checksums(data: &mut [u8]) {
     use crate::manifest::{
-        HEADER_BYTES, HEADER_CRC_OFFSET, PAYLOAD_CRC_OFFSET, PAYLOAD_LEN_OFFSET,
+        frame_record, HEADER_BYTES, HEADER_CRC_OFFSET, PAYLOAD_CRC_OFFSET, PAYLOAD_LEN_OFFSET,
+        RECORD_HEADER_BYTES,
     };
     if data.len() < HEADER_BYTES {
         return;
     }
-    let len = u32_at(data, PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
-    if let Some(payload) = data.get(HEADER_BYTES..HEADER_BYTES + len) {
-        let crc = crc32c::crc32c(payload);
-        put_u32(data, PAYLOAD_CRC_OFFSET, crc);
-    }
     let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
     put_u32(data, HEADER_CRC_OFFSET, crc);
+    if u32_at(data, 8) == Some(1) {
+        let len = u32_at(data, PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
+        if let Some(payload) = data.get(HEADER_BYTES..HEADER_BYTES + len) {
+            let crc = crc32c::crc32c(payload);
+            put_u32(data, PAYLOAD_CRC_OFFSET, crc);
+        }
+        let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
+        put_u32(data, HEADER_CRC_OFFSET, crc);
+        return;
+    }
+    // Version 2: every whole record's two checksums, in turn.
+    let mut at = HEADER_BYTES;
+    while let Some(len) = u32_at(data, at) {
+        let start = at + RECORD_HEADER_BYTES;
+        let Some(end) = start.checked_add(len as usize).filter(|&e| e <= data.len()) else {
+            return;
+        };
+        let framed = frame_record(at as u64, &data[start..end]);
+        data[at..start].copy_from_slice(&framed[..RECORD_HEADER_BYTES]);
+        at = end;
+    }
 }
 
 #[cfg(test)]

@@ -8,25 +8,29 @@
 //! everything else is crate-private.
 
 mod batch;
+mod cache;
+mod compaction;
 mod db;
 pub mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inspect;
 pub mod io;
 mod layer;
 mod log;
 mod manifest;
 mod options;
 mod read;
+mod version;
 
 pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, Stats};
 pub use error::{Corruption, Error, InvalidInput, Result};
 pub use io::{IoEngine, IoMode};
 pub use options::{
-    Options, WriteOptions, BATCH_BYTES_MAX, KEY_BYTES_MAX, LAYER_BYTES_MAX, LAYER_BYTES_MIN,
-    VALUE_BYTES_MAX_DEFAULT, VALUE_BYTES_MAX_LIMIT,
+    Options, WriteOptions, BATCH_BYTES_MAX, BLOCK_CACHE_BYTES_DEFAULT, KEY_BYTES_MAX,
+    LAYER_BYTES_MAX, LAYER_BYTES_MIN, VALUE_BYTES_MAX_DEFAULT, VALUE_BYTES_MAX_LIMIT,
 };
 pub use read::Scan;
 

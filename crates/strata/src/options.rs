@@ -27,6 +27,15 @@ pub const WRITER_BUFFER_BYTES_DEFAULT: usize = 1 << 20;
 pub const FROZEN_LAYERS_MAX_DEFAULT: usize = 4;
 /// Target size of a delta layer's data block, bytes.
 pub const DELTA_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
+/// Defaults of the compaction options (see `Options`).
+pub const L0_COMPACTION_TRIGGER_DEFAULT: usize = 4;
+pub const L0_SLOWDOWN_LAYERS_DEFAULT: usize = 20;
+pub const L0_STOP_LAYERS_DEFAULT: usize = 36;
+pub const TARGET_FILE_BYTES_DEFAULT: u64 = 64 << 20;
+pub const COMPACTION_MEMORY_BYTES_DEFAULT: usize = 32 << 20;
+pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
+/// Default of `Options::block_cache_bytes`.
+pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 
 /// Checks a key against the key limits (1..=KEY_BYTES_MAX bytes).
 pub(crate) fn check_key(key: &[u8]) -> std::result::Result<(), InvalidInput> {
@@ -58,8 +67,9 @@ pub struct Options {
     /// Overrides the direct-I/O alignment the kernel reports (power of two).
     pub alignment_bytes: Option<usize>,
     /// Versions newer than `last LSN - history_lsns` stay readable with
-    /// `get_at`/`scan_at`; `None` keeps every version. (Nothing is collected
-    /// before compaction exists; the option is validated and recorded.)
+    /// `get_at`/`scan_at`; older ones go once an image covers them (reads
+    /// below the image then return `Error::BelowHorizon`). `None` keeps
+    /// every version (unless `Db::set_horizon` says otherwise).
     pub history_lsns: Option<u64>,
     /// Largest value accepted, bytes.
     pub value_size_bytes_max: usize,
@@ -70,6 +80,26 @@ pub struct Options {
     pub background_flush: bool,
     /// Most frozen layers waiting for their flush before writers stall.
     pub frozen_layers_max: usize,
+    /// L0 layers at which a background compaction merges the oldest ones
+    /// into an L1 run; 0: only `Db::compact()` compacts (and writers never
+    /// slow down or stall for L0).
+    pub l0_compaction_trigger: usize,
+    /// L0 layers at which each write sleeps 1 ms (compaction falls behind).
+    pub l0_slowdown_layers: usize,
+    /// L0 layers at which writers wait for a compaction (without a
+    /// background thread, the writer compacts).
+    pub l0_stop_layers: usize,
+    /// Target size of an L1 layer file, bytes.
+    pub target_file_bytes: u64,
+    /// L1 runs above the newest image at which an image run is written (the
+    /// state at the newest run's end); 0: only `Db::compact()` makes one.
+    pub image_run_threshold: usize,
+    /// Memory a compaction reads its inputs ahead with, bytes; it also caps
+    /// the inputs of one compaction (64 KiB each).
+    pub compaction_memory_bytes: usize,
+    /// Memory for verified data blocks of layer files, bytes (reads are
+    /// O_DIRECT: this is the only cache); 0: none.
+    pub block_cache_bytes: u64,
     /// Create the database if the directory holds none.
     pub create_if_missing: bool,
     /// Where the database's files live: every operating-system call goes
@@ -92,6 +122,13 @@ impl Default for Options {
             delta_block_bytes: DELTA_BLOCK_BYTES_DEFAULT,
             background_flush: true,
             frozen_layers_max: FROZEN_LAYERS_MAX_DEFAULT,
+            l0_compaction_trigger: L0_COMPACTION_TRIGGER_DEFAULT,
+            l0_slowdown_layers: L0_SLOWDOWN_LAYERS_DEFAULT,
+            l0_stop_layers: L0_STOP_LAYERS_DEFAULT,
+            target_file_bytes: TARGET_FILE_BYTES_DEFAULT,
+            compaction_memory_bytes: COMPACTION_MEMORY_BYTES_DEFAULT,
+            image_run_threshold: IMAGE_RUN_THRESHOLD_DEFAULT,
+            block_cache_bytes: BLOCK_CACHE_BYTES_DEFAULT,
             create_if_missing: true,
             storage: None,
         }
@@ -153,6 +190,50 @@ impl Options {
             1,
             1024,
             "1 ..= 1024",
+        )?;
+        range(
+            "l0_compaction_trigger",
+            self.l0_compaction_trigger as u64,
+            0,
+            1024,
+            "0 (off) ..= 1024",
+        )?;
+        if self.l0_compaction_trigger > 0 {
+            range(
+                "l0_slowdown_layers",
+                self.l0_slowdown_layers as u64,
+                self.l0_compaction_trigger as u64,
+                4096,
+                "l0_compaction_trigger ..= 4096",
+            )?;
+            range(
+                "l0_stop_layers",
+                self.l0_stop_layers as u64,
+                self.l0_slowdown_layers as u64,
+                4096,
+                "l0_slowdown_layers ..= 4096",
+            )?;
+        }
+        range(
+            "image_run_threshold",
+            self.image_run_threshold as u64,
+            0,
+            1024,
+            "0 (only when compacting by hand) ..= 1024",
+        )?;
+        range(
+            "target_file_bytes",
+            self.target_file_bytes,
+            LAYER_BYTES_MIN,
+            LAYER_BYTES_MAX,
+            "64 KiB ..= 4 GiB",
+        )?;
+        range(
+            "compaction_memory_bytes",
+            self.compaction_memory_bytes as u64,
+            2 * crate::compaction::INPUT_READAHEAD_MIN_BYTES as u64,
+            1 << 34,
+            "128 KiB ..= 16 GiB",
         )?;
         if let Some(a) = self.alignment_bytes {
             if !a.is_power_of_two() {

@@ -3,14 +3,16 @@
 //! Each source yields, in key order, the newest version of each key with
 //! lsn <= the scan's LSN within its layer. Layers cover disjoint, increasing
 //! LSN ranges, so for a key held by several sources the newest layer's
-//! version wins; tombstones are then dropped. The scan holds `Arc`s of the
-//! layers it reads, so a concurrent flush or a deleted log cannot pull bytes
-//! from under it (an unlinked file stays readable through its descriptor).
+//! version wins; tombstones are then dropped. The scan holds the version it
+//! reads, so a concurrent flush or compaction cannot pull a file from under
+//! it.
 
-use crate::db::LayerFile;
 use crate::error::Result;
 use crate::layer::delta::reader::DeltaRangeIterOwned;
 use crate::layer::delta::{Lsn, ValueKind};
+use crate::layer::file::LayerFile;
+use crate::version::Version;
+use std::sync::Arc;
 
 /// A key, its newest version's kind, and the value.
 pub(crate) type Item = (Vec<u8>, ValueKind, Vec<u8>);
@@ -79,14 +81,19 @@ pub struct Scan {
     sources: Vec<(Source, Option<Item>)>,
     started: bool,
     failed: bool,
+    /// The version the sources come from: while the scan lives, its layer
+    /// files stay on disk (a compaction's inputs are deleted only when no
+    /// version that a reader holds lists them).
+    _version: Arc<Version>,
 }
 
 impl Scan {
-    pub(crate) fn new(sources: Vec<Source>) -> Self {
+    pub(crate) fn new(sources: Vec<Source>, version: Arc<Version>) -> Self {
         Scan {
             sources: sources.into_iter().map(|s| (s, None)).collect(),
             started: false,
             failed: false,
+            _version: version,
         }
     }
 

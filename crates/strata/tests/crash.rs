@@ -3,7 +3,8 @@
 //! reopens the database and checks that every acknowledged batch is readable
 //! in full and that no batch is half applied. Repeated for many cycles over
 //! one database, rotating io modes and engines, with a tiny layer cap so
-//! freezes and background flushes are in flight when the kill lands.
+//! freezes, background flushes and compactions are in flight when the kill
+//! lands; after each reopen, no layer file is left that is not live.
 //!
 //! This file is its own test binary (harness = false): run with `--child DIR
 //! MODE ENGINE` it is the writer; otherwise the parent. `STRATA_CRASH_CYCLES`
@@ -23,10 +24,14 @@ fn options(mode: IoMode, engine: IoEngine) -> Options {
         io_mode: mode,
         io_engine: engine,
         fallback_to_buffered: false,
-        // Small enough that freezes and flushes race with the kills, large
-        // enough that the layer count (nothing compacts yet) stays modest.
+        // Small enough that freezes, flushes and compactions (every two L0
+        // layers, into runs of 1 MiB files) race with the kills.
         layer_size_bytes_max: 1 << 20,
         writer_buffer_bytes: 16 << 10,
+        l0_compaction_trigger: 2,
+        target_file_bytes: 1 << 20,
+        // And an image after every two runs (history is kept: no GC).
+        image_run_threshold: 2,
         ..Options::default()
     }
 }
@@ -81,9 +86,28 @@ fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
 /// Checks the reopened database against what was acknowledged.
 /// Every batch written since the previous check (and a sample of older
 /// ones, which earlier checks read in full) is read back.
-fn check(dir: &Path, acked_max: u64, checked_before: u64, seed: u64) -> Result<u64, String> {
+fn check(
+    dir: &Path,
+    acked_max: u64,
+    checked_before: u64,
+    seed: u64,
+) -> Result<(u64, usize), String> {
     let db = Db::open(dir, options(IoMode::DirectRw, IoEngine::Sync))
         .map_err(|e| format!("reopen: {e}"))?;
+    let files = std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "delta"))
+        })
+        .count();
+    let stats = db.stats();
+    if files != stats.delta_layers {
+        return Err(format!(
+            "{files} layer files on disk after the reopen, {} live",
+            stats.delta_layers
+        ));
+    }
     let last = db.last_lsn();
     if last < acked_max {
         return Err(format!(
@@ -136,7 +160,7 @@ fn check(dir: &Path, acked_max: u64, checked_before: u64, seed: u64) -> Result<u
         }
     }
     db.close().map_err(|e| format!("close: {e}"))?;
-    Ok(last)
+    Ok((last, stats.l1_runs))
 }
 
 fn parent() -> Result<(), String> {
@@ -157,6 +181,7 @@ fn parent() -> Result<(), String> {
     let mut acked_max = 0u64;
     let mut checked_before = 0u64;
     let mut total_acked = 0usize;
+    let mut l1_runs = 0;
     for cycle in 0..cycles {
         let (mode, engine) = combos[cycle % combos.len()];
         let mut child = Command::new(&exe)
@@ -213,7 +238,8 @@ fn parent() -> Result<(), String> {
             acked_max = acked_max.max(m);
         }
         let started = Instant::now();
-        let last = check(&dir, acked_max, checked_before, seed)?;
+        let (last, runs) = check(&dir, acked_max, checked_before, seed)?;
+        l1_runs = runs;
         checked_before = last;
         println!(
             "cycle {cycle:2}: {mode}/{engine}, killed after {kill_after:?} ({status}), {} batches acknowledged, \
@@ -228,7 +254,10 @@ fn parent() -> Result<(), String> {
             ));
         }
     }
-    println!("{cycles} cycles, {total_acked} batches acknowledged and found");
+    println!("{cycles} cycles, {total_acked} batches acknowledged and found; {l1_runs} L1 runs");
+    if cycles >= 8 && l1_runs == 0 {
+        return Err("nothing was ever compacted: the test is not testing compaction".into());
+    }
     Ok(())
 }
 

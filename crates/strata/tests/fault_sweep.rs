@@ -12,8 +12,10 @@
 //!
 //! After each: every batch acknowledged as synced is there, no batch is
 //! half applied or beyond what was attempted, every read at the recovered
-//! LSN, half of it and the durable LSN matches the oracle (get and scan), and
-//! the database takes and keeps a new write. `STRATA_SWEEP_STRIDE=K` tests
+//! LSN, half of it and the durable LSN matches the oracle (get and scan),
+//! every layer file on disk is live (no garbage), and the database takes and
+//! keeps a new write. The workload freezes, flushes and compacts, so every
+//! operation of a compaction is failed and cut in turn. `STRATA_SWEEP_STRIDE=K` tests
 //! every K-th operation only (default: every one in a release build, every
 //! 7th in a debug build).
 
@@ -35,6 +37,8 @@ fn options(sim: &SimStorage) -> Options {
         writer_buffer_bytes: 4096,
         delta_block_bytes: 1024,
         background_flush: false,
+        // compact() writes an image and collects the history 40 LSNs back.
+        history_lsns: Some(40),
         storage: Some(Arc::new(sim.clone())),
         ..Options::default()
     }
@@ -99,8 +103,9 @@ fn batch(i: u32) -> (WriteBatch, Entries) {
     (b, es)
 }
 
-/// Runs `steps` steps (every 10th write synced, a freeze at step 30 and a
-/// flush at 60 of every 100, reads every 50); with `go_on`, keeps going
+/// Runs `steps` steps (every 10th write synced, a freeze at step 30, a
+/// flush at 60 and a compaction at 90 of every 100 (L0 into a run, an
+/// image, GC 40 LSNs back), reads every 50); with `go_on`, keeps going
 /// after errors, else stops at the first. Returns the oracle and, if a rule
 /// broke while running, what. Without `close`, the database is left open
 /// in `open` (so a power loss finds it running).
@@ -155,14 +160,23 @@ fn workload_in(
         }
         let r = match i % 100 {
             30 => db.freeze(),
-            60 => db.flush(),
+            60 | 90 => db.flush(),
             _ => Ok(()),
         };
         match r {
-            Ok(()) if (i % 100 == 30 || i % 100 == 60) && !failed => o.durable = o.acked,
+            Ok(()) if matches!(i % 100, 30 | 60 | 90) && !failed => o.durable = o.acked,
             Ok(()) => {}
             Err(_) if !go_on => return (o, None),
             Err(_) => failed = true,
+        }
+        // A failed compaction changes nothing (its outputs are not listed,
+        // its inputs stay): like a failed read, writes go on after it.
+        if i % 100 == 90 && r.is_ok() {
+            match db.compact() {
+                Ok(()) => {}
+                Err(_) if !go_on => return (o, None),
+                Err(_) => {}
+            }
         }
         if i % 50 == 49 {
             let want = o.at(o.acked);
@@ -198,7 +212,20 @@ fn check(sim: &SimStorage, o: &Oracle) -> Result<(), String> {
     if last > max {
         return Err(format!("last LSN {last} > attempted {max}"));
     }
+    let horizon = db.horizon();
+    if horizon > last.saturating_sub(40) {
+        return Err(format!(
+            "horizon {horizon} is above the window below {last}"
+        ));
+    }
     for lsn in [last, last / 2, o.durable] {
+        // Below the horizon a read is refused, never answered.
+        if lsn < horizon {
+            match db.get_at(key(0), lsn) {
+                Err(strata::Error::BelowHorizon { .. }) => continue,
+                other => return Err(format!("get_at {lsn} below horizon {horizon}: {other:?}")),
+            }
+        }
         let want = o.at(lsn);
         for k in 0..KEYS {
             let got = db
@@ -216,6 +243,18 @@ fn check(sim: &SimStorage, o: &Oracle) -> Result<(), String> {
         if scan != want.into_iter().collect::<Vec<_>>() {
             return Err(format!("scan at LSN {lsn} differs"));
         }
+    }
+    // No garbage: every layer file on disk is a live layer.
+    let files = sim
+        .file_paths()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "delta"))
+        .count();
+    if files != db.stats().delta_layers {
+        return Err(format!(
+            "{files} layer files on disk, {} live",
+            db.stats().delta_layers
+        ));
     }
     db.put(b"after", b"x", WriteOptions { sync: true })
         .map_err(|e| format!("write after recovery: {e}"))?;

@@ -1,5 +1,5 @@
 //! Model-based test: random sequences of put / delete / batch / get / get_at /
-//! scan / scan_at / flush / freeze / close-and-reopen, checked against an
+//! scan / scan_at / flush / freeze / compact / close-and-reopen, checked against an
 //! in-memory oracle (key → LSN → value or tombstone), in every io mode and on
 //! the simulated storage, with tiny limits so layers freeze and flush all the
 //! time.
@@ -25,7 +25,11 @@ enum Op {
     ScanAt(u16, u16, u8),
     Freeze,
     Flush,
+    Compact,
     Reopen,
+    TakeSnapshot,
+    ReadSnapshot(u16),
+    DropSnapshot,
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -62,7 +66,11 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (k.clone(), k.clone(), any::<u8>()).prop_map(|(a, b, p)| Op::ScanAt(a, b, p)),
         1 => Just(Op::Freeze),
         1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
         1 => Just(Op::Reopen),
+        1 => Just(Op::TakeSnapshot),
+        3 => k.clone().prop_map(Op::ReadSnapshot),
+        1 => Just(Op::DropSnapshot),
     ]
 }
 
@@ -106,34 +114,85 @@ impl Oracle {
     }
 }
 
-fn options(mode: IoMode, engine: IoEngine, storage: &Option<Arc<dyn Storage>>) -> Options {
+fn options(
+    mode: IoMode,
+    engine: IoEngine,
+    storage: &Option<Arc<dyn Storage>>,
+    history: Option<u64>,
+) -> Options {
     Options {
+        history_lsns: history,
+        image_run_threshold: 2,
         io_mode: mode,
         io_engine: engine,
         fallback_to_buffered: false,
         layer_size_bytes_max: strata::LAYER_BYTES_MIN,
         writer_buffer_bytes: 8192,
         delta_block_bytes: 1024,
+        // Compaction in the background all the time, into runs of several
+        // small files.
+        l0_compaction_trigger: 2,
+        l0_slowdown_layers: 3,
+        l0_stop_layers: 4,
+        target_file_bytes: strata::LAYER_BYTES_MIN,
         storage: storage.clone(),
         ..Options::default()
     }
 }
 
 fn run(ops: &[Op], mode: IoMode, engine: IoEngine) {
-    run_on(ops, mode, engine, None)
+    run_on(ops, mode, engine, None, None)
 }
 
-/// Runs `ops` on `storage` (empty: the operating system's, in a temp dir).
-fn run_on(ops: &[Op], mode: IoMode, engine: IoEngine, storage: Option<Arc<dyn Storage>>) {
+/// Reads refused below the horizon, over the run (`STRATA_MODEL_VERBOSE`).
+static BELOW_HORIZON: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What a read at `lsn` may return: the oracle's answer, or, below the
+/// engine's horizon, `BelowHorizon` — and the horizon never passes what
+/// `history` allows (the last LSN minus it; nothing without it).
+fn check_read<T: PartialEq + std::fmt::Debug>(
+    got: strata::Result<T>,
+    want: T,
+    lsn: Lsn,
+    allowed: Lsn,
+    ctx: &str,
+) {
+    match got {
+        Ok(v) => assert_eq!(v, want, "{ctx} at {lsn}"),
+        Err(strata::Error::BelowHorizon { lsn: l, horizon }) => {
+            BELOW_HORIZON.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(l, lsn, "{ctx}");
+            assert!(lsn < horizon, "{ctx}: {lsn} is not below {horizon}");
+            assert!(
+                horizon <= allowed,
+                "{ctx}: horizon {horizon} above {allowed}"
+            );
+        }
+        Err(e) => panic!("{ctx} at {lsn}: {e}"),
+    }
+}
+
+/// Runs `ops` on `storage` (empty: the operating system's, in a temp dir),
+/// keeping `history` LSNs of history (empty: all).
+fn run_on(
+    ops: &[Op],
+    mode: IoMode,
+    engine: IoEngine,
+    storage: Option<Arc<dyn Storage>>,
+    history: Option<u64>,
+) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = match storage {
         Some(_) => PathBuf::from("/db"),
         None => dir.path().join("db"),
     };
-    let options = |mode, engine| options(mode, engine, &storage);
+    let options = |mode, engine| options(mode, engine, &storage, history);
+    let allowed = |last: Lsn| history.map_or(0, |h| last.saturating_sub(h));
+    let mut snapshot: Option<(strata::Snapshot, Lsn)> = None;
     let mut db = Db::open(&path, options(mode, engine)).unwrap();
     let mut oracle = Oracle::default();
     let pick_lsn = |p: u8, last: Lsn| (last * p as u64) / 255;
+    let mut extra_l1_files = 0;
     for (i, op) in ops.iter().enumerate() {
         let ctx = || format!("op {i} {op:?} mode {mode} engine {engine}");
         match op {
@@ -178,11 +237,12 @@ fn run_on(ops: &[Op], mode: IoMode, engine: IoEngine, storage: Option<Arc<dyn St
             }
             Op::GetAt(k, p) => {
                 let lsn = pick_lsn(*p, oracle.last_lsn);
-                assert_eq!(
-                    db.get_at(key(*k), lsn).unwrap(),
+                check_read(
+                    db.get_at(key(*k), lsn),
                     oracle.get_at(&key(*k), lsn),
-                    "{} at {lsn}",
-                    ctx()
+                    lsn,
+                    allowed(oracle.last_lsn),
+                    &ctx(),
                 );
             }
             Op::MultiGetAt(ks, p) => {
@@ -193,11 +253,12 @@ fn run_on(ops: &[Op], mode: IoMode, engine: IoEngine, storage: Option<Arc<dyn St
                 };
                 let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
                 let expected: Vec<_> = keys.iter().map(|k| oracle.get_at(k, lsn)).collect();
-                assert_eq!(
-                    db.multi_get_at(&keys, lsn).unwrap(),
+                check_read(
+                    db.multi_get_at(&keys, lsn),
                     expected,
-                    "{} at {lsn}",
-                    ctx()
+                    lsn,
+                    allowed(oracle.last_lsn),
+                    &ctx(),
                 );
             }
             Op::Scan(a, b) => {
@@ -212,40 +273,78 @@ fn run_on(ops: &[Op], mode: IoMode, engine: IoEngine, storage: Option<Arc<dyn St
             Op::ScanAt(a, b, p) => {
                 let lsn = pick_lsn(*p, oracle.last_lsn);
                 let (lo, hi) = (key(*a), key(*b));
-                let got: Vec<_> = db
+                let got = db
                     .scan_at(lo.clone()..hi.clone(), lsn)
-                    .unwrap()
-                    .map(|r| r.unwrap())
-                    .collect();
-                assert_eq!(got, oracle.scan_at(&lo, &hi, lsn), "{} at {lsn}", ctx());
+                    .map(|scan| scan.map(|r| r.unwrap()).collect::<Vec<_>>());
+                check_read(
+                    got,
+                    oracle.scan_at(&lo, &hi, lsn),
+                    lsn,
+                    allowed(oracle.last_lsn),
+                    &ctx(),
+                );
             }
             Op::Freeze => db.freeze().unwrap(),
             Op::Flush => {
                 db.flush().unwrap();
                 assert_eq!(db.stats().frozen_layers, 0);
             }
+            Op::Compact => {
+                db.compact().unwrap();
+                let s = db.stats();
+                assert_eq!((s.frozen_layers, s.l0_layers), (0, 0), "{}", ctx());
+                if oracle.last_lsn > 0 {
+                    assert!(s.l1_layers > 0, "{}: {s:?}", ctx());
+                }
+                extra_l1_files = extra_l1_files.max(s.l1_layers - s.l1_runs);
+            }
+            Op::TakeSnapshot => {
+                let snap = db.snapshot();
+                let lsn = snap.lsn();
+                assert_eq!(lsn, oracle.last_lsn);
+                snapshot = Some((snap, lsn));
+            }
+            // A snapshot's reads never fail: GC waits for it.
+            Op::ReadSnapshot(k) => {
+                if let Some((snap, lsn)) = &snapshot {
+                    assert_eq!(
+                        snap.get(key(*k)).unwrap(),
+                        oracle.get_at(&key(*k), *lsn),
+                        "{} at snapshot {lsn}",
+                        ctx()
+                    );
+                }
+            }
+            Op::DropSnapshot => snapshot = None,
             Op::Reopen => {
+                snapshot = None;
                 db.close().unwrap();
                 db = Db::open(&path, options(mode, engine)).unwrap();
                 assert_eq!(db.last_lsn(), oracle.last_lsn, "{}", ctx());
             }
         }
     }
+    if std::env::var_os("STRATA_MODEL_VERBOSE").is_some() {
+        eprintln!(
+            "most L1 layers beyond one per run after a compact: {extra_l1_files}; \
+             reads refused below the horizon so far: {}",
+            BELOW_HORIZON.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
     // Everything, at every LSN, once more after a final reopen.
+    drop(snapshot);
     db.close().unwrap();
     let db = Db::open(&path, options(mode, engine)).unwrap();
     for lsn in [0, oracle.last_lsn / 3, oracle.last_lsn / 2, oracle.last_lsn] {
-        let all: Vec<_> = db
+        let all = db
             .scan_at::<&[u8], _>(.., lsn)
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
+            .map(|scan| scan.map(|r| r.unwrap()).collect::<Vec<_>>());
         let expected: Vec<_> = oracle
             .versions
             .keys()
             .filter_map(|k| oracle.get_at(k, lsn).map(|v| (k.clone(), v)))
             .collect();
-        assert_eq!(all, expected, "full scan at {lsn}");
+        check_read(all, expected, lsn, allowed(oracle.last_lsn), "full scan");
     }
 }
 
@@ -277,6 +376,17 @@ proptest! {
         ops in prop::collection::vec(op(), 1000..2500),
         seed in any::<u64>(),
     ) {
-        run_on(&ops, IoMode::DirectRw, IoEngine::Sync, Some(Arc::new(SimStorage::new(seed))));
+        run_on(&ops, IoMode::DirectRw, IoEngine::Sync, Some(Arc::new(SimStorage::new(seed))), None);
+    }
+
+    /// With a history window: images and GC remove what is below it, and
+    /// reads below the engine's horizon are refused, never wrong.
+    #[test]
+    fn engine_matches_oracle_with_a_history_window(
+        ops in prop::collection::vec(op(), 1000..2500),
+        seed in any::<u64>(),
+        history in 0u64..300,
+    ) {
+        run_on(&ops, IoMode::DirectRw, IoEngine::Sync, Some(Arc::new(SimStorage::new(seed))), Some(history));
     }
 }

@@ -108,3 +108,341 @@ fn a_synced_write_survives_power_loss() {
         }
     }
 }
+
+/// A database of `layers` L0 layers (one key each), closed.
+fn database_of_layers(sim: &SimStorage, layers: u32) {
+    let opts = Options {
+        l0_compaction_trigger: 0,
+        ..options(sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    for i in 0..layers {
+        db.put(key(i), value(i), WriteOptions::default()).unwrap();
+        db.flush().unwrap();
+    }
+    assert_eq!(db.stats().delta_layers, layers as usize);
+    db.close().unwrap();
+}
+
+fn delta_files(sim: &SimStorage) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = sim
+        .file_paths()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "delta"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn open_reads_the_manifest_alone_and_layers_open_at_their_first_read() {
+    let sim = SimStorage::new(5);
+    database_of_layers(&sim, 300);
+    let db = Db::open(DIR, options(&sim)).unwrap();
+    let delta_reads = |db: &Db| db.stats().io.ops(FileClass::Delta, OpKind::Read);
+    assert_eq!(delta_reads(&db), 0, "open read a layer file");
+    assert_eq!(db.stats().delta_layers, 300);
+    // A get opens only the layer whose key range holds the key.
+    assert_eq!(db.get(key(123)).unwrap(), Some(value(123)));
+    let after_one = delta_reads(&db);
+    assert!((1..=4).contains(&after_one), "{after_one} reads");
+    assert_eq!(db.get(key(123)).unwrap(), Some(value(123)));
+    assert_eq!(
+        delta_reads(&db),
+        after_one,
+        "a second get hits the block cache"
+    );
+    assert_eq!(db.stats().block_cache_hits, 1);
+    let all: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(all.len(), 300);
+}
+
+#[test]
+fn a_version_1_manifest_is_read_and_rewritten_as_version_2() {
+    let sim = SimStorage::new(6);
+    database_of_layers(&sim, 3);
+    // The same state as an older build wrote it: ids only.
+    let ids: Vec<u64> = delta_files(&sim)
+        .iter()
+        .map(|p| u64::from_str_radix(p.file_stem().unwrap().to_str().unwrap(), 16).unwrap())
+        .collect();
+    let next = ids.iter().max().unwrap() + 100;
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&next.to_le_bytes());
+    payload.extend_from_slice(&0u32.to_le_bytes());
+    payload.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    for id in &ids {
+        payload.extend_from_slice(&id.to_le_bytes());
+    }
+    let mut v1 = b"STRMANIF".to_vec();
+    v1.extend_from_slice(&1u32.to_le_bytes());
+    v1.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    v1.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    let crc = crc32c::crc32c(&v1);
+    v1.extend_from_slice(&crc.to_le_bytes());
+    v1.extend_from_slice(&payload);
+    let path = std::path::Path::new(DIR).join("MANIFEST");
+    write_file(&sim, &path, &v1);
+    for _ in 0..2 {
+        let db = Db::open(DIR, options(&sim)).unwrap();
+        for i in 0..3 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(i)));
+        }
+        db.close().unwrap();
+        let now = sim.file_bytes(&path).unwrap();
+        assert_eq!(u32::from_le_bytes(now[8..12].try_into().unwrap()), 2);
+    }
+}
+
+fn write_file(sim: &SimStorage, path: &std::path::Path, bytes: &[u8]) {
+    use strata::io::Storage;
+    let opts = strata::io::FileOptions {
+        mode: IoMode::Buffered,
+        ..Default::default()
+    };
+    let file = sim
+        .create(path, &opts, &strata::io::IoStats::new())
+        .unwrap();
+    file.write_all_at(bytes, 0).unwrap();
+    file.sync_data().unwrap();
+}
+
+#[test]
+fn a_listed_layer_file_missing_or_not_what_the_manifest_says_is_an_error_naming_it() {
+    use strata::io::Storage;
+    let sim = SimStorage::new(8);
+    database_of_layers(&sim, 3);
+    let files = delta_files(&sim);
+    // Another layer's bytes under this layer's name: found at its first read.
+    let other = sim.file_bytes(&files[2]).unwrap();
+    write_file(&sim, &files[1], &other);
+    let db = Db::open(DIR, options(&sim)).unwrap();
+    assert_eq!(db.get(key(0)).unwrap(), Some(value(0)));
+    let err = db.get(key(1)).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    let name = files[1].file_name().unwrap().to_str().unwrap();
+    assert!(err.to_string().contains(name), "{err}");
+    db.close().unwrap();
+    // A listed file that is gone: open fails, naming it.
+    sim.remove_file(&files[1]).unwrap();
+    let err = Db::open(DIR, options(&sim)).err().expect("open must fail");
+    assert!(err.to_string().contains(name), "{err}");
+}
+
+/// Layers of `n` keys each, written and flushed `layers` times (every key
+/// updated each time), on a database without background threads.
+fn layered(sim: &SimStorage, layers: u32, n: u32) -> Db {
+    let opts = Options {
+        l0_compaction_trigger: 0,
+        target_file_bytes: strata::LAYER_BYTES_MIN,
+        ..options(sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    for round in 0..layers {
+        for i in 0..n {
+            db.put(key(i), value(i + round), WriteOptions::default())
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db
+}
+
+fn files_with(sim: &SimStorage, ext: &str) -> usize {
+    sim.file_paths()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .count()
+}
+
+#[test]
+fn compaction_merges_l0_into_a_run_and_its_inputs_go_when_no_reader_holds_them() {
+    let sim = SimStorage::new(9);
+    let db = layered(&sim, 4, 300);
+    let before: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let lsn_mid = db.last_lsn() / 2;
+    let mid: Vec<_> = db
+        .scan_at::<&[u8], _>(.., lsn_mid)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    // A scan started before the compaction holds the old layers.
+    let mut held = db.scan::<&[u8], _>(..).unwrap();
+    let first = held.next().unwrap().unwrap();
+    db.compact().unwrap();
+    let s = db.stats();
+    // Two jobs: the merge into an L1 run, then (compact() forces it) an
+    // image run at its end.
+    assert_eq!((s.l0_layers, s.l1_runs, s.compactions), (0, 2, 2), "{s:?}");
+    assert!(s.l1_layers > 2, "runs of several files: {s:?}");
+    assert!(
+        files_with(&sim, "delta") > s.delta_layers,
+        "inputs held by the scan"
+    );
+    let rest: Vec<_> = held.map(|r| r.unwrap()).collect();
+    assert_eq!(
+        std::iter::once(first).chain(rest).collect::<Vec<_>>(),
+        before
+    );
+    assert_eq!(
+        files_with(&sim, "delta"),
+        s.delta_layers,
+        "inputs gone with the scan"
+    );
+    // Every version is still there, now from L1.
+    let after: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(after, before);
+    let at_mid: Vec<_> = db
+        .scan_at::<&[u8], _>(.., lsn_mid)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(at_mid, mid);
+    for i in (0..300).step_by(7) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i + 3)));
+        assert_eq!(
+            db.get_at(key(i), 300 + i as u64 + 1).unwrap(),
+            Some(value(i + 1))
+        );
+    }
+    // And after a reopen, from the manifest.
+    db.close().unwrap();
+    let db = Db::open(DIR, options(&sim)).unwrap();
+    assert_eq!((db.stats().l1_runs, db.stats().l0_layers), (2, 0));
+    let again: Vec<_> = db
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(again, before);
+}
+
+#[test]
+fn every_read_of_a_compaction_corrupted_in_turn_fails_it_and_changes_nothing() {
+    use strata::io::sim::{CorruptionKind, ReadCorruption};
+    // The reads one compaction makes.
+    let reads = {
+        let sim = SimStorage::new(10);
+        let db = layered(&sim, 3, 200);
+        let before = sim.reads();
+        db.compact().unwrap();
+        sim.reads() - before
+    };
+    assert!(reads > 6, "{reads}");
+    for n in 1..=reads {
+        for kind in [CorruptionKind::BitFlip, CorruptionKind::ZeroSector] {
+            let sim = SimStorage::new(10);
+            let db = layered(&sim, 3, 200);
+            let l0 = db.stats().l0_layers;
+            let want: Vec<_> = db
+                .scan::<&[u8], _>(..)
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            sim.set_read_corruption(ReadCorruption {
+                at_read: Some(sim.reads() + n),
+                one_in_reads: None,
+                kind: Some(kind),
+            });
+            let compacted = db.compact();
+            sim.set_read_corruption(ReadCorruption::default());
+            let s = db.stats();
+            match &compacted {
+                // A corrupted read that did not matter (a byte nobody
+                // checks does not exist: every read of a compaction is
+                // verified, so an `Ok` means the read was a retry or outside
+                // what the job uses).
+                Ok(()) => assert_eq!(s.l0_layers, 0),
+                // The job that failed changed nothing: the merge (L0 as it
+                // was, no run) or the image after it (the run alone).
+                Err(e) => {
+                    assert!(e.is_corruption(), "read {n} {kind:?}: {e}");
+                    let state = (s.l0_layers, s.l1_runs);
+                    assert!(state == (l0, 0) || state == (0, 1), "read {n}: {s:?}");
+                    assert_eq!(
+                        files_with(&sim, "delta"),
+                        s.delta_layers,
+                        "read {n}: outputs removed"
+                    );
+                }
+            }
+            let got: Vec<_> = db
+                .scan::<&[u8], _>(..)
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert_eq!(got, want, "read {n} {kind:?}");
+        }
+    }
+}
+
+#[test]
+fn the_block_cache_serves_repeated_gets_and_never_keeps_a_bad_block() {
+    use strata::io::sim::{CorruptionKind, ReadCorruption};
+    let sim = SimStorage::new(11);
+    let db = layered(&sim, 2, 300);
+    db.compact().unwrap();
+    let keys: Vec<Vec<u8>> = (0..300).step_by(3).map(key).collect();
+    let want: Vec<_> = (0..300).step_by(3).map(|i| Some(value(i + 1))).collect();
+    // The first round reads blocks; the second finds them all cached.
+    assert_eq!(db.multi_get(&keys).unwrap(), want);
+    let before = sim.reads();
+    assert_eq!(db.multi_get(&keys).unwrap(), want);
+    for i in (0..300).step_by(3) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i + 1)));
+    }
+    assert_eq!(sim.reads(), before, "every block came from the cache");
+    let s = db.stats();
+    assert!(
+        s.block_cache_hits >= 200 && s.block_cache_bytes > 0,
+        "{s:?}"
+    );
+    db.close().unwrap();
+    // A block that reads back corrupted is an error and is not cached: the
+    // next get reads it again, right. The get opens the layer (footer,
+    // index, bloom) and reads the block: each of those reads fails in turn.
+    for kind in [CorruptionKind::BitFlip, CorruptionKind::ZeroSector] {
+        let mut errors = 0;
+        for n in 1..=4 {
+            let db = Db::open(DIR, options(&sim)).unwrap();
+            sim.set_read_corruption(ReadCorruption {
+                at_read: Some(sim.reads() + n),
+                one_in_reads: None,
+                kind: Some(kind),
+            });
+            let first = db.get(key(10));
+            sim.set_read_corruption(ReadCorruption::default());
+            match first {
+                Err(e) => {
+                    assert!(e.is_corruption(), "{kind:?} read {n}: {e}");
+                    errors += 1;
+                }
+                Ok(v) => assert_eq!(v, Some(value(11)), "{kind:?} read {n}"),
+            }
+            assert_eq!(
+                db.get(key(10)).unwrap(),
+                Some(value(11)),
+                "{kind:?} read {n}"
+            );
+            assert_eq!(
+                db.get(key(10)).unwrap(),
+                Some(value(11)),
+                "{kind:?} read {n}"
+            );
+            db.close().unwrap();
+        }
+        assert!(errors >= 1, "{kind:?}: no corrupted read found");
+    }
+}

@@ -3,6 +3,7 @@
 //!
 //! - [`delta`]: the delta layer (key range × LSN range, every version), its
 //!   writer and its reader.
+//! - [`file`]: a finished layer file read through the io layer.
 //! - [`bloom`]: the bloom filter over a layer's distinct keys, shared by the
 //!   layer formats.
 //!
@@ -12,4 +13,5 @@
 
 pub(crate) mod bloom;
 pub(crate) mod delta;
+pub(crate) mod file;
 pub(crate) mod inmemory;

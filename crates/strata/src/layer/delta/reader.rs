@@ -41,6 +41,7 @@ use super::{
     INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET, INDEX_FIRST_LSN_OFFSET,
     KEYS_HEADER_BYTES, KEYS_MAX_LEN_OFFSET, KEYS_MIN_LEN_OFFSET, KEY_BYTES_MAX, VALUE_BYTES_MAX,
 };
+use crate::cache::BlockCache;
 use crate::error::{Corruption, Error, Result};
 use crate::layer::bloom::BloomFilter;
 
@@ -64,6 +65,8 @@ pub(crate) struct DeltaLayerReader<R: ReadAt> {
     /// One handle per data block, ascending by (first_key, first_lsn), blocks contiguous.
     index: Vec<BlockHandle>,
     bloom: BloomFilter,
+    /// The block cache point reads go through, and this file's id in it.
+    cache: Option<(Arc<BlockCache>, u64)>,
 }
 
 fn corrupt(file: &Path, offset: u64, what: impl Into<String>) -> Error {
@@ -413,7 +416,21 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             summary,
             index,
             bloom,
+            cache: None,
         })
+    }
+
+    /// Point reads of this file (`get`, `get_in_block`) go through `cache`,
+    /// where the file is `file_id`.
+    pub(crate) fn set_cache(&mut self, cache: Option<Arc<BlockCache>>, file_id: u64) {
+        self.cache = cache.map(|c| (c, file_id));
+    }
+
+    /// A point read's block from the cache (see [`Self::point_read_plan`]).
+    pub(crate) fn cached_block(&self, block: usize) -> Option<Vec<u8>> {
+        let (cache, id) = self.cache.as_ref()?;
+        let handle = self.index.get(block)?;
+        cache.get(*id, handle.offset).map(|b| b.to_vec())
     }
 
     /// What the layer holds.
@@ -446,7 +463,23 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             return Ok(None);
         };
         let next = self.index.get(block + 1);
-        Self::search_block(self.read_block(handle, next)?, key, lsn)
+        if let Some(bytes) = self.cached_block(block) {
+            return Self::search_block(
+                parse_block(self.file.path(), handle, next, bytes)?,
+                key,
+                lsn,
+            );
+        }
+        let cursor = self.read_block(handle, next)?;
+        self.cache_block(handle, &cursor);
+        Self::search_block(cursor, key, lsn)
+    }
+
+    /// Keeps a verified block in the cache, if there is one.
+    fn cache_block(&self, handle: &BlockHandle, cursor: &BlockCursor) {
+        if let Some((cache, id)) = &self.cache {
+            cache.insert(*id, handle.offset, &cursor.bytes);
+        }
     }
 
     /// The number of the block that would hold the newest version of `key`
@@ -508,11 +541,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             ));
         }
         let next = self.index.get(block + 1);
-        Self::search_block(
-            parse_block(self.file.path(), handle, next, bytes)?,
-            key,
-            lsn,
-        )
+        let cursor = parse_block(self.file.path(), handle, next, bytes)?;
+        self.cache_block(handle, &cursor);
+        Self::search_block(cursor, key, lsn)
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
@@ -846,11 +877,22 @@ impl BlockCursor {
 }
 
 /// The scan state shared by the borrowing and the owning range iterators.
+/// A scan's first read-ahead (see `Scan::window_bytes`).
+const READAHEAD_FIRST_BYTES: usize = 16 << 10;
+
 struct Scan<P> {
     reader: P,
     /// The next block to read.
     next_block: usize,
     block: Option<BlockCursor>,
+    /// Raw bytes of the blocks from `next_block` on, read ahead together
+    /// (not yet verified: each is parsed when its turn comes).
+    ahead: std::collections::VecDeque<Vec<u8>>,
+    /// Most bytes of blocks to read in one read; 0: one block per read.
+    readahead_bytes: usize,
+    /// The next read's size: from `READAHEAD_FIRST_BYTES`, doubling up to
+    /// `readahead_bytes`, so a short scan reads little.
+    window_bytes: usize,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     /// Set at the end of the range or after an error.
@@ -888,6 +930,9 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
         Scan {
             next_block,
             block: None,
+            ahead: std::collections::VecDeque::new(),
+            readahead_bytes: 0,
+            window_bytes: READAHEAD_FIRST_BYTES,
             start,
             end,
             done: empty || misses,
@@ -906,8 +951,15 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                     if !before_end(&self.end, &handle.first_key) {
                         return Ok(None);
                     }
+                    if self.ahead.is_empty() && self.readahead_bytes > 0 {
+                        self.read_ahead()?;
+                    }
+                    let handle = &self.reader.index[self.next_block];
                     let next = self.reader.index.get(self.next_block + 1);
-                    let block = self.reader.read_block(handle, next)?;
+                    let block = match self.ahead.pop_front() {
+                        Some(bytes) => parse_block(self.reader.file.path(), handle, next, bytes)?,
+                        None => self.reader.read_block(handle, next)?,
+                    };
                     self.next_block += 1;
                     self.block.insert(block)
                 }
@@ -925,6 +977,32 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                 return Ok(Some((block.key.clone(), entry.lsn, entry.kind, value)));
             }
         }
+    }
+
+    /// Reads the blocks from `next_block` on, up to `readahead_bytes` (at
+    /// least one block), in one read, into `ahead`. Blocks are contiguous.
+    fn read_ahead(&mut self) -> Result<()> {
+        let index = &self.reader.index;
+        let first = &index[self.next_block];
+        let mut end = self.next_block + 1;
+        let mut bytes = first.len_bytes;
+        while let Some(h) = index.get(end) {
+            let window = self.window_bytes.min(self.readahead_bytes) as u64;
+            if bytes + h.len_bytes > window || !before_end(&self.end, &h.first_key) {
+                break;
+            }
+            bytes += h.len_bytes;
+            end += 1;
+        }
+        self.window_bytes = self.window_bytes.saturating_mul(2);
+        let all = read_checked(&self.reader.file, first.offset, bytes, "data blocks")?;
+        let mut at = 0usize;
+        for h in &index[self.next_block..end] {
+            let len = h.len_bytes as usize;
+            self.ahead.push_back(all[at..at + len].to_vec());
+            at += len;
+        }
+        Ok(())
     }
 
     fn next(&mut self) -> Option<Result<DeltaEntry>> {
@@ -973,6 +1051,15 @@ impl<R: ReadAt> Iterator for DeltaRangeIter<'_, R> {
 /// A range scan holding its reader in an `Arc`, for scans that outlive a borrow.
 pub(crate) struct DeltaRangeIterOwned<R: ReadAt> {
     scan: Scan<Arc<DeltaLayerReader<R>>>,
+}
+
+impl<R: ReadAt> DeltaRangeIterOwned<R> {
+    /// Reads up to `bytes` of consecutive blocks at a time (sequential
+    /// scans, compaction), instead of one block per read.
+    pub(crate) fn with_readahead(mut self, bytes: usize) -> Self {
+        self.scan.readahead_bytes = bytes;
+        self
+    }
 }
 
 impl<R: ReadAt> Iterator for DeltaRangeIterOwned<R> {

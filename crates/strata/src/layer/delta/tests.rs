@@ -377,6 +377,47 @@ fn range_owned_outlives_the_callers_arc() {
     assert!(!got.is_empty());
 }
 
+#[test]
+fn a_scan_reading_ahead_reads_the_same_entries_in_fewer_reads() {
+    let model = small_model();
+    let (bytes, summary) = build(&model, SMALL_BLOCK_BYTES);
+    assert!(summary.blocks > 8, "{summary:?}");
+    type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+    let bounds: [Range<'_>; 3] = [
+        (Bound::Unbounded, Bound::Unbounded),
+        (Bound::Included(b"key-030"), Bound::Excluded(b"key-100")),
+        (Bound::Excluded(b"key-049"), Bound::Included(b"key-050")),
+    ];
+    for (start, end) in bounds {
+        let plain = Arc::new(open_mem(bytes.clone()));
+        let before = plain.file().reads();
+        let one_by_one: Vec<_> = plain
+            .range_owned(start, end)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        let plain_reads = plain.file().reads() - before;
+        let ahead = Arc::new(open_mem(bytes.clone()));
+        let before = ahead.file().reads();
+        let read_ahead: Vec<_> = ahead
+            .range_owned(start, end)
+            .unwrap()
+            .with_readahead(1 << 20)
+            .map(|e| e.unwrap())
+            .collect();
+        let ahead_reads = ahead.file().reads() - before;
+        assert_eq!(read_ahead, one_by_one);
+        assert_eq!(read_ahead, model_range(&model, start, end));
+        assert!(ahead_reads <= plain_reads, "{ahead_reads} > {plain_reads}");
+        if one_by_one.len() > 20 {
+            assert!(
+                ahead_reads * 2 < plain_reads,
+                "{ahead_reads} vs {plain_reads}"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Writer input checks.
 
@@ -662,6 +703,29 @@ fn queries_detect_corruption(
             "{what}: scan ended early without an error"
         );
     }
+    // The same scan reading blocks ahead, several at a time.
+    let reader = Arc::new(reader);
+    let mut ahead_ok = 0;
+    for item in reader
+        .range_owned(Bound::Unbounded, Bound::Unbounded)
+        .expect("range")
+        .with_readahead(1024)
+    {
+        match item {
+            Ok(entry) => {
+                assert_eq!(Some(&entry), expected.get(ahead_ok), "{what}: read ahead");
+                ahead_ok += 1;
+            }
+            Err(err) => {
+                detected |= check_err(err);
+                break;
+            }
+        }
+    }
+    assert!(
+        detected || ahead_ok == expected.len(),
+        "{what}: read ahead ended early"
+    );
     detected
 }
 

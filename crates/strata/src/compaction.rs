@@ -1,0 +1,517 @@
+//! Compaction: the oldest L0 layers merged into one L1 run; image runs; GC.
+//!
+//! What it owns: the policies, pure functions from descriptors to a plan
+//! (tested without I/O), and the jobs that carry a plan out.
+//!
+//! - **L0 → L1** (`plan`, `merge_into_run`), below.
+//! - **Images** (`image_plan`, `write_image`): once `image_run_threshold`
+//!   L1 runs sit above the newest image, the state at the newest run's end
+//!   is written out, one version per key, tombstones dropped, as an image
+//!   run that partitions the key space. A read at or above its LSN stops
+//!   there: it visits the L0 layers, the runs above the image and one image
+//!   file, whatever the history below.
+//! - **GC** (`gc_plan`): every run older than the newest image at or below
+//!   the horizon is removed (no rewrite): reads below the image's LSN are
+//!   then refused with `Error::BelowHorizon`. The horizon is the caller's
+//!   (`history_lsns` behind the last LSN, `Db::set_horizon`), never above a
+//!   live snapshot.
+//!
+//! A plan always takes the *oldest* L0 layers, a prefix in LSN order: the run
+//! it makes holds every version of exactly their LSN range, below every L0
+//! layer that stays, so reads stay newest first. As in Neon's pageserver, a
+//! run is not merged with older runs (that would rewrite all of L1 on every
+//! compaction); each run partitions the key space into L1 layers of about
+//! `target_file_bytes`, cut between keys, so a key's versions of one run
+//! are in one file and a point read visits one file per run.
+//!
+//! The job streams: each input is read in order with a bounded read-ahead
+//! (`compaction_memory_bytes` shared by the inputs), and one output is
+//! written at a time (its block index and bloom hashes are bounded by the
+//! target size). Every output is written, fdatasync'ed, then read back
+//! whole and checked against what was written (a checksum of its entries)
+//! before the directory is synced and the job returns it; on any failure
+//! the outputs are removed and nothing changed. The caller records the
+//! change in the manifest, and only then lets the inputs go.
+
+use crate::error::{Corruption, Error, Result};
+use crate::io::{BufferedWriter, ShutdownMode};
+use crate::layer::delta::reader::{DeltaLayerReader, DeltaRangeIterOwned};
+use crate::layer::delta::writer::DeltaLayerWriter;
+use crate::layer::delta::{Lsn, ValueKind};
+use crate::layer::file::LayerFile;
+use crate::manifest::{delta_name, LayerDesc, Level};
+use crate::read::{DeltaSource, Scan, Source};
+use crate::version::{Layer, LayerIo, Version};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Each input's read-ahead is at least this (and the inputs of one job are
+/// capped so that their read-aheads fit `compaction_memory_bytes`).
+pub(crate) const INPUT_READAHEAD_MIN_BYTES: usize = 64 << 10;
+/// And at most this.
+const INPUT_READAHEAD_MAX_BYTES: usize = 4 << 20;
+
+/// What the policy needs from the options.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    /// L0 layers at which a compaction starts; 0: never on its own.
+    pub trigger: usize,
+    /// Most L0 layers one job merges.
+    pub max_inputs: usize,
+}
+
+/// What to compact: the ids of the oldest L0 layers, in LSN order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub inputs: Vec<u64>,
+}
+
+/// The next compaction for these L0 layers (oldest first), if any: with
+/// `force`, any L0 layer is compacted; otherwise only from `trigger` on.
+pub(crate) fn plan(l0: &[&LayerDesc], policy: &Policy, force: bool) -> Option<Plan> {
+    let due = if force {
+        !l0.is_empty()
+    } else {
+        policy.trigger > 0 && l0.len() >= policy.trigger
+    };
+    due.then(|| Plan {
+        inputs: l0
+            .iter()
+            .take(policy.max_inputs.max(1))
+            .map(|d| d.id)
+            .collect(),
+    })
+}
+
+/// How a job writes its outputs.
+pub(crate) struct JobOptions {
+    pub target_file_bytes: u64,
+    pub memory_bytes: usize,
+    pub writer_buffer_bytes: usize,
+    pub block_bytes: usize,
+}
+
+/// One entry of the merge, ordered by (key, lsn).
+type Entry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
+
+/// The k-way merge of the inputs' entries, ascending by (key, lsn). The
+/// inputs cover disjoint LSN ranges, so no (key, lsn) comes twice.
+struct Merge {
+    inputs: Vec<DeltaRangeIterOwned<LayerFile>>,
+    heap: BinaryHeap<Reverse<(Vec<u8>, Lsn, usize)>>,
+    heads: Vec<Option<(ValueKind, Vec<u8>)>>,
+}
+
+impl Merge {
+    fn new(inputs: Vec<DeltaRangeIterOwned<LayerFile>>) -> Result<Merge> {
+        let mut m = Merge {
+            heads: (0..inputs.len()).map(|_| None).collect(),
+            inputs,
+            heap: BinaryHeap::new(),
+        };
+        for i in 0..m.inputs.len() {
+            m.pull(i)?;
+        }
+        Ok(m)
+    }
+
+    fn pull(&mut self, i: usize) -> Result<()> {
+        if let Some(entry) = self.inputs[i].next() {
+            let (key, lsn, kind, value) = entry?;
+            self.heads[i] = Some((kind, value));
+            self.heap.push(Reverse((key, lsn, i)));
+        }
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Option<Entry>> {
+        let Some(Reverse((key, lsn, i))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let (kind, value) = self.heads[i].take().expect("a head for each heap entry");
+        self.pull(i)?;
+        Ok(Some((key, lsn, kind, value)))
+    }
+}
+
+/// A running checksum of entries, to compare what was written with what
+/// reads back.
+fn entry_crc(crc: u32, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) -> u32 {
+    let mut head = [0u8; 13];
+    head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    head[4..12].copy_from_slice(&lsn.to_le_bytes());
+    head[12] = kind as u8;
+    let crc = crc32c::crc32c_append(crc, &head);
+    let crc = crc32c::crc32c_append(crc, key);
+    crc32c::crc32c_append(crc, value)
+}
+
+/// An output being written.
+struct Open {
+    id: u64,
+    writer: DeltaLayerWriter<BufferedWriter<dyn crate::io::StorageFile>>,
+    bytes: u64,
+    entries: u64,
+    crc: u32,
+}
+
+/// Merges `inputs` (the oldest L0 layers, oldest first) into the layers of
+/// one L1 run, written, synced and verified. `take_id` gives each output's
+/// file id; `cancelled` is asked now and then (an abandoned job removes its
+/// outputs and returns `Error::Closed`).
+pub(crate) fn merge_into_run(
+    inputs: &[Arc<Layer>],
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+    mut take_id: impl FnMut() -> Result<u64>,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+    let mut written: Vec<u64> = Vec::new();
+    let result = merge_inner(inputs, io, opts, &mut take_id, cancelled, &mut written);
+    if result.is_err() {
+        for id in written {
+            let _ = io.storage.remove_file(&io.dir.join(delta_name(id)));
+        }
+    }
+    result
+}
+
+fn merge_inner(
+    inputs: &[Arc<Layer>],
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+    take_id: &mut dyn FnMut() -> Result<u64>,
+    cancelled: &dyn Fn() -> bool,
+    written: &mut Vec<u64>,
+) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+    let live: Vec<&Arc<Layer>> = inputs.iter().filter(|l| l.desc.entries > 0).collect();
+    let (Some(lsn_min), Some(lsn_max)) = (
+        live.iter().map(|l| l.desc.lsn_min).min(),
+        live.iter().map(|l| l.desc.lsn_max).max(),
+    ) else {
+        return Ok(Vec::new());
+    };
+    let readahead = (opts.memory_bytes / live.len().max(1))
+        .clamp(INPUT_READAHEAD_MIN_BYTES, INPUT_READAHEAD_MAX_BYTES);
+    let iters = live
+        .iter()
+        .map(|l| {
+            Ok(l.reader()?
+                .range_owned(Bound::Unbounded, Bound::Unbounded)?
+                .with_readahead(readahead))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut merge = Merge::new(iters)?;
+    let spec = RunSpec {
+        level: Level::L1,
+        lsn_min,
+        lsn_max,
+    };
+    write_run(
+        &mut || merge.next(),
+        &spec,
+        io,
+        opts,
+        take_id,
+        cancelled,
+        written,
+    )
+}
+
+/// What the layers of a run being written cover.
+struct RunSpec {
+    level: Level,
+    lsn_min: Lsn,
+    lsn_max: Lsn,
+}
+
+/// Writes the entries `next` gives (ascending by key, then LSN) as the
+/// layer files of one run: cut between keys at the target size, each
+/// synced, then read back whole and checked against what was written; then
+/// the directory is synced. `written` collects the ids of files created, so
+/// the caller can remove them if this fails.
+fn write_run(
+    next: &mut dyn FnMut() -> Result<Option<Entry>>,
+    spec: &RunSpec,
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+    take_id: &mut dyn FnMut() -> Result<u64>,
+    cancelled: &dyn Fn() -> bool,
+    written: &mut Vec<u64>,
+) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+    let mut finished: Vec<(u64, u64, u32)> = Vec::new();
+    let mut current: Option<Open> = None;
+    let mut last_key: Vec<u8> = Vec::new();
+    let mut n: u64 = 0;
+    while let Some((key, lsn, kind, value)) = next()? {
+        n += 1;
+        if n.is_multiple_of(4096) && cancelled() {
+            return Err(Error::Closed);
+        }
+        // Cut between keys, never inside one key's versions.
+        let cut =
+            matches!(&current, Some(o) if o.bytes >= opts.target_file_bytes && key != last_key);
+        if cut {
+            let open = current.take().expect("an output to cut");
+            finished.push(finish(open)?);
+        }
+        let out = match &mut current {
+            Some(o) => o,
+            None => {
+                let id = take_id()?;
+                written.push(id);
+                let path = io.dir.join(delta_name(id));
+                let file = io.storage.create(&path, &io.opts, &io.stats)?;
+                let sink = BufferedWriter::with_shared(file, opts.writer_buffer_bytes, 0)?;
+                current.insert(Open {
+                    id,
+                    writer: DeltaLayerWriter::new(sink, opts.block_bytes)?,
+                    bytes: 0,
+                    entries: 0,
+                    crc: 0,
+                })
+            }
+        };
+        out.writer.add(&key, lsn, kind, &value)?;
+        out.bytes += (key.len() + value.len() + 16) as u64;
+        out.entries += 1;
+        out.crc = entry_crc(out.crc, &key, lsn, kind, &value);
+        last_key = key;
+    }
+    if let Some(open) = current.take() {
+        finished.push(finish(open)?);
+    }
+    // Each output read back whole: what reached the device is what was
+    // written (a block that rotted between write and read fails here, and
+    // the inputs stay).
+    let mut outputs = Vec::with_capacity(finished.len());
+    for (id, len, crc) in finished {
+        let path = io.dir.join(delta_name(id));
+        let file = io.storage.open(&path, &io.opts, &io.stats)?;
+        let reader = Arc::new(DeltaLayerReader::open(LayerFile { file, len })?);
+        let (mut back, mut entries) = (0u32, 0u64);
+        for entry in reader
+            .range_owned(Bound::Unbounded, Bound::Unbounded)?
+            .with_readahead(INPUT_READAHEAD_MAX_BYTES)
+        {
+            let (key, lsn, kind, value) = entry?;
+            back = entry_crc(back, &key, lsn, kind, &value);
+            entries += 1;
+        }
+        if back != crc || entries != reader.summary().entries {
+            return Err(Corruption::new(
+                &path,
+                0,
+                "a compaction output reads back other entries than were written",
+            )
+            .into());
+        }
+        let reader = Arc::into_inner(reader).expect("the only holder of the reader");
+        let mut desc = LayerDesc::from_summary(id, reader.summary());
+        desc.level = spec.level;
+        (desc.lsn_min, desc.lsn_max) = (spec.lsn_min, spec.lsn_max);
+        outputs.push((desc, reader));
+    }
+    io.storage.sync_dir(&io.dir)?;
+    Ok(outputs)
+}
+
+/// Writes the image of `version`'s runs at `lsn` (the newest L1 run's end:
+/// never above an L0 layer): every key's newest version at or below it,
+/// tombstones dropped, each entry at `lsn`, as the layer files of an image
+/// run.
+pub(crate) fn write_image(
+    version: &Arc<Version>,
+    lsn: Lsn,
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+    mut take_id: impl FnMut() -> Result<u64>,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+    let mut written: Vec<u64> = Vec::new();
+    let result = (|| {
+        let layers: Vec<&Arc<Layer>> = version.runs_at(lsn).flat_map(|r| &r.layers).collect();
+        let readahead = (opts.memory_bytes / layers.len().max(1))
+            .clamp(INPUT_READAHEAD_MIN_BYTES, INPUT_READAHEAD_MAX_BYTES);
+        let sources = layers
+            .iter()
+            .map(|l| {
+                Ok(Source::Delta(Box::new(DeltaSource {
+                    iter: l
+                        .reader()?
+                        .range_owned(Bound::Unbounded, Bound::Unbounded)?
+                        .with_readahead(readahead),
+                    lsn,
+                    pending: None,
+                })))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut scan = Scan::new(sources, Arc::clone(version));
+        let spec = RunSpec {
+            level: Level::Image,
+            lsn_min: lsn,
+            lsn_max: lsn,
+        };
+        let mut next = || -> Result<Option<Entry>> {
+            scan.next()
+                .transpose()
+                .map(|e| e.map(|(k, v)| (k, lsn, ValueKind::Put, v)))
+        };
+        write_run(
+            &mut next,
+            &spec,
+            io,
+            opts,
+            &mut take_id,
+            cancelled,
+            &mut written,
+        )
+    })();
+    if result.is_err() {
+        for id in written {
+            let _ = io.storage.remove_file(&io.dir.join(delta_name(id)));
+        }
+    }
+    result
+}
+
+/// What the image and GC policies see of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunView {
+    pub image: bool,
+    pub lsn_max: Lsn,
+}
+
+/// The LSN of the image to make, if any, for these runs (newest first):
+/// the newest run's end, once `threshold` L1 runs sit above the newest
+/// image (forced: once any does). 0 never makes one on its own.
+pub(crate) fn image_plan(runs: &[RunView], threshold: usize, force: bool) -> Option<Lsn> {
+    // An L1 run that ends at the image's LSN is covered by it.
+    let image = runs.iter().find(|r| r.image).map(|r| r.lsn_max);
+    let above = runs
+        .iter()
+        .filter(|r| !r.image && image.is_none_or(|i| r.lsn_max > i))
+        .count();
+    let due = if force {
+        above > 0
+    } else {
+        threshold > 0 && above >= threshold
+    };
+    due.then(|| runs[0].lsn_max)
+}
+
+/// The runs (indexes into `runs`, newest first) that GC removes below
+/// `horizon`: given the newest image at or below it, which answers every
+/// read at or above its LSN, every other run that ends at or below that LSN
+/// (the L1 run the image was made at too: kept alone, it would answer reads
+/// below the image from part of the history).
+pub(crate) fn gc_plan(runs: &[RunView], horizon: Lsn) -> Vec<usize> {
+    match runs.iter().position(|r| r.image && r.lsn_max <= horizon) {
+        Some(image) => (0..runs.len())
+            .filter(|&i| i != image && runs[i].lsn_max <= runs[image].lsn_max)
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Finishes an output: the file written out to its exact length and made
+/// durable. Returns (id, length, entry checksum).
+fn finish(open: Open) -> Result<(u64, u64, u32)> {
+    let (sink, summary) = open.writer.finish()?;
+    debug_assert_eq!(summary.entries, open.entries);
+    let file = sink.finish(ShutdownMode::PadThenTruncate)?;
+    file.sync_data()?;
+    Ok((open.id, summary.file_bytes, open.crc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(id: u64) -> LayerDesc {
+        LayerDesc {
+            id,
+            level: Level::L0,
+            key_min: b"a".to_vec(),
+            key_max: b"z".to_vec(),
+            lsn_min: id * 10,
+            lsn_max: id * 10 + 9,
+            entries: 10,
+            bytes: 4096,
+        }
+    }
+
+    #[test]
+    fn the_policy_takes_the_oldest_l0_layers_from_the_trigger_on() {
+        let descs: Vec<LayerDesc> = (1..=6).map(desc).collect();
+        let l0: Vec<&LayerDesc> = descs.iter().collect();
+        let policy = Policy {
+            trigger: 4,
+            max_inputs: 5,
+        };
+        assert_eq!(plan(&l0[..3], &policy, false), None);
+        assert_eq!(plan(&l0[..4], &policy, false).unwrap().inputs, [1, 2, 3, 4]);
+        // Never more than max_inputs, always a prefix.
+        assert_eq!(plan(&l0, &policy, false).unwrap().inputs, [1, 2, 3, 4, 5]);
+        // Forced: any L0 layer; none: nothing.
+        assert_eq!(plan(&l0[..1], &policy, true).unwrap().inputs, [1]);
+        assert_eq!(plan(&[], &policy, true), None);
+        // Trigger 0: only when forced.
+        let off = Policy {
+            trigger: 0,
+            ..policy
+        };
+        assert_eq!(plan(&l0, &off, false), None);
+        assert_eq!(plan(&l0[..2], &off, true).unwrap().inputs, [1, 2]);
+    }
+
+    fn runs(spec: &[(bool, Lsn)]) -> Vec<RunView> {
+        spec.iter()
+            .map(|&(image, lsn_max)| RunView { image, lsn_max })
+            .collect()
+    }
+
+    #[test]
+    fn an_image_is_made_at_the_newest_run_once_enough_runs_sit_above_the_last() {
+        let r = runs(&[
+            (false, 90),
+            (false, 70),
+            (true, 50),
+            (false, 50),
+            (false, 30),
+        ]);
+        assert_eq!(image_plan(&r, 3, false), None);
+        assert_eq!(image_plan(&r, 2, false), Some(90));
+        assert_eq!(image_plan(&r, 0, false), None);
+        assert_eq!(image_plan(&r, 0, true), Some(90));
+        // Nothing above the newest image: nothing to make, even forced (the
+        // run it was made at sorts before it).
+        assert_eq!(image_plan(&r[2..], 1, true), None);
+        assert_eq!(image_plan(&runs(&[(false, 50), (true, 50)]), 1, true), None);
+        assert_eq!(image_plan(&[], 1, true), None);
+    }
+
+    #[test]
+    fn gc_removes_what_the_newest_image_at_or_below_the_horizon_covers() {
+        let r = runs(&[
+            (false, 90),
+            (true, 70),
+            (false, 70),
+            (true, 50),
+            (false, 50),
+            (false, 30),
+        ]);
+        assert_eq!(gc_plan(&r, 10), Vec::<usize>::new());
+        assert_eq!(gc_plan(&r, 69), [4, 5]);
+        assert_eq!(gc_plan(&r, 70), [2, 3, 4, 5]);
+        assert_eq!(gc_plan(&r, u64::MAX), [2, 3, 4, 5]);
+        assert_eq!(gc_plan(&r[..1], u64::MAX), Vec::<usize>::new());
+        // As versions sort them: the L1 run an image was made at comes
+        // before it, and goes with the history below.
+        let r = runs(&[(false, 9), (true, 9), (false, 5), (true, 5)]);
+        assert_eq!(gc_plan(&r, 9), [0, 2, 3]);
+        assert_eq!(gc_plan(&r, 7), [2]);
+    }
+}

@@ -1,0 +1,246 @@
+//! Compaction in the engine: when it runs (the background thread, a
+//! writer that hits `l0_stop_layers`, `Db::compact`), one job at a time,
+//! and how its result is installed: the outputs durable and verified, one
+//! manifest edit (`Compacted`), the new version, and only then the inputs
+//! marked obsolete (their files go when no reader holds them).
+//!
+//! Error policy: a failed compaction changed nothing (its outputs are
+//! removed, or, after a failed manifest append, left unlisted for the next
+//! open to remove). The background thread keeps the error for `stats()`,
+//! waits (100 ms, doubling to 10 s) and tries again; it never poisons the
+//! database, since nothing acknowledged depends on it. Writers stalled on L0
+//! go on while it fails, rather than wait forever.
+
+use super::*;
+use crate::compaction::{
+    gc_plan, image_plan, merge_into_run, plan, write_image, JobOptions, Policy, RunView,
+};
+
+/// The background compaction thread's wake-up state.
+#[derive(Default)]
+pub(super) struct CompactSignal {
+    pub(super) pending: bool,
+    pub(super) shutdown: bool,
+    /// The last background compaction's error, until one succeeds.
+    pub(super) error: Option<String>,
+}
+
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl DbInner {
+    fn policy(&self) -> Policy {
+        Policy {
+            trigger: self.opts.l0_compaction_trigger,
+            max_inputs: (self.opts.compaction_memory_bytes
+                / crate::compaction::INPUT_READAHEAD_MIN_BYTES)
+                .max(2),
+        }
+    }
+
+    pub(super) fn signal_compaction(&self) {
+        if let Ok(mut s) = self.compact_signal.lock() {
+            s.pending = true;
+        }
+        self.compact_cv.notify_all();
+    }
+
+    fn compaction_cancelled(&self) -> bool {
+        self.compact_signal.lock().map_or(true, |s| s.shutdown)
+    }
+
+    fn job_options(&self) -> JobOptions {
+        JobOptions {
+            target_file_bytes: self.opts.target_file_bytes,
+            memory_bytes: self.opts.compaction_memory_bytes,
+            writer_buffer_bytes: self.opts.writer_buffer_bytes,
+            block_bytes: self.opts.delta_block_bytes,
+        }
+    }
+
+    /// The LSN below which history may go: `history_lsns` behind the last
+    /// LSN, or the caller's (`Db::set_horizon`), whichever is higher; never
+    /// above the oldest live snapshot.
+    pub(super) fn gc_horizon(&self) -> Lsn {
+        let last = self.visible_lsn.load(Ordering::Acquire);
+        let by_option = self.opts.history_lsns.map_or(0, |n| last.saturating_sub(n));
+        let horizon = by_option.max(self.caller_horizon.load(Ordering::Acquire));
+        match self
+            .snapshots
+            .lock()
+            .ok()
+            .and_then(|s| s.keys().next().copied())
+        {
+            Some(oldest) => horizon.min(oldest),
+            None => horizon,
+        }
+    }
+
+    /// Runs one job if a policy (or `force`) calls for one, in this order:
+    /// L0 into an L1 run, an image, GC. Returns whether it did one.
+    pub(super) fn compact_once(&self, force: bool) -> Result<bool> {
+        let _job = lock(&self.compact_lock)?;
+        self.check_poisoned()?;
+        let version = self.version()?;
+        let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
+        let cancelled = || self.compaction_cancelled() && !force;
+        let take_id = || Ok(lock(&self.manifest)?.take_file_id());
+        let runs: Vec<RunView> = version
+            .runs
+            .iter()
+            .map(|r| RunView {
+                image: r.image,
+                lsn_max: r.lsn_max,
+            })
+            .collect();
+        let (remove, outputs): (Vec<Arc<Layer>>, _) =
+            if let Some(plan) = plan(&descs, &self.policy(), force) {
+                let inputs = version.l0[..plan.inputs.len()].to_vec();
+                let outputs = merge_into_run(
+                    &inputs,
+                    &self.layer_io,
+                    &self.job_options(),
+                    take_id,
+                    &cancelled,
+                )?;
+                (inputs, outputs)
+            } else if let Some(lsn) = image_plan(&runs, self.opts.image_run_threshold, force) {
+                let outputs = write_image(
+                    &version,
+                    lsn,
+                    &self.layer_io,
+                    &self.job_options(),
+                    take_id,
+                    &cancelled,
+                )?;
+                (Vec::new(), outputs)
+            } else {
+                let gone = gc_plan(&runs, self.gc_horizon());
+                if gone.is_empty() {
+                    return Ok(false);
+                }
+                let layers = gone
+                    .iter()
+                    .flat_map(|&i| version.runs[i].layers.iter().cloned())
+                    .collect();
+                (layers, Vec::new())
+            };
+        drop(version);
+        let remove_ids: Vec<u64> = remove.iter().map(|l| l.desc.id).collect();
+        let add: Vec<LayerDesc> = outputs.iter().map(|(d, _)| d.clone()).collect();
+        // After a failed append the outputs may be listed on disk: they
+        // stay, unlisted in memory, for the next open to sort out.
+        lock(&self.manifest)?.apply(Edit::Compacted {
+            remove: remove_ids.clone(),
+            add,
+        })?;
+        let layers = outputs
+            .into_iter()
+            .map(|(desc, reader)| {
+                Arc::new(Layer::with_reader(desc, Arc::clone(&self.layer_io), reader))
+            })
+            .collect();
+        // The manifest says it happened: a version that cannot show it is a
+        // bug, and the database stops taking writes.
+        if let Err(e) = self.install(|v| v.with_compacted(&remove_ids, layers)) {
+            self.poison(&e);
+            return Err(e);
+        }
+        for layer in &remove {
+            layer.mark_obsolete();
+        }
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.compact_cv.notify_all();
+        Ok(true)
+    }
+
+    /// The background thread: compacts while the policy calls for it,
+    /// after each flush, until shutdown.
+    pub(super) fn compaction_loop(&self) {
+        let mut backoff = RETRY_FIRST;
+        loop {
+            {
+                let Ok(mut s) = self.compact_signal.lock() else {
+                    return;
+                };
+                while !s.pending && !s.shutdown {
+                    s = match self.compact_cv.wait(s) {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                }
+                if s.shutdown {
+                    return;
+                }
+                s.pending = false;
+            }
+            loop {
+                match self.compact_once(false) {
+                    Ok(true) => {
+                        backoff = RETRY_FIRST;
+                        if let Ok(mut s) = self.compact_signal.lock() {
+                            s.error = None;
+                        }
+                    }
+                    Ok(false) => break,
+                    Err(e) => {
+                        if self.compaction_cancelled() || self.check_poisoned().is_err() {
+                            return;
+                        }
+                        let Ok(mut s) = self.compact_signal.lock() else {
+                            return;
+                        };
+                        s.error = Some(e.to_string());
+                        self.compact_cv.notify_all();
+                        // Wait out the backoff, or until shutdown.
+                        let waited = self
+                            .compact_cv
+                            .wait_timeout_while(s, backoff, |s| !s.shutdown);
+                        if waited.map_or(true, |(s, _)| s.shutdown) {
+                            return;
+                        }
+                        backoff = (backoff * 2).min(RETRY_MAX);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Write backpressure on L0: from `l0_slowdown_layers` each write
+    /// sleeps 1 ms; from `l0_stop_layers` it waits for a compaction (or,
+    /// without a background thread, compacts).
+    pub(super) fn wait_for_l0_backlog(&self) -> Result<()> {
+        if self.opts.l0_compaction_trigger == 0 {
+            return Ok(());
+        }
+        let l0 = || self.version().map(|v| v.l0.len());
+        let n = l0()?;
+        if n < self.opts.l0_slowdown_layers {
+            return Ok(());
+        }
+        if n < self.opts.l0_stop_layers {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            return Ok(());
+        }
+        if !self.opts.background_flush {
+            while self.compact_once(false)? {}
+            return Ok(());
+        }
+        self.signal_compaction();
+        let mut s = lock(&self.compact_signal)?;
+        while l0()? >= self.opts.l0_stop_layers && !s.shutdown {
+            self.check_poisoned()?;
+            if let Some(e) = &s.error {
+                return Err(Error::Poisoned(format!(
+                    "writes stall on L0 and compaction fails: {e}"
+                )));
+            }
+            s = self
+                .compact_cv
+                .wait_timeout(s, std::time::Duration::from_millis(50))
+                .map_err(|_| Error::Poisoned("compaction signal lock poisoned".into()))?
+                .0;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! Flush: frozen in-memory layers written out as L0 delta layers, oldest
+//! first, by the background thread or inline; the flush backlog's write
+//! stall; the retry policy of a failed flush.
+
+use super::*;
+
+/// Tries of one layer's flush before its error poisons the database: the
+/// second at once, the third after `FLUSH_RETRY_DELAY`.
+const FLUSH_ATTEMPTS: u32 = 3;
+const FLUSH_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl DbInner {
+    pub(super) fn signal_flush(&self) {
+        if let Ok(mut s) = self.flush_signal.lock() {
+            s.pending = true;
+        }
+        self.flush_cv.notify_all();
+    }
+
+    pub(super) fn flush_loop(&self) {
+        loop {
+            {
+                let Ok(mut s) = self.flush_signal.lock() else {
+                    return;
+                };
+                while !s.pending && !s.shutdown {
+                    s = match self.flush_cv.wait(s) {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                }
+                if s.shutdown {
+                    return;
+                }
+                s.pending = false;
+            }
+            if let Err(e) = self.flush_pending(true) {
+                self.poison(&e);
+                self.flush_cv.notify_all();
+                return;
+            }
+        }
+    }
+
+    pub(super) fn shutting_down(&self) -> bool {
+        self.flush_signal.lock().map_or(true, |s| s.shutdown)
+    }
+
+    /// Flushes frozen layers, oldest first, until none is left (or, for the
+    /// background thread, until the database closes: the rest stay as logs
+    /// and are replayed at the next open). Wakes writers stalled on the
+    /// backlog after each layer.
+    pub(super) fn flush_pending(&self, stop_at_shutdown: bool) -> Result<()> {
+        let _guard = lock(&self.flush_lock)?;
+        loop {
+            self.check_poisoned()?;
+            if stop_at_shutdown && self.shutting_down() {
+                return Ok(());
+            }
+            let Some(layer) = self.version()?.frozen.first().cloned() else {
+                return Ok(());
+            };
+            // A failed flush changed nothing the database relies on (the
+            // log stays listed until the manifest says otherwise, and a
+            // partial delta file is garbage), so it is tried again: a
+            // one-off I/O error or a read that came back wrong passes.
+            let mut attempt = 1;
+            while let Err(e) = self.flush_one(&layer) {
+                let transient = matches!(e, Error::Io { .. } | Error::Corruption(_));
+                if !transient || attempt == FLUSH_ATTEMPTS {
+                    self.poison(&e);
+                    return Err(e);
+                }
+                std::thread::sleep(FLUSH_RETRY_DELAY * (attempt - 1));
+                attempt += 1;
+            }
+            self.flush_cv.notify_all();
+        }
+    }
+
+    /// Write stall: while more than `frozen_layers_max` frozen layers wait
+    /// for their flush, a writer waits (or, without a background thread,
+    /// flushes them itself), so memory and unflushed logs stay bounded.
+    pub(super) fn wait_for_flush_backlog(&self) -> Result<()> {
+        let backlog = || self.version().map(|v| v.frozen.len());
+        if backlog()? <= self.opts.frozen_layers_max {
+            return Ok(());
+        }
+        if !self.opts.background_flush {
+            return self.flush_pending(false);
+        }
+        let mut s = lock(&self.flush_signal)?;
+        while backlog()? > self.opts.frozen_layers_max && !s.shutdown {
+            self.check_poisoned()?;
+            s.pending = true;
+            self.flush_cv.notify_all();
+            s = self
+                .flush_cv
+                .wait_timeout(s, std::time::Duration::from_millis(50))
+                .map_err(|_| Error::Poisoned("flush signal lock poisoned".into()))?
+                .0;
+        }
+        Ok(())
+    }
+
+    /// Writes a frozen layer out as an L0 delta layer, lists it in the
+    /// manifest instead of the log, and deletes the log.
+    pub(super) fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
+        let bytes = read_whole(&**layer.file(), layer.size_bytes())?;
+        // Every record the flush copies is checked first (record and entry
+        // checksums, LSN order): a byte that rotted in the log since it was
+        // written must not be sealed into a delta layer under fresh,
+        // valid checksums.
+        replay(
+            layer.path(),
+            &bytes,
+            layer.file_id,
+            Some(layer.sealed_claim()),
+        )?;
+        let id = lock(&self.manifest)?.take_file_id();
+        let path = self.dir.join(delta_name(id));
+        let written = (|| -> Result<DeltaLayerReader<LayerFile>> {
+            let file = self
+                .storage
+                .create(&path, &self.layer_io.opts, &self.stats)?;
+            let sink = BufferedWriter::with_shared(file, self.opts.writer_buffer_bytes, 0)?;
+            let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
+            layer.for_each_version(|key, v| {
+                let start = v.offset as usize;
+                let value = bytes.get(start..start + v.len as usize).ok_or_else(|| {
+                    crate::error::Corruption::new(
+                        layer.path(),
+                        v.offset,
+                        "indexed value past the end of the log",
+                    )
+                })?;
+                writer.add(
+                    key,
+                    v.lsn,
+                    v.kind,
+                    if v.kind == ValueKind::Delete {
+                        &[]
+                    } else {
+                        value
+                    },
+                )
+            })?;
+            let (sink, summary) = writer.finish()?;
+            let file = sink.finish(ShutdownMode::PadThenTruncate)?;
+            file.sync_data()?;
+            self.storage.sync_dir(&self.dir)?;
+            let reader = DeltaLayerReader::open(LayerFile {
+                file,
+                len: summary.file_bytes,
+            })?;
+            Ok(reader)
+        })();
+        // Not listed anywhere yet: a failed attempt leaves no file behind.
+        let reader = written.inspect_err(|_| {
+            let _ = self.storage.remove_file(&path);
+        })?;
+        let desc = LayerDesc::from_summary(id, reader.summary());
+        lock(&self.manifest)?.apply(Edit::Flushed {
+            log: layer.file_id,
+            layer: desc.clone(),
+        })?;
+        let delta = Arc::new(Layer::with_reader(desc, Arc::clone(&self.layer_io), reader));
+        self.install(|v| v.with_flushed(layer, delta))?;
+        self.signal_compaction();
+        // The flush is done: a log the manifest no longer lists is garbage
+        // that the next open removes if this fails.
+        let _ = self.storage.remove_file(layer.path());
+        Ok(())
+    }
+}

@@ -1,0 +1,622 @@
+//! `Db`: the engine's API, and what every part of it shares: the version
+//! that reads see, the poison state, and the reads (get, multi_get, scan at
+//! an LSN) and stats over the version. The parts live beside it:
+//! [`write`] (LSN assignment, group commit, freeze), [`flush`] (frozen
+//! layers to L0 delta layers) and [`recovery`] (open).
+//!
+//! Locks, always taken in this order: `write` (one writer at a time: LSN
+//! order = log order) → `version` (brief: read or install a version) →
+//! `manifest`. `sync` (group commit state) is never held while taking
+//! another lock. `flush_lock` serializes flushes (background thread and
+//! `flush()`); a flush takes `version` and `manifest` briefly.
+//!
+//! Invariants: LSNs are strictly increasing; `visible_lsn` is the highest LSN
+//! whose whole batch is indexed (reads at "latest" use it, so a batch is seen
+//! whole or not at all); the layers of a `Version` cover disjoint LSN ranges,
+//! newest last (`Version::check`); a log is deleted only after the delta
+//! layer holding its data is durable and listed in a durable manifest; after
+//! any write or sync error the database is poisoned and refuses writes (it
+//! cannot know what reached the disk), reads still work.
+
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::error::{Error, InvalidInput, Result};
+use crate::io::{
+    AlignedBuf, BufferedWriter, EntryKind, FileClass, FileOptions, IoMode, IoStats,
+    IoStatsSnapshot, OsStorage, ReadRequest, ShutdownMode, Storage, StorageFile, StorageLock,
+};
+use crate::layer::delta::reader::DeltaLayerReader;
+use crate::layer::delta::writer::DeltaLayerWriter;
+use crate::layer::delta::{Lsn, ValueKind};
+use crate::layer::file::LayerFile;
+use crate::layer::inmemory::InMemoryLayer;
+use crate::log::record::{
+    decode_log_header, encode_log_header, PrevLog, LOG_HEADER_BYTES, LOG_SECTOR_BYTES,
+};
+use crate::log::replay::{replay, ReplayedLog};
+use crate::manifest::{
+    delta_name, is_own_file, load, log_name, Edit, LayerDesc, ManifestLog, ManifestState,
+    MANIFEST_NAME, MANIFEST_TMP_NAME,
+};
+use crate::options::{Options, WriteOptions};
+use crate::read::{DeltaSource, Scan, Source};
+use crate::version::{Candidate, Keys, Layer, LayerIo, Version};
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+
+mod compact;
+mod flush;
+mod recovery;
+mod write;
+
+use recovery::read_whole;
+use write::create_log;
+
+const LOCK_NAME: &str = "LOCK";
+/// Most bytes a scan reads ahead in a layer file at once (it starts small
+/// and doubles up to this).
+const SCAN_READAHEAD_BYTES: usize = 1 << 20;
+
+struct WriteState {
+    last_lsn: Lsn,
+}
+
+#[derive(Default)]
+struct SyncState {
+    synced_lsn: Lsn,
+    leader_active: bool,
+}
+
+#[derive(Default)]
+struct FlushSignal {
+    pending: bool,
+    shutdown: bool,
+}
+
+struct DbInner {
+    dir: PathBuf,
+    /// Every operating-system call goes through it.
+    storage: Arc<dyn Storage>,
+    opts: Options,
+    log_opts: FileOptions,
+    /// Where layer files live and how they open.
+    layer_io: Arc<LayerIo>,
+    stats: IoStats,
+    write: Mutex<WriteState>,
+    version: RwLock<Arc<Version>>,
+    visible_lsn: AtomicU64,
+    sync: Mutex<SyncState>,
+    sync_cv: Condvar,
+    manifest: Mutex<ManifestLog>,
+    flush_lock: Mutex<()>,
+    flush_signal: Mutex<FlushSignal>,
+    flush_cv: Condvar,
+    /// One compaction at a time.
+    compact_lock: Mutex<()>,
+    compact_signal: Mutex<compact::CompactSignal>,
+    compact_cv: Condvar,
+    compactions: AtomicU64,
+    /// The horizon the caller set (`Db::set_horizon`); only rises.
+    caller_horizon: AtomicU64,
+    poisoned: Mutex<Option<String>>,
+    snapshots: Mutex<BTreeMap<Lsn, usize>>,
+    closed: AtomicBool,
+}
+
+/// An open database. `Send + Sync`: share it (e.g. in an `Arc`) between
+/// threads; writes are serialized inside, reads run in parallel.
+pub struct Db {
+    inner: Arc<DbInner>,
+    flush_thread: Option<JoinHandle<()>>,
+    compact_thread: Option<JoinHandle<()>>,
+    /// The directory lock, held while the database is open: by the `Db`,
+    /// not by what outlives it (a `Snapshot` keeps the engine's state, not
+    /// the directory), and released after the close.
+    _lock: StorageLock,
+}
+
+/// A point-in-time view: reads through it see the database at its LSN, and
+/// the versions it needs stay readable while it lives.
+pub struct Snapshot {
+    inner: Arc<DbInner>,
+    lsn: Lsn,
+}
+
+/// What `Db::stats` reports.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// The newest LSN written.
+    pub last_lsn: Lsn,
+    /// The io mode in effect (Buffered after a fallback).
+    pub io_mode: IoMode,
+    /// Bytes of the open in-memory layer's log.
+    pub open_layer_bytes: u64,
+    /// Frozen in-memory layers waiting for their flush.
+    pub frozen_layers: usize,
+    /// Delta layer files, L0 and L1.
+    pub delta_layers: usize,
+    /// Bytes of the delta layer files.
+    pub delta_bytes: u64,
+    /// L0 delta layers (flushed, not yet compacted).
+    pub l0_layers: usize,
+    /// L1 runs (one per compaction) and their layer files.
+    pub l1_runs: usize,
+    pub l1_layers: usize,
+    /// Compactions done since open.
+    pub compactions: u64,
+    /// The last background compaction's error, until one succeeds.
+    pub compaction_error: Option<String>,
+    /// Memory of in-memory indexes, delta block indexes and bloom filters.
+    pub index_memory_bytes: usize,
+    /// Bytes of blocks in the block cache, and its hits and misses since
+    /// open (point reads of layer files).
+    pub block_cache_bytes: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+    /// Operations and bytes by kind and file class, since open.
+    pub io: IoStatsSnapshot,
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::Poisoned("a thread panicked holding an engine lock".into()))
+}
+
+/// A found version's value: `None` for a tombstone.
+fn live(kind: ValueKind, value: Vec<u8>) -> Option<Vec<u8>> {
+    (kind == ValueKind::Put).then_some(value)
+}
+
+/// Reads below what the version still holds are refused, never answered
+/// from what is left.
+fn check_horizon(version: &Version, lsn: Lsn) -> Result<()> {
+    match version.horizon() {
+        horizon if lsn < horizon => Err(Error::BelowHorizon { lsn, horizon }),
+        _ => Ok(()),
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    Ok(crate::options::check_key(key)?)
+}
+
+impl Db {
+    /// Opens the database in `path`, creating it if the directory is missing
+    /// or empty (and `create_if_missing`). Replays the logs of layers that
+    /// were not flushed; removes files the manifest does not list.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        Db::open_in(path.as_ref(), opts)
+    }
+    /// Writes `batch` atomically at the next LSN and returns it. With
+    /// `sync`, the batch (and every earlier one) is durable when this returns.
+    pub fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<Lsn> {
+        self.inner.write(batch, None, opts)
+    }
+
+    /// Writes `batch` at the caller's `lsn`, which must be greater than every
+    /// LSN written before (for callers replaying their own WAL).
+    pub fn write_at_lsn(&self, batch: &WriteBatch, lsn: Lsn, opts: WriteOptions) -> Result<Lsn> {
+        self.inner.write(batch, Some(lsn), opts)
+    }
+
+    /// Puts one key (a batch of one).
+    pub fn put(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: WriteOptions,
+    ) -> Result<Lsn> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(&b, opts)
+    }
+
+    /// Deletes one key (a tombstone).
+    pub fn delete(&self, key: impl AsRef<[u8]>, opts: WriteOptions) -> Result<Lsn> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(&b, opts)
+    }
+
+    /// The newest value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner
+            .get_at(key.as_ref(), self.inner.visible_lsn.load(Ordering::Acquire))
+    }
+
+    /// The value of `key` visible at `lsn`.
+    pub fn get_at(&self, key: impl AsRef<[u8]>, lsn: Lsn) -> Result<Option<Vec<u8>>> {
+        self.inner.get_at(key.as_ref(), lsn)
+    }
+
+    /// The newest values of several keys. Their block reads are submitted
+    /// together (one io_uring submission per round with `IoEngine::IoUring`)
+    /// and waited for once.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner
+            .multi_get_at(keys, self.inner.visible_lsn.load(Ordering::Acquire))
+    }
+
+    /// The values of several keys visible at `lsn` (see [`Db::multi_get`]).
+    pub fn multi_get_at<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        lsn: Lsn,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get_at(keys, lsn)
+    }
+
+    /// The live keys in `range` with their newest values, in key order.
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
+        self.inner.scan_at(
+            bounds(&range),
+            self.inner.visible_lsn.load(Ordering::Acquire),
+        )
+    }
+
+    /// The live keys in `range` as they were at `lsn`, in key order.
+    pub fn scan_at<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R, lsn: Lsn) -> Result<Scan> {
+        self.inner.scan_at(bounds(&range), lsn)
+    }
+
+    /// A snapshot at the newest LSN.
+    pub fn snapshot(&self) -> Snapshot {
+        let lsn = self.inner.visible_lsn.load(Ordering::Acquire);
+        if let Ok(mut snaps) = self.inner.snapshots.lock() {
+            *snaps.entry(lsn).or_default() += 1;
+        }
+        Snapshot {
+            inner: Arc::clone(&self.inner),
+            lsn,
+        }
+    }
+
+    /// The newest LSN whose batch is visible.
+    pub fn last_lsn(&self) -> Lsn {
+        self.inner.visible_lsn.load(Ordering::Acquire)
+    }
+
+    /// Makes every write so far durable.
+    pub fn sync(&self) -> Result<()> {
+        let lsn = self.inner.visible_lsn.load(Ordering::Acquire);
+        self.inner.group_sync(lsn)
+    }
+
+    /// Freezes the open in-memory layer (if it holds anything); a new one
+    /// takes the writes. The frozen layer is durable when this returns.
+    pub fn freeze(&self) -> Result<()> {
+        let mut ws = lock(&self.inner.write)?;
+        self.inner.check_poisoned()?;
+        self.inner.freeze_locked(&mut ws)
+    }
+
+    /// Freezes the open layer and writes every frozen layer out as an L0
+    /// delta layer, durable and in the manifest, before returning.
+    pub fn flush(&self) -> Result<()> {
+        self.freeze()?;
+        self.inner.flush_pending(false)
+    }
+
+    /// Flushes, then compacts every L0 layer into L1 runs, before
+    /// returning (whatever the trigger).
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        while self.inner.compact_once(true)? {}
+        Ok(())
+    }
+
+    /// Lets history below `lsn` go: once an image at or below it exists,
+    /// compaction removes the layers under it, and reads below that image
+    /// return `Error::BelowHorizon`. Only rises; capped at the last LSN; a
+    /// live snapshot holds it back. (With `Options::history_lsns`, the
+    /// horizon also follows the last LSN.)
+    pub fn set_horizon(&self, lsn: Lsn) {
+        let lsn = lsn.min(self.inner.visible_lsn.load(Ordering::Acquire));
+        self.inner.caller_horizon.fetch_max(lsn, Ordering::AcqRel);
+        self.inner.signal_compaction();
+    }
+
+    /// The oldest LSN reads may ask for now (0 until GC has removed
+    /// history).
+    pub fn horizon(&self) -> Lsn {
+        self.inner.version().map_or(0, |v| v.horizon())
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Makes everything durable, stops the background thread and closes.
+    /// Frozen layers not yet flushed stay as logs and are replayed at open.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if let Ok(mut s) = self.inner.flush_signal.lock() {
+            s.shutdown = true;
+        }
+        self.inner.flush_cv.notify_all();
+        if let Ok(mut s) = self.inner.compact_signal.lock() {
+            s.shutdown = true;
+        }
+        self.inner.compact_cv.notify_all();
+        if let Some(t) = self.flush_thread.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.compact_thread.take() {
+            let _ = t.join();
+        }
+        if self.inner.check_poisoned().is_err() {
+            return self.inner.check_poisoned();
+        }
+        let lsn = self.inner.visible_lsn.load(Ordering::Acquire);
+        self.inner.group_sync(lsn)?;
+        self.inner.seal_open_log()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl Snapshot {
+    /// The LSN the snapshot reads at.
+    pub fn lsn(&self) -> Lsn {
+        self.lsn
+    }
+
+    /// The value of `key` at the snapshot.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.get_at(key.as_ref(), self.lsn)
+    }
+
+    /// The live keys in `range` at the snapshot.
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
+        self.inner.scan_at(bounds(&range), self.lsn)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        if let Ok(mut snaps) = self.inner.snapshots.lock() {
+            if let Some(n) = snaps.get_mut(&self.lsn) {
+                *n -= 1;
+                if *n == 0 {
+                    snaps.remove(&self.lsn);
+                }
+            }
+        }
+    }
+}
+
+fn bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let conv = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (conv(range.start_bound()), conv(range.end_bound()))
+}
+
+impl DbInner {
+    fn check_poisoned(&self) -> Result<()> {
+        match lock(&self.poisoned)?.as_ref() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&self, e: &Error) {
+        if let Ok(mut p) = self.poisoned.lock() {
+            p.get_or_insert_with(|| e.to_string());
+        }
+        self.sync_cv.notify_all();
+    }
+
+    /// The version reads see now.
+    fn version(&self) -> Result<Arc<Version>> {
+        Ok(Arc::clone(&*self.version.read().map_err(|_| {
+            Error::Poisoned("version lock poisoned".into())
+        })?))
+    }
+
+    /// Installs the version `next` builds from the current one; a version
+    /// that breaks an invariant is an error and is not installed.
+    fn install(&self, next: impl FnOnce(&Version) -> Result<Version>) -> Result<()> {
+        let mut guard = self
+            .version
+            .write()
+            .map_err(|_| Error::Poisoned("version lock poisoned".into()))?;
+        *guard = Arc::new(next(&guard)?);
+        Ok(())
+    }
+
+    fn get_at(&self, key: &[u8], lsn: Lsn) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        // A batch being written above the visible LSN is never seen in part.
+        let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
+        let version = self.version()?;
+        check_horizon(&version, lsn)?;
+        for layer in version.candidates(Keys::Point(key), lsn) {
+            let found = match layer {
+                Candidate::Memory(m) => m.get(key, lsn)?,
+                Candidate::Disk(d) => d.reader()?.get(key, lsn)?,
+            };
+            if let Some((_, kind, value)) = found {
+                return Ok(live(kind, value));
+            }
+        }
+        Ok(None)
+    }
+
+    fn multi_get_at<K: AsRef<[u8]>>(&self, keys: &[K], lsn: Lsn) -> Result<Vec<Option<Vec<u8>>>> {
+        let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
+        let version = self.version()?;
+        check_horizon(&version, lsn)?;
+        for key in keys {
+            check_key(key.as_ref())?;
+        }
+        let mut out: Vec<Option<Option<Vec<u8>>>> = vec![None; keys.len()];
+        let candidates: Vec<Vec<Candidate<'_>>> = keys
+            .iter()
+            .map(|k| version.candidates(Keys::Point(k.as_ref()), lsn).collect())
+            .collect();
+        // Each key walks its candidates newest first; in-memory layers are
+        // answered at once, and each round reads, for every key still open,
+        // the block of the next layer file that may hold it, all in one
+        // batch (a bloom false positive sends the key on in the next round).
+        let mut next = vec![0usize; keys.len()];
+        loop {
+            let mut plans = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                let key = key.as_ref();
+                while out[i].is_none() {
+                    match candidates[i].get(next[i]) {
+                        None => out[i] = Some(None),
+                        Some(Candidate::Memory(m)) => match m.get(key, lsn)? {
+                            Some((_, kind, v)) => out[i] = Some(live(kind, v)),
+                            None => next[i] += 1,
+                        },
+                        Some(Candidate::Disk(d)) => match d.reader()?.point_read_plan(key, lsn) {
+                            // A cached block answers now, without a read.
+                            Some((block, ..)) if d.reader()?.cached_block(block).is_some() => {
+                                let reader = d.reader()?;
+                                let bytes = reader.cached_block(block).unwrap_or_default();
+                                match reader.get_in_block(block, bytes, key, lsn)? {
+                                    Some((_, kind, v)) => out[i] = Some(live(kind, v)),
+                                    None => next[i] += 1,
+                                }
+                            }
+                            Some((block, offset, len)) => {
+                                plans.push((i, Arc::clone(d.reader()?), block, offset, len));
+                                break;
+                            }
+                            None => next[i] += 1,
+                        },
+                    }
+                }
+            }
+            if plans.is_empty() {
+                break;
+            }
+            let reqs = plans
+                .iter()
+                .map(|(_, d, _, offset, len)| {
+                    let len =
+                        usize::try_from(*len).map_err(|_| InvalidInput::OptionOutOfRange {
+                            option: "block length",
+                            value: *len,
+                            why: "larger than memory can address",
+                        })?;
+                    Ok((&*d.file().file, *offset, len))
+                })
+                .collect::<Result<Vec<ReadRequest<'_>>>>()?;
+            let blocks = self.storage.read_batch(&reqs)?;
+            drop(reqs);
+            for ((i, d, block, _, _), bytes) in plans.into_iter().zip(blocks) {
+                match d.get_in_block(block, bytes, keys[i].as_ref(), lsn)? {
+                    Some((_, kind, v)) => out[i] = Some(live(kind, v)),
+                    None => next[i] += 1,
+                }
+            }
+        }
+        Ok(out.into_iter().map(|v| v.flatten()).collect())
+    }
+
+    fn scan_at(&self, (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>), lsn: Lsn) -> Result<Scan> {
+        let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
+        let version = self.version()?;
+        check_horizon(&version, lsn)?;
+        fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+            match b {
+                Bound::Included(k) => Bound::Included(k.as_slice()),
+                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
+        let (s, e) = (as_ref(&start), as_ref(&end));
+        let mut sources = Vec::new();
+        for layer in version.candidates(Keys::Range(s, e), lsn) {
+            sources.push(match layer {
+                Candidate::Memory(m) => Source::Memory(m.range_at(s, e, lsn)?.into_iter()),
+                Candidate::Disk(d) => Source::Delta(Box::new(DeltaSource {
+                    iter: d
+                        .reader()?
+                        .range_owned(s, e)?
+                        .with_readahead(SCAN_READAHEAD_BYTES),
+                    lsn,
+                    pending: None,
+                })),
+            });
+        }
+        Ok(Scan::new(sources, Arc::clone(&version)))
+    }
+
+    fn stats(&self) -> Stats {
+        let version = self.version().ok();
+        let mut stats = Stats {
+            last_lsn: self.visible_lsn.load(Ordering::Acquire),
+            io_mode: self.opts.io_mode,
+            open_layer_bytes: 0,
+            frozen_layers: 0,
+            delta_layers: 0,
+            delta_bytes: 0,
+            l0_layers: 0,
+            l1_runs: 0,
+            l1_layers: 0,
+            compactions: self.compactions.load(Ordering::Relaxed),
+            compaction_error: self
+                .compact_signal
+                .lock()
+                .ok()
+                .and_then(|s| s.error.clone()),
+            index_memory_bytes: 0,
+            block_cache_bytes: 0,
+            block_cache_hits: 0,
+            block_cache_misses: 0,
+            io: self.stats.snapshot(),
+        };
+        if let Some(cache) = &self.layer_io.cache {
+            (
+                stats.block_cache_bytes,
+                stats.block_cache_hits,
+                stats.block_cache_misses,
+            ) = cache.stats();
+        }
+        if let Some(v) = version {
+            stats.open_layer_bytes = v.open.size_bytes();
+            stats.io_mode = v.open.file().mode();
+            stats.frozen_layers = v.frozen.len();
+            stats.delta_layers = v.layers().count();
+            stats.delta_bytes = v.layers().map(|d| d.desc.bytes).sum();
+            stats.l0_layers = v.l0.len();
+            stats.l1_runs = v.runs.len();
+            stats.l1_layers = v.runs.iter().map(|r| r.layers.len()).sum();
+            stats.index_memory_bytes = std::iter::once(&v.open)
+                .chain(&v.frozen)
+                .map(|l| l.index_memory_bytes())
+                .sum::<usize>()
+                + v.layers()
+                    .filter_map(|d| d.open_reader())
+                    .map(|r| r.index_memory_bytes())
+                    .sum::<usize>();
+        }
+        stats
+    }
+}

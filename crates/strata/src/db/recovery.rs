@@ -1,0 +1,348 @@
+//! Recovery at open: the directory checks, the manifest, the sweep of
+//! unlisted files, the replay of the logs of unflushed layers, and the
+//! first new log. Nothing is written before the directory is locked.
+
+use super::*;
+
+impl Db {
+    /// Opens the database in `path`, creating it if the directory is missing
+    /// or empty (and `create_if_missing`). Replays the logs of layers that
+    /// were not flushed; removes files the manifest does not list.
+    pub(super) fn open_in(path: &Path, opts: Options) -> Result<Db> {
+        let opts = opts.with_env_overrides()?;
+        opts.validate()?;
+        let dir = path.to_owned();
+        let storage: Arc<dyn Storage> = match &opts.storage {
+            Some(storage) => Arc::clone(storage),
+            None => Arc::new(OsStorage),
+        };
+        prepare_dir(&*storage, &dir, &opts)?;
+        check_is_database(&*storage, &dir, &opts)?;
+        // Locked before any file of the database is read or written.
+        let lock = storage.lock(&dir.join(LOCK_NAME))?;
+        let loaded = load(&*storage, &dir)?;
+        let stats = IoStats::new();
+        let base = FileOptions {
+            mode: opts.io_mode,
+            engine: opts.io_engine,
+            fallback_to_buffered: opts.fallback_to_buffered,
+            alignment_bytes: opts.alignment_bytes,
+            class: FileClass::Log,
+        };
+        let log_opts = base.clone();
+        let layer_io = Arc::new(LayerIo {
+            storage: Arc::clone(&storage),
+            dir: dir.clone(),
+            opts: FileOptions {
+                class: FileClass::Delta,
+                ..base
+            },
+            stats: stats.clone(),
+            cache: BlockCache::new(opts.block_cache_bytes),
+        });
+        let (mut manifest, v1_deltas) = match loaded {
+            Some(l) => (l.state, l.v1_deltas),
+            None => (
+                ManifestState {
+                    next_file_id: 1,
+                    ..ManifestState::default()
+                },
+                Vec::new(),
+            ),
+        };
+
+        // Garbage: own files the manifest does not list. A listed file that
+        // is missing is an error now, not at its first read.
+        let listed: std::collections::HashSet<String> = manifest
+            .logs
+            .iter()
+            .map(|&id| log_name(id))
+            .chain(manifest.layers.iter().map(|l| delta_name(l.id)))
+            .chain(v1_deltas.iter().map(|&id| delta_name(id)))
+            .collect();
+        let mut present = std::collections::HashSet::new();
+        for entry in storage.list_dir(&dir)? {
+            let name = entry.to_string_lossy().into_owned();
+            if is_own_file(&name) && !listed.contains(&name) {
+                storage.remove_file(&dir.join(&entry))?;
+            }
+            present.insert(name);
+        }
+        if let Some(missing) = listed.iter().find(|name| !present.contains(*name)) {
+            return Err(crate::error::Corruption::new(
+                dir.join(MANIFEST_NAME),
+                0,
+                format!("the manifest lists {missing}, which is missing"),
+            )
+            .into());
+        }
+
+        // Layer files open when first read; a version 1 manifest has no
+        // descriptors, so those files are read now (once: the manifest
+        // written below records them).
+        for &id in &v1_deltas {
+            let file = storage.open(&dir.join(delta_name(id)), &layer_io.opts, &stats)?;
+            let len = file.len()?;
+            let reader = DeltaLayerReader::open(LayerFile { file, len })?;
+            manifest
+                .layers
+                .push(LayerDesc::from_summary(id, reader.summary()));
+        }
+        let last_lsn = manifest.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0);
+        let deltas: Vec<Arc<Layer>> = manifest
+            .layers
+            .iter()
+            .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&layer_io))))
+            .collect();
+        let mut frozen = Vec::new();
+        let mut last_lsn = last_lsn;
+        let mut empty_logs = Vec::new();
+        // Each log's header says where the log before it was sealed: read
+        // the headers first, so each log is replayed knowing its claim.
+        let mut files = Vec::with_capacity(manifest.logs.len());
+        for &id in &manifest.logs {
+            let path = dir.join(log_name(id));
+            let file = storage.open(&path, &log_opts, &stats)?;
+            let len = file.len()?;
+            let header = file.read_range(0, LOG_HEADER_BYTES.min(len as usize))?;
+            let header = decode_log_header(&path, &header)?;
+            files.push((id, path, file, header));
+        }
+        let mut newest: Option<PrevLog> = None;
+        for (i, (id, path, file, _)) in files.iter().enumerate() {
+            let id = *id;
+            let sealed = files
+                .get(i + 1)
+                .and_then(|(_, _, _, next)| next.prev)
+                .filter(|p| p.file_id == id);
+            let (log, bytes) = replay_log(&**file, id, sealed)?;
+            newest = Some(PrevLog {
+                file_id: id,
+                end: log.end_offset,
+                last_lsn: log.last_lsn,
+            });
+            if log.records.is_empty() {
+                empty_logs.push(id);
+                continue;
+            }
+            // What was replayed may have reached only the page cache before a
+            // crash: make it durable before newer writes can be, so a power
+            // loss later cannot leave a hole below them.
+            file.sync_data()?;
+            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes)?;
+            let (lsn_min, lsn_max) = layer.lsn_range();
+            if lsn_min <= last_lsn {
+                return Err(crate::error::Corruption::new(
+                    path,
+                    LOG_HEADER_BYTES as u64,
+                    format!(
+                        "log starts at LSN {lsn_min}, not after the LSN {last_lsn} of older layers"
+                    ),
+                )
+                .into());
+            }
+            last_lsn = lsn_max;
+            frozen.push(Arc::new(layer));
+        }
+        drop(files);
+        manifest.logs.retain(|id| !empty_logs.contains(id));
+
+        // The new log claims the newest replayed one as it was found: from
+        // now on, its end is known, and damage before it is corruption.
+        // Every open starts a new manifest file holding the state found.
+        let mut manifest =
+            ManifestLog::create(Arc::clone(&storage), &dir, stats.clone(), manifest)?;
+        let open = create_log(
+            &*storage,
+            &dir,
+            &log_opts,
+            opts.writer_buffer_bytes,
+            &stats,
+            &mut manifest,
+            newest,
+        )?;
+        let inner = DbInner {
+            dir: dir.clone(),
+            storage: Arc::clone(&storage),
+            opts: opts.clone(),
+            log_opts,
+            layer_io,
+            stats,
+            write: Mutex::new(WriteState { last_lsn }),
+            version: RwLock::new(Arc::new(Version::new(open, frozen, deltas)?)),
+            visible_lsn: AtomicU64::new(last_lsn),
+            sync: Mutex::new(SyncState {
+                synced_lsn: last_lsn,
+                leader_active: false,
+            }),
+            sync_cv: Condvar::new(),
+            manifest: Mutex::new(manifest),
+            flush_lock: Mutex::new(()),
+            flush_signal: Mutex::new(FlushSignal::default()),
+            flush_cv: Condvar::new(),
+            compact_lock: Mutex::new(()),
+            compact_signal: Mutex::new(compact::CompactSignal::default()),
+            compact_cv: Condvar::new(),
+            compactions: AtomicU64::new(0),
+            caller_horizon: AtomicU64::new(0),
+            poisoned: Mutex::new(None),
+            snapshots: Mutex::new(BTreeMap::new()),
+            closed: AtomicBool::new(false),
+        };
+        for id in empty_logs {
+            let _ = storage.remove_file(&dir.join(log_name(id)));
+        }
+        let inner = Arc::new(inner);
+        let flush_thread = if opts.background_flush {
+            let bg = Arc::clone(&inner);
+            Some(
+                std::thread::Builder::new()
+                    .name("strata-flush".into())
+                    .spawn(move || bg.flush_loop())
+                    .map_err(|e| Error::io(&dir, "spawn flush thread", e))?,
+            )
+        } else {
+            None
+        };
+        let mut db = Db {
+            inner,
+            flush_thread,
+            compact_thread: None,
+            _lock: lock,
+        };
+        // Compaction runs beside the flush, so a flush never waits for it.
+        // (A failure to spawn drops `db`, which stops the flush thread.)
+        if opts.background_flush && opts.l0_compaction_trigger > 0 {
+            let bg = Arc::clone(&db.inner);
+            db.compact_thread = Some(
+                std::thread::Builder::new()
+                    .name("strata-compact".into())
+                    .spawn(move || bg.compaction_loop())
+                    .map_err(|e| Error::io(&dir, "spawn compaction thread", e))?,
+            );
+        }
+        db.inner.signal_flush();
+        db.inner.signal_compaction();
+        Ok(db)
+    }
+}
+
+/// The first `len` bytes of `file` in one aligned read, without the copy a
+/// `read_range` makes (logs are read whole by recovery and by the flush).
+pub(super) fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf> {
+    let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
+        option: "log length",
+        value: len,
+        why: "larger than memory can address",
+    })?;
+    let mut buf = AlignedBuf::zeroed(len, file.alignment());
+    let n = file.read_at(buf.spare_capacity_full(), 0)?;
+    if n < len {
+        return Err(crate::io::short_read(
+            file.path(),
+            format!("the file ends at {n}, expected {len}"),
+        ));
+    }
+    buf.set_len(len);
+    Ok(buf)
+}
+
+/// Replays the log in `file` (see [`replay`]) and returns it with its
+/// bytes. A read can return other bytes than those stored; so when the
+/// replay fails, or stops before the end of the file, the bytes from where
+/// it stopped are read again: if they differ, the first read was wrong and
+/// the whole log is read and replayed again; the second result stands.
+pub(super) fn replay_log(
+    file: &dyn StorageFile,
+    id: u64,
+    sealed: Option<PrevLog>,
+) -> Result<(ReplayedLog, AlignedBuf)> {
+    let len = file.len()?;
+    let bytes = read_whole(file, len)?;
+    match replay(file.path(), &bytes, id, sealed) {
+        Ok(log) if log.end_offset == len => return Ok((log, bytes)),
+        Ok(log) => {
+            let from = log.end_offset / LOG_SECTOR_BYTES * LOG_SECTOR_BYTES;
+            let tail = file.read_range(from, (len - from) as usize)?;
+            if tail[..] == bytes[from as usize..] {
+                return Ok((log, bytes));
+            }
+        }
+        Err(e) if e.is_corruption() => {}
+        Err(e) => return Err(e),
+    }
+    let bytes = read_whole(file, len)?;
+    let log = replay(file.path(), &bytes, id, sealed)?;
+    Ok((log, bytes))
+}
+
+/// Checks that `dir` is a directory, creating it (and its missing
+/// parents, durably) if it is missing and the options allow.
+pub(super) fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<()> {
+    match storage.entry_kind(dir)? {
+        Some(EntryKind::File) => {
+            return Err(Error::NotADatabase {
+                path: dir.to_owned(),
+                why: "it is not a directory".into(),
+            })
+        }
+        Some(EntryKind::Dir) => {}
+        None if opts.create_if_missing => {
+            // Every directory created here is an entry in its parent: sync
+            // each parent from the new directory up to the first one that
+            // existed, or a power loss can take the database whole.
+            let parent_of = |p: &Path| -> PathBuf {
+                match p.parent() {
+                    Some(q) if !q.as_os_str().is_empty() => q.to_owned(),
+                    _ => PathBuf::from("."),
+                }
+            };
+            let mut created = vec![dir.to_owned()];
+            let mut top = parent_of(dir);
+            while storage.entry_kind(&top)?.is_none() && top.parent().is_some() {
+                created.push(top.clone());
+                top = parent_of(&top);
+            }
+            storage.create_dir_all(dir)?;
+            for d in &created {
+                storage.sync_dir(&parent_of(d))?;
+            }
+        }
+        None => {
+            return Err(Error::io(
+                dir,
+                "open directory",
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a directory that is not a database, before anything is written
+/// in it (not even the lock file): one without a manifest that is not empty,
+/// or without a manifest when it may not be created.
+pub(super) fn check_is_database(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<()> {
+    let names = storage.list_dir(dir)?;
+    if names.iter().any(|n| n.as_os_str() == MANIFEST_NAME) {
+        return Ok(());
+    }
+    // A MANIFEST.tmp without a MANIFEST is a creation that failed before
+    // its rename: nothing was ever stored, so it is not foreign.
+    let foreign = names
+        .iter()
+        .any(|name| name.as_os_str() != LOCK_NAME && name.as_os_str() != MANIFEST_TMP_NAME);
+    if foreign {
+        return Err(Error::NotADatabase {
+            path: dir.to_owned(),
+            why: format!("it has no {MANIFEST_NAME} and is not empty"),
+        });
+    }
+    if !opts.create_if_missing {
+        return Err(Error::NotADatabase {
+            path: dir.to_owned(),
+            why: format!("it has no {MANIFEST_NAME}"),
+        });
+    }
+    Ok(())
+}

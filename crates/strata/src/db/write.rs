@@ -1,0 +1,208 @@
+//! The write path: LSN assignment, appends to the open layer's log, group
+//! commit, freezing the open layer and creating the next log.
+
+use super::*;
+
+/// Creates a new log with its header durable, lists it in the manifest
+/// (stored durably before the log takes a record), and returns its open
+/// layer. `prev`: the log before it, already durable and sealed, whose end
+/// the header claims.
+pub(super) fn create_log(
+    storage: &dyn Storage,
+    dir: &Path,
+    log_opts: &FileOptions,
+    writer_buffer_bytes: usize,
+    stats: &IoStats,
+    m: &mut ManifestLog,
+    prev: Option<PrevLog>,
+) -> Result<Arc<InMemoryLayer>> {
+    let id = m.take_file_id();
+    let path = dir.join(log_name(id));
+    let file = storage.create(&path, log_opts, stats)?;
+    let mut writer = BufferedWriter::with_shared(file, writer_buffer_bytes, 0)?;
+    writer.write(&encode_log_header(id, prev))?;
+    writer.sync()?;
+    storage.sync_dir(dir)?;
+    m.apply(Edit::AddLog(id))?;
+    Ok(Arc::new(InMemoryLayer::new_open(id, writer)))
+}
+
+impl DbInner {
+    pub(super) fn write(
+        &self,
+        batch: &WriteBatch,
+        explicit_lsn: Option<Lsn>,
+        opts: WriteOptions,
+    ) -> Result<Lsn> {
+        if let Some(invalid) = &batch.invalid {
+            return Err(invalid.clone().into());
+        }
+        if batch.value_len_max > self.opts.value_size_bytes_max {
+            return Err(InvalidInput::ValueTooLarge {
+                len: batch.value_len_max,
+                max: self.opts.value_size_bytes_max,
+            }
+            .into());
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let lsn = {
+            let mut ws = lock(&self.write)?;
+            self.check_poisoned()?;
+            let lsn = match explicit_lsn {
+                Some(lsn) if lsn <= ws.last_lsn => {
+                    return Err(InvalidInput::LsnNotIncreasing {
+                        lsn,
+                        last: ws.last_lsn,
+                    }
+                    .into())
+                }
+                Some(lsn) => lsn,
+                None => ws
+                    .last_lsn
+                    .checked_add(1)
+                    .ok_or(InvalidInput::LsnExhausted)?,
+            };
+            let open = Arc::clone(&self.version()?.open);
+            if let Err(e) = open.append(batch, lsn) {
+                self.poison(&e);
+                return Err(e);
+            }
+            ws.last_lsn = lsn;
+            self.visible_lsn.store(lsn, Ordering::Release);
+            // From here the batch is applied: an error may no longer say
+            // "not written". A failed freeze poisons the database; for an
+            // unsynced write that is the same as a crash before the next
+            // sync, so only a synced write reports it (as NotDurable).
+            if open.size_bytes() >= self.opts.layer_size_bytes_max {
+                if let Err(e) = self.freeze_locked(&mut ws) {
+                    if opts.sync {
+                        return Err(Error::NotDurable {
+                            lsn,
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+            lsn
+        };
+        if opts.sync {
+            self.group_sync(lsn).map_err(|e| Error::NotDurable {
+                lsn,
+                source: Box::new(e),
+            })?;
+        }
+        // The batch is applied (and durable if asked): a failure while
+        // waiting out the flush backlog poisons the database and is reported
+        // by the next call, not as a failure of this write.
+        let _ = self.wait_for_flush_backlog();
+        // Likewise for the L0 backlog: a failure is the next call's.
+        let _ = self.wait_for_l0_backlog();
+        Ok(lsn)
+    }
+
+    /// Group commit: one thread (the leader) writes the log's tail out and
+    /// syncs it for everyone waiting; the others wait for it.
+    pub(super) fn group_sync(&self, lsn: Lsn) -> Result<()> {
+        let mut st = lock(&self.sync)?;
+        loop {
+            if st.synced_lsn >= lsn {
+                return Ok(());
+            }
+            self.check_poisoned()?;
+            if st.leader_active {
+                st = self
+                    .sync_cv
+                    .wait(st)
+                    .map_err(|_| Error::Poisoned("sync lock poisoned".into()))?;
+                continue;
+            }
+            st.leader_active = true;
+            drop(st);
+            let result = self.sync_open_log();
+            st = lock(&self.sync)?;
+            st.leader_active = false;
+            match result {
+                Ok(target) => st.synced_lsn = st.synced_lsn.max(target),
+                Err(e) => {
+                    drop(st);
+                    self.poison(&e);
+                    return Err(e);
+                }
+            }
+            self.sync_cv.notify_all();
+        }
+    }
+
+    /// Makes the open log durable; returns the LSN it covers.
+    pub(super) fn sync_open_log(&self) -> Result<Lsn> {
+        let (target, open) = {
+            let ws = lock(&self.write)?;
+            (ws.last_lsn, Arc::clone(&self.version()?.open))
+        };
+        if !open.sync_log(false)? && !open.is_durable() {
+            return Err(Error::Poisoned(format!(
+                "{}: frozen without being made durable (its freeze failed)",
+                open.path().display()
+            )));
+        }
+        Ok(target)
+    }
+
+    /// At close, after the last sync: a pad record that claims the whole
+    /// log durable, synced, so that damage to the log's last records is
+    /// found as corruption at the next open, not taken for a torn tail.
+    pub(super) fn seal_open_log(&self) -> Result<()> {
+        let open = Arc::clone(&self.version()?.open);
+        if open.is_empty() {
+            return Ok(());
+        }
+        let result = open.sync_log(true).map(|_| ());
+        if let Err(e) = &result {
+            self.poison(e);
+        }
+        result
+    }
+
+    pub(super) fn note_synced(&self, lsn: Lsn) {
+        if let Ok(mut st) = self.sync.lock() {
+            st.synced_lsn = st.synced_lsn.max(lsn);
+        }
+        self.sync_cv.notify_all();
+    }
+
+    /// Freezes the open layer; the caller holds the write lock.
+    pub(super) fn freeze_locked(&self, ws: &mut WriteState) -> Result<()> {
+        let open = Arc::clone(&self.version()?.open);
+        if open.is_empty() {
+            return Ok(());
+        }
+        let result = (|| {
+            open.freeze()?;
+            self.note_synced(ws.last_lsn);
+            let next = self.create_log(Some(open.sealed_claim()))?;
+            self.install(|v| v.with_frozen(next))
+        })();
+        if let Err(e) = &result {
+            self.poison(e);
+        }
+        result?;
+        self.signal_flush();
+        Ok(())
+    }
+
+    /// Creates a new log (see [`create_log`]).
+    pub(super) fn create_log(&self, prev: Option<PrevLog>) -> Result<Arc<InMemoryLayer>> {
+        let mut m = lock(&self.manifest)?;
+        create_log(
+            &*self.storage,
+            &self.dir,
+            &self.log_opts,
+            self.opts.writer_buffer_bytes,
+            &self.stats,
+            &mut m,
+            prev,
+        )
+    }
+}

@@ -1,0 +1,33 @@
+//! `LayerFile`: a finished layer file read through the io layer, and the
+//! io layer's buffered writer as a layer file's sink.
+
+use crate::error::Result;
+use crate::io::{BufferedWriter, StorageFile};
+use crate::layer::delta::{LayerSink, ReadAt};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A finished layer file read through the io layer: exact length, any
+/// offset (the io layer widens O_DIRECT reads to the alignment).
+pub(crate) struct LayerFile {
+    pub(crate) file: Arc<dyn StorageFile>,
+    pub(crate) len: u64,
+}
+
+impl ReadAt for LayerFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.file.read_range(offset, len)
+    }
+    fn file_len(&self) -> u64 {
+        self.len
+    }
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
+impl LayerSink for BufferedWriter<dyn StorageFile> {
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.write(bytes)
+    }
+}

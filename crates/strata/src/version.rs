@@ -1,0 +1,613 @@
+//! The version: an immutable picture of the live layers that reads see.
+//!
+//! What it owns: the open in-memory layer, the frozen in-memory layers
+//! waiting for their flush (oldest first), and the layer files on disk with
+//! what they cover (L0 delta layers, oldest first). A reader takes an
+//! `Arc<Version>` and keeps it for the whole read, so it never sees a change
+//! in part, and the layers it reads stay alive under it (an unlinked file
+//! stays readable through its descriptor).
+//!
+//! Every transition (freeze, flush) builds a new `Version` from the old one
+//! and checks its invariants before it is installed ([`Version::check`]):
+//! the layers, from the oldest L0 layer through the frozen layers to the open
+//! one, cover disjoint LSN ranges in increasing order. A breach is a bug,
+//! reported as `Error::Poisoned`, never installed.
+//!
+//! One search, [`Version::candidates`], answers get, multi_get and scan: the
+//! layers that can hold a key (or a key range) at an LSN, newest first. The
+//! first version at or below the LSN found in that order is the answer.
+
+use crate::cache::BlockCache;
+use crate::error::{Corruption, Error, Result};
+use crate::io::{FileOptions, IoStats, Storage};
+use crate::layer::delta::reader::DeltaLayerReader;
+use crate::layer::delta::Lsn;
+use crate::layer::file::LayerFile;
+use crate::layer::inmemory::InMemoryLayer;
+use crate::manifest::{delta_name, LayerDesc, Level};
+use std::cmp::Reverse;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Where layer files live and how they are opened.
+pub(crate) struct LayerIo {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: FileOptions,
+    pub(crate) stats: IoStats,
+    /// The block cache every layer's point reads go through.
+    pub(crate) cache: Option<Arc<BlockCache>>,
+}
+
+/// A layer file on disk: what it covers (from the manifest), and its reader,
+/// opened on first use.
+pub(crate) struct Layer {
+    pub(crate) desc: LayerDesc,
+    io: Arc<LayerIo>,
+    reader: OnceLock<Arc<DeltaLayerReader<LayerFile>>>,
+    /// Held while the reader opens, so that it opens once.
+    opening: Mutex<()>,
+    /// Set once a durable manifest edit has removed the layer: its file is
+    /// deleted when the last version (or scan) holding it lets it go.
+    obsolete: AtomicBool,
+}
+
+impl Drop for Layer {
+    fn drop(&mut self) {
+        if *self.obsolete.get_mut() {
+            // A failure leaves an unlisted file: garbage the next open removes.
+            let _ = self.io.storage.remove_file(&self.path());
+        }
+    }
+}
+
+impl Layer {
+    /// A layer whose file opens when it is first read.
+    pub(crate) fn new(desc: LayerDesc, io: Arc<LayerIo>) -> Layer {
+        Layer {
+            desc,
+            io,
+            reader: OnceLock::new(),
+            opening: Mutex::new(()),
+            obsolete: AtomicBool::new(false),
+        }
+    }
+
+    /// A layer whose file is open already (a flush's output).
+    pub(crate) fn with_reader(
+        desc: LayerDesc,
+        io: Arc<LayerIo>,
+        mut reader: DeltaLayerReader<LayerFile>,
+    ) -> Layer {
+        reader.set_cache(io.cache.clone(), desc.id);
+        let layer = Layer::new(desc, io);
+        let _ = layer.reader.set(Arc::new(reader));
+        layer
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        self.io.dir.join(delta_name(self.desc.id))
+    }
+
+    /// The reader, opening the file first if it is not open yet: its
+    /// footer, index and bloom filter are read and checked, and the file
+    /// must be what the manifest says it is. A failed open is not kept: the
+    /// next read tries again.
+    pub(crate) fn reader(&self) -> Result<&Arc<DeltaLayerReader<LayerFile>>> {
+        if let Some(r) = self.reader.get() {
+            return Ok(r);
+        }
+        let _opening = self
+            .opening
+            .lock()
+            .map_err(|_| Error::Poisoned("a thread panicked opening a layer".into()))?;
+        if let Some(r) = self.reader.get() {
+            return Ok(r);
+        }
+        let path = self.path();
+        let file = self.io.storage.open(&path, &self.io.opts, &self.io.stats)?;
+        let len = file.len()?;
+        if len != self.desc.bytes {
+            return Err(Corruption::new(
+                &path,
+                len.min(self.desc.bytes),
+                format!(
+                    "the file has {len} bytes, the manifest says {}",
+                    self.desc.bytes
+                ),
+            )
+            .into());
+        }
+        let mut reader = DeltaLayerReader::open(LayerFile { file, len })?;
+        reader.set_cache(self.io.cache.clone(), self.desc.id);
+        if let Some(why) = self.desc.mismatch(reader.summary()) {
+            return Err(Corruption::new(&path, 0, why).into());
+        }
+        Ok(self.reader.get_or_init(|| Arc::new(reader)))
+    }
+
+    /// Deletes the file once nothing holds the layer (see `obsolete`).
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// The reader if the file is open.
+    pub(crate) fn open_reader(&self) -> Option<&Arc<DeltaLayerReader<LayerFile>>> {
+        self.reader.get()
+    }
+
+    /// Whether the layer holds no entry.
+    fn is_empty(&self) -> bool {
+        self.desc.entries == 0
+    }
+
+    /// The LSNs of its entries, inclusive.
+    pub(crate) fn lsn_range(&self) -> (Lsn, Lsn) {
+        (self.desc.lsn_min, self.desc.lsn_max)
+    }
+
+    /// Whether a key in `start..end` can be in the layer.
+    fn overlaps(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        let (min, max) = (self.desc.key_min.as_slice(), self.desc.key_max.as_slice());
+        let after_start = match start {
+            Bound::Included(k) => max >= k,
+            Bound::Excluded(k) => max > k,
+            Bound::Unbounded => true,
+        };
+        let before_end = match end {
+            Bound::Included(k) => min <= k,
+            Bound::Excluded(k) => min < k,
+            Bound::Unbounded => true,
+        };
+        !self.is_empty() && after_start && before_end
+    }
+}
+
+/// What a search looks for.
+#[derive(Clone, Copy)]
+pub(crate) enum Keys<'a> {
+    Point(&'a [u8]),
+    Range(Bound<&'a [u8]>, Bound<&'a [u8]>),
+}
+
+/// A layer a search visits.
+pub(crate) enum Candidate<'a> {
+    Memory(&'a Arc<InMemoryLayer>),
+    Disk(&'a Arc<Layer>),
+}
+
+/// A run: layers with disjoint key ranges, sorted by key. An L1 run holds
+/// every version of one LSN range (the L0 layers one compaction merged);
+/// an image run holds one version per key at one LSN (`lsn_min` =
+/// `lsn_max`), for the whole key space.
+#[derive(Clone)]
+pub(crate) struct Run {
+    pub(crate) image: bool,
+    pub(crate) lsn_min: Lsn,
+    pub(crate) lsn_max: Lsn,
+    pub(crate) layers: Vec<Arc<Layer>>,
+}
+
+impl Run {
+    /// The layer whose key range holds `key`, if one does.
+    fn layer_for(&self, key: &[u8]) -> Option<&Arc<Layer>> {
+        let at = self
+            .layers
+            .partition_point(|l| l.desc.key_max.as_slice() < key);
+        self.layers
+            .get(at)
+            .filter(|l| l.desc.key_min.as_slice() <= key)
+    }
+}
+
+/// The live layers, replaced whole on every change.
+#[derive(Clone)]
+pub(crate) struct Version {
+    pub(crate) open: Arc<InMemoryLayer>,
+    /// Frozen in-memory layers, oldest first.
+    pub(crate) frozen: Vec<Arc<InMemoryLayer>>,
+    /// L0 delta layers, oldest first.
+    pub(crate) l0: Vec<Arc<Layer>>,
+    /// L1 and image runs, newest first (by their newest LSN; an L1 run
+    /// before an image at the same LSN); all below the L0 layers.
+    pub(crate) runs: Vec<Run>,
+}
+
+impl Version {
+    /// A version of these layers (L0 in the order given, L1 grouped into
+    /// runs by LSN range), if they keep the invariants.
+    pub(crate) fn new(
+        open: Arc<InMemoryLayer>,
+        frozen: Vec<Arc<InMemoryLayer>>,
+        layers: Vec<Arc<Layer>>,
+    ) -> Result<Version> {
+        let (l0, l1): (Vec<_>, Vec<_>) =
+            layers.into_iter().partition(|l| l.desc.level == Level::L0);
+        let mut runs: Vec<Run> = Vec::new();
+        let mut l1 = l1;
+        let order = |l: &Arc<Layer>| {
+            (
+                Reverse(l.desc.lsn_max),
+                l.desc.level == Level::Image,
+                Reverse(l.desc.lsn_min),
+            )
+        };
+        l1.sort_by(|a, b| (order(a), &a.desc.key_min).cmp(&(order(b), &b.desc.key_min)));
+        for layer in l1 {
+            let image = layer.desc.level == Level::Image;
+            match runs.last_mut() {
+                Some(run)
+                    if (run.image, run.lsn_min, run.lsn_max)
+                        == (image, layer.desc.lsn_min, layer.desc.lsn_max) =>
+                {
+                    run.layers.push(layer)
+                }
+                _ => runs.push(Run {
+                    image,
+                    lsn_min: layer.desc.lsn_min,
+                    lsn_max: layer.desc.lsn_max,
+                    layers: vec![layer],
+                }),
+            }
+        }
+        let v = Version {
+            open,
+            frozen,
+            l0,
+            runs,
+        };
+        v.check()?;
+        Ok(v)
+    }
+
+    /// The open layer frozen, `next` open in its place.
+    pub(crate) fn with_frozen(&self, next: Arc<InMemoryLayer>) -> Result<Version> {
+        let mut v = self.clone();
+        v.frozen.push(std::mem::replace(&mut v.open, next));
+        v.check()?;
+        Ok(v)
+    }
+
+    /// The oldest frozen layer, `flushed`, replaced by its L0 layer file.
+    pub(crate) fn with_flushed(
+        &self,
+        flushed: &Arc<InMemoryLayer>,
+        layer: Arc<Layer>,
+    ) -> Result<Version> {
+        match self.frozen.first() {
+            Some(oldest) if Arc::ptr_eq(oldest, flushed) => {}
+            _ => return Err(invariant("a flush that is not of the oldest frozen layer")),
+        }
+        let mut v = self.clone();
+        v.frozen.remove(0);
+        v.l0.push(layer);
+        v.check()?;
+        Ok(v)
+    }
+
+    /// The layers `remove` (by id; all must be listed) replaced by `add`.
+    pub(crate) fn with_compacted(&self, remove: &[u64], add: Vec<Arc<Layer>>) -> Result<Version> {
+        let mut layers: Vec<Arc<Layer>> = self.layers().cloned().collect();
+        let before = layers.len();
+        layers.retain(|l| !remove.contains(&l.desc.id));
+        if before - layers.len() != remove.len() {
+            return Err(invariant(&format!(
+                "a compaction of layers {remove:?}, not all live"
+            )));
+        }
+        layers.extend(add);
+        Version::new(Arc::clone(&self.open), self.frozen.clone(), layers)
+    }
+
+    /// Checks the invariants (see the module's doc).
+    pub(crate) fn check(&self) -> Result<()> {
+        let runs = self
+            .runs
+            .iter()
+            .rev()
+            .filter(|r| !r.image)
+            .map(|r| ((r.lsn_min, r.lsn_max), r.layers[0].desc.id));
+        let disk = self
+            .l0
+            .iter()
+            .filter(|l| !l.is_empty())
+            .map(|l| (l.lsn_range(), l.desc.id));
+        let memory = self
+            .frozen
+            .iter()
+            .chain(std::iter::once(&self.open))
+            .filter(|l| !l.is_empty())
+            .map(|l| (l.lsn_range(), l.file_id));
+        let mut prev: Option<(Lsn, u64)> = None;
+        for ((min, max), id) in runs.chain(disk).chain(memory) {
+            // The open layer's range grows while this runs: its minimum is
+            // u64::MAX until its first write, never below its real value.
+            if min > max && min != Lsn::MAX {
+                return Err(invariant(&format!("layer {id} has LSNs {min}..={max}")));
+            }
+            if let Some((prev_max, prev_id)) = prev {
+                if min <= prev_max {
+                    return Err(invariant(&format!(
+                        "layer {id} starts at LSN {min}, not above layer {prev_id}'s {prev_max}"
+                    )));
+                }
+            }
+            prev = Some((max, id));
+        }
+        for run in &self.runs {
+            for pair in run.layers.windows(2) {
+                if pair[0].desc.key_max >= pair[1].desc.key_min {
+                    return Err(invariant(&format!(
+                        "L1 layers {} and {} of one run overlap in keys",
+                        pair[0].desc.id, pair[1].desc.id
+                    )));
+                }
+            }
+            if run.layers.iter().any(|l| l.is_empty()) {
+                return Err(invariant("an empty L1 layer"));
+            }
+        }
+        // An image is never above the L0 layers (it is made from runs).
+        if let (Some(image), Some(l0)) = (
+            self.runs.iter().find(|r| r.image),
+            self.l0.iter().find(|l| !l.is_empty()),
+        ) {
+            if image.lsn_max >= l0.desc.lsn_min {
+                return Err(invariant(&format!(
+                    "an image at LSN {} is not below L0 layer {} at {}",
+                    image.lsn_max, l0.desc.id, l0.desc.lsn_min
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The layers that can hold `keys` at `lsn`, newest first: the open and
+    /// frozen in-memory layers, then the L0 layers, then the runs, whose
+    /// key range meets `keys` and that hold an LSN at or below `lsn` (in a
+    /// run, at most one layer for a point).
+    pub(crate) fn candidates<'a>(
+        &'a self,
+        keys: Keys<'a>,
+        lsn: Lsn,
+    ) -> impl Iterator<Item = Candidate<'a>> + 'a {
+        let memory = std::iter::once(&self.open)
+            .chain(self.frozen.iter().rev())
+            .map(Candidate::Memory);
+        let meets = move |l: &Arc<Layer>| match keys {
+            Keys::Point(k) => l.overlaps(Bound::Included(k), Bound::Included(k)),
+            Keys::Range(s, e) => l.overlaps(s, e),
+        };
+        let l0 = self
+            .l0
+            .iter()
+            .rev()
+            .filter(move |l| l.lsn_range().0 <= lsn && meets(l));
+        let l1 =
+            self.runs_at(lsn)
+                .flat_map(move |r| -> Box<dyn Iterator<Item = &'a Arc<Layer>> + 'a> {
+                    match keys {
+                        Keys::Point(k) => Box::new(r.layer_for(k).into_iter()),
+                        Keys::Range(..) => Box::new(r.layers.iter().filter(move |l| meets(l))),
+                    }
+                });
+        memory.chain(l0.chain(l1).map(Candidate::Disk))
+    }
+
+    /// The runs a read at `lsn` visits, newest first: those holding an LSN
+    /// at or below it, up to and including the newest image at or below it
+    /// (which answers for every key: nothing older is needed).
+    pub(crate) fn runs_at(&self, lsn: Lsn) -> impl Iterator<Item = &Run> {
+        let mut done = false;
+        self.runs
+            .iter()
+            .filter(move |r| r.lsn_min <= lsn)
+            .take_while(move |r| {
+                let visit = !done;
+                done |= r.image;
+                visit
+            })
+    }
+
+    /// The oldest LSN reads may ask for: the LSN of the oldest image when
+    /// every L1 run starts above it (GC removed what was below it), else 0
+    /// (the history below the image is still there).
+    pub(crate) fn horizon(&self) -> Lsn {
+        let Some(image) = self.runs.iter().rev().find(|r| r.image) else {
+            return 0;
+        };
+        let below = self
+            .runs
+            .iter()
+            .any(|r| !r.image && r.lsn_min <= image.lsn_max);
+        if below {
+            0
+        } else {
+            image.lsn_max
+        }
+    }
+
+    /// Every layer file: L0 oldest first, then the runs newest first.
+    pub(crate) fn layers(&self) -> impl Iterator<Item = &Arc<Layer>> {
+        self.l0
+            .iter()
+            .chain(self.runs.iter().flat_map(|r| &r.layers))
+    }
+}
+
+fn invariant(what: &str) -> Error {
+    Error::Poisoned(format!("version invariant broken: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::io::sim::SimStorage;
+    use crate::io::{
+        BufferedWriter, FileClass, FileOptions, IoEngine, IoMode, IoStats, ShutdownMode, Storage,
+    };
+    use crate::layer::delta::writer::DeltaLayerWriter;
+    use crate::layer::delta::ValueKind;
+    use crate::log::record::encode_log_header;
+    use std::path::PathBuf;
+
+    struct Fixture {
+        storage: SimStorage,
+        stats: IoStats,
+        io: Arc<LayerIo>,
+    }
+
+    fn opts(class: FileClass) -> FileOptions {
+        FileOptions {
+            mode: IoMode::Buffered,
+            engine: IoEngine::Sync,
+            class,
+            fallback_to_buffered: false,
+            alignment_bytes: None,
+        }
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let storage = SimStorage::new(7);
+            storage.create_dir_all(&PathBuf::from("/db")).unwrap();
+            let stats = IoStats::new();
+            let io = Arc::new(LayerIo {
+                storage: Arc::new(storage.clone()),
+                dir: PathBuf::from("/db"),
+                opts: opts(FileClass::Delta),
+                stats: stats.clone(),
+                cache: None,
+            });
+            Fixture { storage, stats, io }
+        }
+
+        /// An L0 layer file holding a Put of each (key, lsn).
+        fn disk(&self, id: u64, entries: &[(&str, Lsn)]) -> Arc<Layer> {
+            let path = PathBuf::from("/db").join(delta_name(id));
+            let file = self
+                .storage
+                .create(&path, &opts(FileClass::Delta), &self.stats)
+                .unwrap();
+            let sink = BufferedWriter::with_shared(file, 1 << 16, 0).unwrap();
+            let mut w = DeltaLayerWriter::new(sink, 4096).unwrap();
+            let mut sorted = entries.to_vec();
+            sorted.sort();
+            for (k, lsn) in sorted {
+                w.add(k.as_bytes(), lsn, ValueKind::Put, b"v").unwrap();
+            }
+            let (sink, summary) = w.finish().unwrap();
+            let file = sink.finish(ShutdownMode::PadThenTruncate).unwrap();
+            let reader = DeltaLayerReader::open(LayerFile {
+                file,
+                len: summary.file_bytes,
+            })
+            .unwrap();
+            let desc = LayerDesc::from_summary(id, reader.summary());
+            Arc::new(Layer::with_reader(desc, Arc::clone(&self.io), reader))
+        }
+
+        /// An in-memory layer with one batch per (key, lsn).
+        fn memory(&self, id: u64, writes: &[(&str, Lsn)]) -> Arc<InMemoryLayer> {
+            let path = PathBuf::from(format!("/db/{id}.log"));
+            let file = self
+                .storage
+                .create(&path, &opts(FileClass::Log), &self.stats)
+                .unwrap();
+            let mut writer = BufferedWriter::with_shared(file, 1 << 16, 0).unwrap();
+            writer.write(&encode_log_header(id, None)).unwrap();
+            let layer = InMemoryLayer::new_open(id, writer);
+            for (k, lsn) in writes {
+                let mut b = WriteBatch::new();
+                b.put(k, b"v");
+                layer.append(&b, *lsn).unwrap();
+            }
+            Arc::new(layer)
+        }
+    }
+
+    fn ids(v: &Version, keys: Keys<'_>, lsn: Lsn) -> Vec<u64> {
+        v.candidates(keys, lsn)
+            .map(|c| match c {
+                Candidate::Memory(m) => m.file_id,
+                Candidate::Disk(d) => d.desc.id,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn layers_out_of_lsn_order_are_refused() {
+        let f = Fixture::new();
+        let (a, b) = (f.disk(1, &[("a", 1), ("b", 5)]), f.disk(2, &[("c", 5)]));
+        let open = f.memory(3, &[]);
+        // Overlapping LSNs between two L0 layers.
+        let err = Version::new(Arc::clone(&open), vec![], vec![a.clone(), b.clone()]);
+        assert!(
+            matches!(err, Err(Error::Poisoned(ref m)) if m.contains("layer 2 starts at LSN 5"))
+        );
+        // L0 older than it says.
+        let (c, d) = (f.disk(4, &[("a", 10)]), f.disk(5, &[("a", 9)]));
+        assert!(Version::new(Arc::clone(&open), vec![], vec![c.clone(), d.clone()]).is_err());
+        assert!(Version::new(Arc::clone(&open), vec![], vec![d, c.clone()]).is_ok());
+        // A frozen layer below L0.
+        let frozen = f.memory(6, &[("x", 3)]);
+        assert!(Version::new(Arc::clone(&open), vec![frozen], vec![c.clone()]).is_err());
+        // The open layer below a frozen one.
+        let (frozen, low_open) = (f.memory(7, &[("x", 20)]), f.memory(8, &[("y", 19)]));
+        assert!(Version::new(low_open, vec![frozen], vec![c]).is_err());
+    }
+
+    #[test]
+    fn transitions_keep_the_order_and_refuse_a_flush_out_of_turn() {
+        let f = Fixture::new();
+        let v = Version::new(f.memory(1, &[("a", 1)]), vec![], vec![]).unwrap();
+        let v = v.with_frozen(f.memory(2, &[("a", 2)])).unwrap();
+        let v = v.with_frozen(f.memory(3, &[])).unwrap();
+        assert_eq!(v.frozen.len(), 2);
+        // Only the oldest frozen layer may be flushed.
+        let second = Arc::clone(&v.frozen[1]);
+        assert!(v.with_flushed(&second, f.disk(4, &[("a", 2)])).is_err());
+        let first = Arc::clone(&v.frozen[0]);
+        let v = v.with_flushed(&first, f.disk(5, &[("a", 1)])).unwrap();
+        assert_eq!((v.frozen.len(), v.l0.len()), (1, 1));
+        // A flushed layer whose LSNs are not the frozen layer's is refused.
+        let second = Arc::clone(&v.frozen[0]);
+        assert!(v.with_flushed(&second, f.disk(6, &[("a", 1)])).is_err());
+    }
+
+    #[test]
+    fn candidates_are_newest_first_and_filtered_by_key_range_and_lsn() {
+        let f = Fixture::new();
+        let l0 = vec![
+            f.disk(1, &[("b", 1), ("d", 2)]),
+            f.disk(2, &[("a", 3), ("c", 4)]),
+            f.disk(3, &[("e", 5), ("f", 6)]),
+        ];
+        let v = Version::new(f.memory(5, &[("z", 8)]), vec![f.memory(4, &[("z", 7)])], l0).unwrap();
+        // Memory layers always, newest first; files by key range and LSN.
+        assert_eq!(ids(&v, Keys::Point(b"c"), 10), [5, 4, 2, 1]);
+        assert_eq!(ids(&v, Keys::Point(b"e"), 10), [5, 4, 3]);
+        assert_eq!(ids(&v, Keys::Point(b"c"), 2), [5, 4, 1]);
+        assert_eq!(ids(&v, Keys::Point(b"0"), 10), [5, 4]);
+        let range = |s, e| Keys::Range(s, e);
+        assert_eq!(
+            ids(&v, range(Bound::Excluded(b"d"), Bound::Unbounded), 10),
+            [5, 4, 3]
+        );
+        assert_eq!(
+            ids(&v, range(Bound::Included(b"c"), Bound::Excluded(b"e")), 10),
+            [5, 4, 2, 1]
+        );
+        assert_eq!(
+            ids(&v, range(Bound::Included(b"d"), Bound::Excluded(b"e")), 10),
+            [5, 4, 1]
+        );
+        assert_eq!(
+            ids(&v, range(Bound::Unbounded, Bound::Excluded(b"b")), 10),
+            [5, 4, 2]
+        );
+    }
+}
