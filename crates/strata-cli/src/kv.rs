@@ -1,4 +1,5 @@
-//! `strata db DIR put|get|delete|scan|stats|flush …`: the engine from the shell.
+//! `strata db DIR put|get|delete|scan|stats|flush|compact …`: the engine
+//! from the shell.
 //!
 //! Each command opens the database in DIR (creating it for `put`), does one
 //! thing, and closes it, so every write it makes is durable (synced) when it
@@ -57,6 +58,8 @@ enum KvCommand {
     },
     /// Write the in-memory layers out as delta layers.
     Flush,
+    /// Flush, then merge every L0 layer into L1 runs.
+    Compact,
 }
 
 fn decode(text: &str, hex: bool) -> Result<Vec<u8>> {
@@ -161,6 +164,7 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
         KvCommand::Stats { json: true } => writeln!(out, "{}", stats::to_json(&db.stats()))?,
         KvCommand::Stats { json: false } => stats::write_text(&mut out, &db.stats())?,
         KvCommand::Flush => db.flush()?,
+        KvCommand::Compact => db.compact()?,
     }
     out.flush()?;
     db.close()?;

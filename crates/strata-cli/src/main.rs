@@ -7,6 +7,7 @@
 //! a backtrace under `RUST_BACKTRACE`). clap prints its own usage errors
 //! and exits 2.
 
+mod inspect;
 mod kv;
 mod lab;
 mod stats;
@@ -30,14 +31,17 @@ struct Cli {
 enum Command {
     /// Measure strata against the device and peer engines.
     Lab(lab::LabArgs),
-    /// Use a database: put, get, delete, scan, stats, flush (`strata db DIR put K V`).
+    /// Use a database: put, get, delete, scan, stats, flush, compact (`strata db DIR put K V`).
     Db(kv::KvArgs),
+    /// Inspect a database directory, a MANIFEST or a layer file, read-only (--verify checks every block).
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Lab(args) => lab::main(args).map(|()| ExitCode::SUCCESS),
         Command::Db(args) => kv::main("db", args),
+        Command::Inspect(args) => inspect::main(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

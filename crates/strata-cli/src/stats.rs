@@ -55,6 +55,14 @@ pub fn to_json(stats: &Stats) -> Value {
         "frozen_layers": stats.frozen_layers,
         "delta_layers": stats.delta_layers,
         "delta_bytes": stats.delta_bytes,
+        "l0_layers": stats.l0_layers,
+        "l1_runs": stats.l1_runs,
+        "l1_layers": stats.l1_layers,
+        "compactions": stats.compactions,
+        "compaction_error": stats.compaction_error,
+        "block_cache_bytes": stats.block_cache_bytes,
+        "block_cache_hits": stats.block_cache_hits,
+        "block_cache_misses": stats.block_cache_misses,
         "index_memory_bytes": stats.index_memory_bytes,
         "io": io_json(&stats.io),
     })
@@ -90,6 +98,30 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
                 "{} ({})",
                 stats.delta_layers,
                 human_bytes(stats.delta_bytes)
+            ),
+        ),
+        (
+            "levels",
+            format!(
+                "L0 {}, L1 {} in {} runs",
+                stats.l0_layers, stats.l1_layers, stats.l1_runs
+            ),
+        ),
+        ("compactions", stats.compactions.to_string()),
+        (
+            "compaction error",
+            stats
+                .compaction_error
+                .clone()
+                .unwrap_or_else(|| "none".into()),
+        ),
+        (
+            "block cache",
+            format!(
+                "{} ({} hits, {} misses)",
+                human_bytes(stats.block_cache_bytes),
+                stats.block_cache_hits,
+                stats.block_cache_misses
             ),
         ),
         (

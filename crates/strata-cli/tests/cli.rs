@@ -85,6 +85,18 @@ fn put_get_scan_delete_and_history_through_the_cli() {
         strata(&["db", db, "scan"]).1,
         "apple\tgreen\nbanana\tyellow\n"
     );
+    assert!(strata(&["db", db, "put", "cherry", "dark"]).0);
+    assert!(strata(&["db", db, "compact"]).0);
+    let stats = strata(&["db", db, "stats", "--json"]).1;
+    assert!(
+        stats.contains("\"l0_layers\":0") && stats.contains("\"l1_runs\":1"),
+        "{stats}"
+    );
+    assert_eq!(
+        strata(&["db", db, "get", "apple", "--lsn", "1"]).1.trim(),
+        "red"
+    );
+    assert!(strata(&["db", db, "delete", "cherry"]).0);
     assert_eq!(
         strata(&["db", db, "scan", "--from", "b"]).1,
         "banana\tyellow\n"
@@ -99,7 +111,7 @@ fn put_get_scan_delete_and_history_through_the_cli() {
     assert!(strata(&["db", db, "stats"])
         .1
         .lines()
-        .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["last", "lsn", "4"]));
+        .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["last", "lsn", "6"]));
 }
 
 #[test]
@@ -117,7 +129,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let summary = &lines[..6];
+    let summary = &lines[..10];
     let labels: Vec<&str> = summary
         .iter()
         .map(|l| l[..l.find("  ").unwrap()].trim())
@@ -130,6 +142,10 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "open layer",
             "frozen layers",
             "delta layers",
+            "levels",
+            "compactions",
+            "compaction error",
+            "block cache",
             "index memory"
         ],
         "{}",
@@ -155,10 +171,15 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
         size.starts_with('(') && (size.ends_with(" B)") || size.ends_with("iB)")),
         "{delta}"
     );
-    assert!(summary[5][column..].ends_with('B'), "{}", run.stdout);
+    // Each put was its own process, its own log: three L0 layers.
+    assert_eq!(&summary[5][column..], "L0 3, L1 0 in 0 runs");
+    assert_eq!(&summary[6][column..], "0");
+    assert_eq!(&summary[7][column..], "none");
+    assert_eq!(&summary[8][column..], "0 B (0 hits, 0 misses)");
+    assert!(summary[9][column..].ends_with('B'), "{}", run.stdout);
 
-    assert_eq!(lines[6], "");
-    let header: Vec<&str> = lines[7]
+    assert_eq!(lines[10], "");
+    let header: Vec<&str> = lines[11]
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -174,7 +195,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "syncs"
         ]
     );
-    let rows: Vec<&str> = lines[8..]
+    let rows: Vec<&str> = lines[12..]
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
@@ -184,7 +205,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     );
     // Right-aligned: every row of the table ends at the same column.
     assert!(
-        lines[7..].iter().all(|l| l.len() == lines[7].len()),
+        lines[11..].iter().all(|l| l.len() == lines[11].len()),
         "{}",
         run.stdout
     );
@@ -208,12 +229,20 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
     assert_eq!(
         keys,
         [
+            "block_cache_bytes",
+            "block_cache_hits",
+            "block_cache_misses",
+            "compaction_error",
+            "compactions",
             "delta_bytes",
             "delta_layers",
             "frozen_layers",
             "index_memory_bytes",
             "io",
             "io_mode",
+            "l0_layers",
+            "l1_layers",
+            "l1_runs",
             "last_lsn",
             "open_layer_bytes"
         ]
@@ -226,7 +255,11 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
     assert_eq!(number("last_lsn"), 3);
     assert!(number("delta_layers") >= 1, "{stats}");
     assert!(number("delta_bytes") > 0, "{stats}");
-    assert!(number("index_memory_bytes") > 0, "{stats}");
+    // Layer files open at their first read: none yet in this process.
+    assert_eq!(number("index_memory_bytes"), 0, "{stats}");
+    assert_eq!(number("l0_layers"), 3, "{stats}");
+    assert_eq!(number("compactions"), 0, "{stats}");
+    assert!(stats["compaction_error"].is_null(), "{stats}");
     number("open_layer_bytes");
     number("frozen_layers");
     assert!(
@@ -257,9 +290,10 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             }
         }
     }
-    // Opening the flushed database reads its delta layer.
-    assert!(
-        stats["io"]["delta"]["read"]["ops"].as_u64().unwrap() >= 1,
+    // Opening the flushed database reads the manifest, not its layers.
+    assert_eq!(
+        stats["io"]["delta"]["read"]["ops"].as_u64().unwrap(),
+        0,
         "{stats}"
     );
 }
@@ -346,4 +380,50 @@ fn a_closed_stdout_ends_the_command_quietly() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn inspect_shows_levels_and_records_and_verify_finds_a_flipped_byte() {
+    let (_dir, db) = flushed_db();
+    assert!(strata(&["db", &db, "compact"]).0);
+    let (ok, out, err) = strata(&["inspect", &db, "--verify"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("manifest     format 2"), "{out}");
+    assert!(out.contains("L1: 1 layers in 1 runs"), "{out}");
+    assert!(out.contains("image: 1 layers in 1 runs"), "{out}");
+    assert_eq!(out.matches(": ok, ").count(), 2, "{out}");
+    let (ok, out, _) = strata(&["inspect", &format!("{db}/MANIFEST")]);
+    assert!(ok && out.contains("snapshot: next file id"), "{out}");
+    // A layer file: its summary and entries.
+    let layer = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "delta"))
+        .unwrap();
+    let layer = layer.to_str().unwrap();
+    let (ok, out, err) = strata(&["inspect", layer, "--dump"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("verified      3 entries") || out.contains("verified      2 entries"),
+        "{out}"
+    );
+    assert!(out.contains("apple\t"), "{out}");
+    // A flipped byte in a data block: exit 1, the file and offset named.
+    let mut bytes = std::fs::read(layer).unwrap();
+    bytes[30] ^= 0x55;
+    std::fs::write(layer, bytes).unwrap();
+    let (ok, _, err) = strata(&["inspect", &db, "--verify"]);
+    assert!(!ok, "a corrupted layer verified");
+    let name = std::path::Path::new(layer)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(
+        err.contains(name) || err.contains("failed verification"),
+        "{err}"
+    );
+    let (ok, _, err) = strata(&["inspect", layer, "--verify"]);
+    assert!(!ok && err.contains(name) && err.contains("offset"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
