@@ -1,6 +1,8 @@
 //! strata adapter: `Db` with the io mode the experiment asks for (never a
 //! silent fallback to buffered I/O: a filesystem that refuses O_DIRECT is an
-//! error), default options otherwise. `freeze` and `flush` are the engine's
+//! error), the experiment's cache size as its block cache (else the
+//! engine's default), no history kept (as the peers keep none: compaction
+//! collects what an image covers), default options otherwise. `freeze` and `flush` are the engine's
 //! own; write accounting comes from `Db::stats().io` by file class.
 
 use std::path::{Path, PathBuf};
@@ -26,6 +28,12 @@ pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     let opts = Options {
         io_mode,
         fallback_to_buffered: false,
+        block_cache_bytes: config
+            .cache_bytes
+            .unwrap_or(strata::BLOCK_CACHE_BYTES_DEFAULT),
+        // Like the peers, which keep no history: compaction may collect
+        // every version an image covers.
+        history_lsns: Some(0),
         ..Options::default()
     };
     let db = Db::open(dir, opts).with_context(|| format!("strata open {}", dir.display()))?;
@@ -84,7 +92,10 @@ impl Engine for StrataEngine {
         Ok(n)
     }
 
-    // `compact` keeps the default: the engine has no compaction yet.
+    fn compact(&self) -> Result<bool> {
+        self.db.compact()?;
+        Ok(true)
+    }
 
     fn write_stats(&self) -> Option<EngineWriteStats> {
         let io = self.db.stats().io;
