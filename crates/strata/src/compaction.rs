@@ -259,26 +259,19 @@ fn write_run(
         }
         let out = match &mut current {
             Some(o) => o,
-            None => {
-                let id = take_id()?;
-                written.push(id);
-                let path = io.dir.join(delta_name(id));
-                let file = io.storage.create(&path, &io.opts, &io.stats)?;
-                let sink = BufferedWriter::with_shared(file, opts.writer_buffer_bytes, 0)?;
-                current.insert(Open {
-                    id,
-                    writer: DeltaLayerWriter::new(sink, opts.block_bytes)?,
-                    bytes: 0,
-                    entries: 0,
-                    crc: 0,
-                })
-            }
+            None => current.insert(create_output(io, opts, take_id, written)?),
         };
         out.writer.add(&key, lsn, kind, &value)?;
         out.bytes += (key.len() + value.len() + 16) as u64;
         out.entries += 1;
         out.crc = entry_crc(out.crc, &key, lsn, kind, &value);
         last_key = key;
+    }
+    // An image of nothing (every key deleted) is still an image: one empty
+    // file says that reads at or above its LSN find nothing older, so GC can
+    // collect the history under it and the image policy is satisfied.
+    if current.is_none() && finished.is_empty() && spec.level == Level::Image {
+        current = Some(create_output(io, opts, take_id, written)?);
     }
     if let Some(open) = current.take() {
         finished.push(finish(open)?);
@@ -414,6 +407,28 @@ pub(crate) fn gc_plan(runs: &[RunView], horizon: Lsn) -> Vec<usize> {
             .collect(),
         None => Vec::new(),
     }
+}
+
+/// Creates the next output file of a run; `written` records its id first,
+/// so a failure after this removes it.
+fn create_output(
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+    take_id: &mut dyn FnMut() -> Result<u64>,
+    written: &mut Vec<u64>,
+) -> Result<Open> {
+    let id = take_id()?;
+    written.push(id);
+    let path = io.dir.join(delta_name(id));
+    let file = io.storage.create(&path, &io.opts, &io.stats)?;
+    let sink = BufferedWriter::with_shared(file, opts.writer_buffer_bytes, 0)?;
+    Ok(Open {
+        id,
+        writer: DeltaLayerWriter::new(sink, opts.block_bytes)?,
+        bytes: 0,
+        entries: 0,
+        crc: 0,
+    })
 }
 
 /// Finishes an output: the file written out to its exact length and made

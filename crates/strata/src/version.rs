@@ -198,7 +198,7 @@ impl Run {
             .partition_point(|l| l.desc.key_max.as_slice() < key);
         self.layers
             .get(at)
-            .filter(|l| l.desc.key_min.as_slice() <= key)
+            .filter(|l| !l.is_empty() && l.desc.key_min.as_slice() <= key)
     }
 }
 
@@ -345,7 +345,9 @@ impl Version {
                     )));
                 }
             }
-            if run.layers.iter().any(|l| l.is_empty()) {
+            // The one empty layer a run may hold is an image of nothing.
+            let empty_image = run.image && run.layers.len() == 1;
+            if !empty_image && run.layers.iter().any(|l| l.is_empty()) {
                 return Err(invariant("an empty L1 layer"));
             }
         }

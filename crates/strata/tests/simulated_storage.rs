@@ -252,6 +252,50 @@ fn layered(sim: &SimStorage, layers: u32, n: u32) -> Db {
     db
 }
 
+#[test]
+fn an_image_of_nothing_is_written_once_and_lets_gc_collect_every_deleted_key() {
+    let sim = SimStorage::new(12);
+    let db = layered(&sim, 2, 200);
+    let written = db.last_lsn();
+    for i in 0..200 {
+        db.delete(key(i), WriteOptions::default()).unwrap();
+    }
+    // Every key deleted: the image at the end is empty. compact() makes it
+    // once and returns (it used to append empty edits forever).
+    db.compact().unwrap();
+    let s = db.stats();
+    assert_eq!((s.l0_layers, s.l1_runs), (0, 2), "{s:?}");
+    assert_eq!(db.get(key(7)).unwrap(), None);
+    assert_eq!(db.get_at(key(7), written).unwrap(), Some(value(8)));
+    db.compact().unwrap();
+    assert_eq!(
+        db.stats().compactions,
+        s.compactions,
+        "a second compact() did work"
+    );
+    drop(db);
+    // Reopened with no history kept: GC drops the run under the empty
+    // image, and reads below it are refused, never answered empty.
+    let db = Db::open(
+        DIR,
+        Options {
+            history_lsns: Some(0),
+            ..options(&sim)
+        },
+    )
+    .unwrap();
+    db.compact().unwrap();
+    let s = db.stats();
+    assert_eq!((s.l1_runs, s.l1_layers), (1, 1), "{s:?}");
+    assert_eq!(files_with(&sim, "delta"), 1);
+    assert_eq!(db.get(key(7)).unwrap(), None);
+    assert!(db.scan::<&[u8], _>(..).unwrap().next().is_none());
+    assert!(matches!(
+        db.get_at(key(7), written),
+        Err(strata::Error::BelowHorizon { .. })
+    ));
+}
+
 fn files_with(sim: &SimStorage, ext: &str) -> usize {
     sim.file_paths()
         .iter()

@@ -126,6 +126,11 @@ impl DbInner {
                 (layers, Vec::new())
             };
         drop(version);
+        // A job that changes nothing is not recorded (and is not progress:
+        // the caller's loop would run it again forever).
+        if remove.is_empty() && outputs.is_empty() {
+            return Ok(false);
+        }
         let remove_ids: Vec<u64> = remove.iter().map(|l| l.desc.id).collect();
         let add: Vec<LayerDesc> = outputs.iter().map(|(d, _)| d.clone()).collect();
         // After a failed append the outputs may be listed on disk: they
