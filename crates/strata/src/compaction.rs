@@ -168,14 +168,43 @@ pub(crate) fn merge_into_run(
     mut take_id: impl FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+    removing_outputs_on_failure(io, |written| {
+        merge_inner(inputs, io, opts, &mut take_id, cancelled, written)
+    })
+}
+
+/// Runs a job that records in `written` the id of every file it creates;
+/// if the job fails, those files are removed (a failed job changes nothing).
+fn removing_outputs_on_failure<T>(
+    io: &LayerIo,
+    job: impl FnOnce(&mut Vec<u64>) -> Result<T>,
+) -> Result<T> {
     let mut written: Vec<u64> = Vec::new();
-    let result = merge_inner(inputs, io, opts, &mut take_id, cancelled, &mut written);
+    let result = job(&mut written);
     if result.is_err() {
         for id in written {
             let _ = io.storage.remove_file(&io.dir.join(delta_name(id)));
         }
     }
     result
+}
+
+/// Every entry of each layer in order, each read ahead by an equal share of
+/// `compaction_memory_bytes` (within the per-input bounds).
+fn whole_layers(
+    layers: &[&Arc<Layer>],
+    opts: &JobOptions,
+) -> Result<Vec<DeltaRangeIterOwned<LayerFile>>> {
+    let readahead = (opts.memory_bytes / layers.len().max(1))
+        .clamp(INPUT_READAHEAD_MIN_BYTES, INPUT_READAHEAD_MAX_BYTES);
+    layers
+        .iter()
+        .map(|l| {
+            Ok(l.reader()?
+                .range_owned(Bound::Unbounded, Bound::Unbounded)?
+                .with_readahead(readahead))
+        })
+        .collect()
 }
 
 fn merge_inner(
@@ -193,17 +222,7 @@ fn merge_inner(
     ) else {
         return Ok(Vec::new());
     };
-    let readahead = (opts.memory_bytes / live.len().max(1))
-        .clamp(INPUT_READAHEAD_MIN_BYTES, INPUT_READAHEAD_MAX_BYTES);
-    let iters = live
-        .iter()
-        .map(|l| {
-            Ok(l.reader()?
-                .range_owned(Bound::Unbounded, Bound::Unbounded)?
-                .with_readahead(readahead))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut merge = Merge::new(iters)?;
+    let mut merge = Merge::new(whole_layers(&live, opts)?)?;
     let spec = RunSpec {
         level: Level::L1,
         lsn_min,
@@ -323,24 +342,18 @@ pub(crate) fn write_image(
     mut take_id: impl FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
-    let mut written: Vec<u64> = Vec::new();
-    let result = (|| {
+    removing_outputs_on_failure(io, |written| {
         let layers: Vec<&Arc<Layer>> = version.runs_at(lsn).flat_map(|r| &r.layers).collect();
-        let readahead = (opts.memory_bytes / layers.len().max(1))
-            .clamp(INPUT_READAHEAD_MIN_BYTES, INPUT_READAHEAD_MAX_BYTES);
-        let sources = layers
-            .iter()
-            .map(|l| {
-                Ok(Source::Delta(Box::new(DeltaSource {
-                    iter: l
-                        .reader()?
-                        .range_owned(Bound::Unbounded, Bound::Unbounded)?
-                        .with_readahead(readahead),
+        let sources = whole_layers(&layers, opts)?
+            .into_iter()
+            .map(|iter| {
+                Source::Delta(Box::new(DeltaSource {
+                    iter,
                     lsn,
                     pending: None,
-                })))
+                }))
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect();
         let mut scan = Scan::new(sources, Arc::clone(version));
         let spec = RunSpec {
             level: Level::Image,
@@ -352,22 +365,8 @@ pub(crate) fn write_image(
                 .transpose()
                 .map(|e| e.map(|(k, v)| (k, lsn, ValueKind::Put, v)))
         };
-        write_run(
-            &mut next,
-            &spec,
-            io,
-            opts,
-            &mut take_id,
-            cancelled,
-            &mut written,
-        )
-    })();
-    if result.is_err() {
-        for id in written {
-            let _ = io.storage.remove_file(&io.dir.join(delta_name(id)));
-        }
-    }
-    result
+        write_run(&mut next, &spec, io, opts, &mut take_id, cancelled, written)
+    })
 }
 
 /// What the image and GC policies see of a run.

@@ -53,11 +53,7 @@ fn a_db_on_the_simulated_storage_writes_flushes_reopens_and_reads() {
         db.put(key(i), value(i), WriteOptions::default()).unwrap();
     }
     db.delete(key(7), WriteOptions::default()).unwrap();
-    let before: Vec<_> = db
-        .scan::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let before = everything(&db);
     db.close().unwrap();
     assert!(sim.file_paths().iter().any(|p| p.ends_with("MANIFEST")));
 
@@ -72,11 +68,7 @@ fn a_db_on_the_simulated_storage_writes_flushes_reopens_and_reads() {
         let i: u32 = std::str::from_utf8(&k[4..]).unwrap().parse().unwrap();
         assert_eq!(v, (i != 7).then(|| value(i)));
     }
-    let after: Vec<_> = db
-        .scan::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let after = everything(&db);
     assert_eq!(after, before);
 }
 
@@ -153,11 +145,7 @@ fn open_reads_the_manifest_alone_and_layers_open_at_their_first_read() {
         "a second get hits the block cache"
     );
     assert_eq!(db.stats().block_cache_hits, 1);
-    let all: Vec<_> = db
-        .scan::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let all = everything(&db);
     assert_eq!(all.len(), 300);
 }
 
@@ -296,6 +284,19 @@ fn an_image_of_nothing_is_written_once_and_lets_gc_collect_every_deleted_key() {
     ));
 }
 
+/// Every live key and value, by a scan at the newest LSN.
+fn everything(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    everything_at(db, db.last_lsn())
+}
+
+/// Every live key and value at `lsn`.
+fn everything_at(db: &Db, lsn: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.scan_at::<&[u8], _>(.., lsn)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
 fn files_with(sim: &SimStorage, ext: &str) -> usize {
     sim.file_paths()
         .iter()
@@ -307,17 +308,9 @@ fn files_with(sim: &SimStorage, ext: &str) -> usize {
 fn compaction_merges_l0_into_a_run_and_its_inputs_go_when_no_reader_holds_them() {
     let sim = SimStorage::new(9);
     let db = layered(&sim, 4, 300);
-    let before: Vec<_> = db
-        .scan::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let before = everything(&db);
     let lsn_mid = db.last_lsn() / 2;
-    let mid: Vec<_> = db
-        .scan_at::<&[u8], _>(.., lsn_mid)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let mid = everything_at(&db, lsn_mid);
     // A scan started before the compaction holds the old layers.
     let mut held = db.scan::<&[u8], _>(..).unwrap();
     let first = held.next().unwrap().unwrap();
@@ -342,17 +335,9 @@ fn compaction_merges_l0_into_a_run_and_its_inputs_go_when_no_reader_holds_them()
         "inputs gone with the scan"
     );
     // Every version is still there, now from L1.
-    let after: Vec<_> = db
-        .scan::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let after = everything(&db);
     assert_eq!(after, before);
-    let at_mid: Vec<_> = db
-        .scan_at::<&[u8], _>(.., lsn_mid)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let at_mid = everything_at(&db, lsn_mid);
     assert_eq!(at_mid, mid);
     for i in (0..300).step_by(7) {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i + 3)));
@@ -365,11 +350,7 @@ fn compaction_merges_l0_into_a_run_and_its_inputs_go_when_no_reader_holds_them()
     db.close().unwrap();
     let db = Db::open(DIR, options(&sim)).unwrap();
     assert_eq!((db.stats().l1_runs, db.stats().l0_layers), (2, 0));
-    let again: Vec<_> = db
-        .scan::<&[u8], _>(..)
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let again = everything(&db);
     assert_eq!(again, before);
 }
 
@@ -390,11 +371,7 @@ fn every_read_of_a_compaction_corrupted_in_turn_fails_it_and_changes_nothing() {
             let sim = SimStorage::new(10);
             let db = layered(&sim, 3, 200);
             let l0 = db.stats().l0_layers;
-            let want: Vec<_> = db
-                .scan::<&[u8], _>(..)
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect();
+            let want = everything(&db);
             sim.set_read_corruption(ReadCorruption {
                 at_read: Some(sim.reads() + n),
                 one_in_reads: None,
@@ -422,11 +399,7 @@ fn every_read_of_a_compaction_corrupted_in_turn_fails_it_and_changes_nothing() {
                     );
                 }
             }
-            let got: Vec<_> = db
-                .scan::<&[u8], _>(..)
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect();
+            let got = everything(&db);
             assert_eq!(got, want, "read {n} {kind:?}");
         }
     }
