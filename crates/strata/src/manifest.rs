@@ -180,7 +180,12 @@ impl ManifestState {
             if s.is_listed(id) {
                 return Err(format!("file {id} is already listed"));
             }
-            s.next_file_id = s.next_file_id.max(id.saturating_add(1));
+            // An id leaves room for a next one: u64::MAX would make the
+            // next file id collide with a listed file.
+            let next = id
+                .checked_add(1)
+                .ok_or_else(|| format!("file id {id} leaves no next file id"))?;
+            s.next_file_id = s.next_file_id.max(next);
             Ok(())
         };
         if self.logs.len() + self.layers.len() >= MANIFEST_FILES_MAX {
