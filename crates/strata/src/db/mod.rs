@@ -493,22 +493,26 @@ impl DbInner {
                             Some((_, kind, v)) => out[i] = Some(live(kind, v)),
                             None => next[i] += 1,
                         },
-                        Some(Candidate::Disk(d)) => match d.reader()?.point_read_plan(key, lsn) {
-                            // A cached block answers now, without a read.
-                            Some((block, ..)) if d.reader()?.cached_block(block).is_some() => {
-                                let reader = d.reader()?;
-                                let bytes = reader.cached_block(block).unwrap_or_default();
-                                match reader.get_in_block(block, bytes, key, lsn)? {
-                                    Some((_, kind, v)) => out[i] = Some(live(kind, v)),
-                                    None => next[i] += 1,
+                        Some(Candidate::Disk(d)) => {
+                            let reader = d.reader()?;
+                            match reader.point_read_plan(key, lsn) {
+                                Some((block, offset, len)) => {
+                                    // A cached block answers now, without a
+                                    // read (looked up once: a lookup copies
+                                    // the block and counts a hit).
+                                    if let Some(bytes) = reader.cached_block(block) {
+                                        match reader.get_in_block(block, bytes, key, lsn)? {
+                                            Some((_, kind, v)) => out[i] = Some(live(kind, v)),
+                                            None => next[i] += 1,
+                                        }
+                                    } else {
+                                        plans.push((i, Arc::clone(reader), block, offset, len));
+                                        break;
+                                    }
                                 }
+                                None => next[i] += 1,
                             }
-                            Some((block, offset, len)) => {
-                                plans.push((i, Arc::clone(d.reader()?), block, offset, len));
-                                break;
-                            }
-                            None => next[i] += 1,
-                        },
+                        }
                     }
                 }
             }
