@@ -23,15 +23,18 @@ const ENTRY_OVERHEAD_BYTES: u64 = 64;
 #[derive(Clone)]
 struct BlockWeight;
 
-impl Weighter<(u64, u64), Arc<[u8]>> for BlockWeight {
-    fn weight(&self, _key: &(u64, u64), block: &Arc<[u8]>) -> u64 {
+impl Weighter<(u64, u64), Block> for BlockWeight {
+    fn weight(&self, _key: &(u64, u64), block: &Block) -> u64 {
         block.len() as u64 + ENTRY_OVERHEAD_BYTES
     }
 }
 
+/// A verified block, shared by the cache and the reads using it (no copy).
+pub(crate) type Block = Arc<Vec<u8>>;
+
 /// Verified blocks by (file id, offset).
 pub(crate) struct BlockCache {
-    blocks: Cache<(u64, u64), Arc<[u8]>, BlockWeight>,
+    blocks: Cache<(u64, u64), Block, BlockWeight>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -60,7 +63,7 @@ impl BlockCache {
     }
 
     /// The block of `file` at `offset`, if cached (counted as a hit or miss).
-    pub(crate) fn get(&self, file: u64, offset: u64) -> Option<Arc<[u8]>> {
+    pub(crate) fn get(&self, file: u64, offset: u64) -> Option<Block> {
         let found = self.blocks.get(&(file, offset));
         let counter = if found.is_some() {
             &self.hits
@@ -72,8 +75,8 @@ impl BlockCache {
     }
 
     /// Caches a block that passed its checksum.
-    pub(crate) fn insert(&self, file: u64, offset: u64, block: &[u8]) {
-        self.blocks.insert((file, offset), Arc::from(block));
+    pub(crate) fn insert(&self, file: u64, offset: u64, block: Block) {
+        self.blocks.insert((file, offset), block);
     }
 
     /// (bytes held, hits, misses).
@@ -95,11 +98,14 @@ mod tests {
         assert!(BlockCache::new(0).is_none());
         let cache = BlockCache::new(64 << 10).unwrap();
         assert!(cache.get(1, 0).is_none());
-        cache.insert(1, 0, &[7; 4096]);
-        assert_eq!(cache.get(1, 0).as_deref(), Some(&[7u8; 4096][..]));
+        cache.insert(1, 0, Arc::new(vec![7; 4096]));
+        assert_eq!(
+            cache.get(1, 0).as_deref().map(|b| &b[..]),
+            Some(&[7u8; 4096][..])
+        );
         assert!(cache.get(2, 0).is_none(), "another file's block");
         for i in 0..100 {
-            cache.insert(3, i * 4096, &[i as u8; 4096]);
+            cache.insert(3, i * 4096, Arc::new(vec![i as u8; 4096]));
         }
         let (bytes, hits, misses) = cache.stats();
         assert!(bytes <= 64 << 10, "{bytes}");

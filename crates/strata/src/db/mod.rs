@@ -498,10 +498,10 @@ impl DbInner {
                             match reader.point_read_plan(key, lsn) {
                                 Some((block, offset, len)) => {
                                     // A cached block answers now, without a
-                                    // read (looked up once: a lookup copies
-                                    // the block and counts a hit).
+                                    // read (looked up once: a lookup counts
+                                    // a hit).
                                     if let Some(bytes) = reader.cached_block(block) {
-                                        match reader.get_in_block(block, bytes, key, lsn)? {
+                                        match reader.get_in_cached_block(block, bytes, key, lsn)? {
                                             Some((_, kind, v)) => out[i] = Some(live(kind, v)),
                                             None => next[i] += 1,
                                         }

@@ -91,20 +91,59 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
         let alignment = self.alignment();
         let start = align_down(offset, alignment);
         let end = align_up(offset + len as u64, alignment);
-        let mut buf = AlignedBuf::zeroed((end - start) as usize, alignment);
-        let n = self.read_at(buf.spare_capacity_full(), start)?;
+        let span = (end - start) as usize;
         let head = (offset - start) as usize;
-        if n < head + len {
-            return Err(short_read(
-                self.path(),
-                format!(
-                    "wanted {len} bytes at offset {offset}, the file ends at {}",
-                    start + n as u64
-                ),
-            ));
+        let check = |n: usize| {
+            if n < head + len {
+                return Err(short_read(
+                    self.path(),
+                    format!(
+                        "wanted {len} bytes at offset {offset}, the file ends at {}",
+                        start + n as u64
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        // A point read goes through this thread's bounce buffer: no
+        // allocation, no zeroing and no fresh page to fault in per read.
+        let bounced = BOUNCE.with(|cell| {
+            let mut buf = match cell.try_borrow_mut() {
+                Ok(buf) if span <= BOUNCE_BYTES_MAX && alignment <= BOUNCE_ALIGNMENT => buf,
+                _ => return None, // too large, or a read inside a read
+            };
+            if buf.capacity() < span {
+                *buf = AlignedBuf::with_capacity(span.next_power_of_two(), BOUNCE_ALIGNMENT);
+            }
+            let area = &mut buf.spare_capacity_full()[..span];
+            let read = self.read_at(area, start);
+            let out = read.and_then(|n| {
+                check(n)?;
+                Ok(area[head..head + len].to_vec())
+            });
+            area.fill(0); // AlignedBuf: bytes past its length stay zero
+            Some(out)
+        });
+        if let Some(out) = bounced {
+            return out;
         }
+        let mut buf = AlignedBuf::zeroed(span, alignment);
+        let n = self.read_at(buf.spare_capacity_full(), start)?;
+        check(n)?;
         Ok(buf.spare_capacity_full()[head..head + len].to_vec())
     }
+}
+
+/// Largest read (widened to the alignment) that goes through the bounce
+/// buffer of `StorageFile::read_range`; larger ones allocate their own.
+const BOUNCE_BYTES_MAX: usize = 256 << 10;
+/// The bounce buffer's alignment: any file alignment up to a page.
+const BOUNCE_ALIGNMENT: usize = 4096;
+
+thread_local! {
+    /// Each thread's buffer for direct reads of any alignment.
+    static BOUNCE: std::cell::RefCell<AlignedBuf> =
+        std::cell::RefCell::new(AlignedBuf::empty(BOUNCE_ALIGNMENT));
 }
 
 /// Every operating-system call the engine makes. `Send + Sync`: one storage

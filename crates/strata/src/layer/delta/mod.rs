@@ -19,6 +19,10 @@
 //!   a `Delete` has an empty value;
 //! - a data block holds at least one entry; it exceeds the writer's target
 //!   size only when it holds a single entry larger than the target;
+//! - with a target that is a multiple of `BLOCK_ALIGN_BYTES` (the default
+//!   4 KiB), a block of small entries never crosses a page boundary, and
+//!   ends on one (padded with zeros) unless the boundary is more than
+//!   `BLOCK_PAD_BYTES_MAX` away;
 //! - every byte is covered by a crc32c: the header and the footer by their own,
 //!   each data block by its own (seeded with the block's file offset, so a
 //!   block read from the wrong place fails), the block index, the bloom filter
@@ -119,7 +123,9 @@ pub(crate) struct DeltaLayerSummary {
 // Limits.
 
 /// The format version this build writes and the newest it reads.
-pub(crate) const DELTA_FORMAT_VERSION: u32 = 1;
+/// Version 2 pads data blocks to the page (see `BLOCK_ALIGN_BYTES`);
+/// version 1 files (no padding) read as they are.
+pub(crate) const DELTA_FORMAT_VERSION: u32 = 2;
 /// Longest key.
 pub(crate) const KEY_BYTES_MAX: usize = 4096;
 const _: () = assert!(
@@ -132,6 +138,15 @@ pub(crate) const VALUE_BYTES_MAX: usize = 64 << 20;
 pub(crate) const BLOCK_BYTES_TARGET_MIN: usize = 64;
 /// Largest data-block target size a writer accepts.
 pub(crate) const BLOCK_BYTES_TARGET_MAX: usize = 16 << 20;
+/// The page data blocks are aligned to when the block target is a multiple
+/// of it: a block is closed before it would cross the next page boundary and
+/// padded with zeros to that boundary, so that a point read of a block is
+/// one aligned page read (an unaligned 4 KiB block spans two pages: an 8 KiB
+/// device read, about 5 µs more on this project's disk).
+pub(crate) const BLOCK_ALIGN_BYTES: usize = 4096;
+/// Most zero bytes after a block's payload: a block is padded only when the
+/// page boundary is this close, so padding costs at most a quarter page.
+pub(crate) const BLOCK_PAD_BYTES_MAX: usize = BLOCK_ALIGN_BYTES / 4;
 /// Most data blocks in one file.
 pub(crate) const BLOCK_COUNT_MAX: u64 = u32::MAX as u64;
 /// Largest footer any version may write; the reader refuses to read more.
@@ -150,11 +165,13 @@ pub(crate) const HEADER_CRC_OFFSET: usize = HEADER_BLOCK_BYTES_TARGET_OFFSET + 4
 pub(crate) const HEADER_BYTES: usize = HEADER_CRC_OFFSET + 4;
 
 // ---------------------------------------------------------------------------
-// Data block: a block header, then `entry_count` entries.
+// Data block: a block header, then `entry_count` entries (the payload), then
+// up to BLOCK_PAD_BYTES_MAX zero bytes (format version 2). The block's length
+// in the index includes the padding, and so does its crc.
 
 pub(crate) const BLOCK_PAYLOAD_LEN_OFFSET: usize = 0;
 pub(crate) const BLOCK_ENTRY_COUNT_OFFSET: usize = BLOCK_PAYLOAD_LEN_OFFSET + 4;
-/// crc32c of (the block's file offset as u64 LE ‖ block bytes `0..BLOCK_CRC_OFFSET` ‖ payload).
+/// crc32c of (the block's file offset as u64 LE ‖ block bytes `0..BLOCK_CRC_OFFSET` ‖ payload ‖ padding).
 pub(crate) const BLOCK_CRC_OFFSET: usize = BLOCK_ENTRY_COUNT_OFFSET + 4;
 pub(crate) const BLOCK_HEADER_BYTES: usize = BLOCK_CRC_OFFSET + 4;
 
@@ -176,8 +193,9 @@ pub(crate) const BLOCK_PAYLOAD_BYTES_MAX: usize = if ENTRY_BYTES_MAX > BLOCK_BYT
 } else {
     BLOCK_BYTES_TARGET_MAX
 };
-/// Largest block, header included.
-pub(crate) const BLOCK_BYTES_MAX: usize = BLOCK_HEADER_BYTES + BLOCK_PAYLOAD_BYTES_MAX;
+/// Largest block, header and padding included.
+pub(crate) const BLOCK_BYTES_MAX: usize =
+    BLOCK_HEADER_BYTES + BLOCK_PAYLOAD_BYTES_MAX + BLOCK_PAD_BYTES_MAX;
 /// Smallest block: a header and one entry with a one-byte key and an empty value.
 pub(crate) const BLOCK_BYTES_MIN: usize = BLOCK_HEADER_BYTES + ENTRY_HEADER_BYTES + 1;
 /// Most entries in one block (every entry takes at least its header).

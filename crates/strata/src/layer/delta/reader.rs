@@ -27,21 +27,22 @@ use super::{
     block_crc, u16_at, u32_at, u64_at, u64_from_usize, usize_from_u64, DeltaLayerSummary, Lsn,
     ReadAt, ValueKind, BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX,
     BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET, BLOCK_ENTRY_COUNT_OFFSET,
-    BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_LEN_OFFSET, DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES,
-    ENTRY_KIND_OFFSET, ENTRY_LSN_OFFSET, ENTRY_SHARED_LEN_OFFSET, ENTRY_SUFFIX_LEN_OFFSET,
-    ENTRY_VALUE_LEN_OFFSET, FILE_BYTES_MIN, FOOTER_BLOCK_COUNT_OFFSET, FOOTER_BLOOM_CRC_OFFSET,
-    FOOTER_BLOOM_LEN_OFFSET, FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES, FOOTER_BYTES_MAX,
-    FOOTER_CRC_OFFSET, FOOTER_DISTINCT_KEYS_OFFSET, FOOTER_ENTRY_COUNT_OFFSET, FOOTER_FLAGS_OFFSET,
-    FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET, FOOTER_INDEX_OFFSET_OFFSET,
-    FOOTER_KEYS_CRC_OFFSET, FOOTER_KEYS_LEN_OFFSET, FOOTER_KEYS_OFFSET_OFFSET, FOOTER_LEN_OFFSET,
-    FOOTER_LSN_MAX_OFFSET, FOOTER_LSN_MIN_OFFSET, FOOTER_MAGIC, FOOTER_MAGIC_OFFSET,
-    FOOTER_TAIL_BYTES, FOOTER_VERSION_OFFSET, HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES,
-    HEADER_CRC_OFFSET, HEADER_FLAGS_OFFSET, HEADER_MAGIC, HEADER_MAGIC_OFFSET,
-    HEADER_VERSION_OFFSET, INDEX_BLOCK_LEN_OFFSET, INDEX_BLOCK_OFFSET_OFFSET,
-    INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET, INDEX_FIRST_LSN_OFFSET,
-    KEYS_HEADER_BYTES, KEYS_MAX_LEN_OFFSET, KEYS_MIN_LEN_OFFSET, KEY_BYTES_MAX, VALUE_BYTES_MAX,
+    BLOCK_HEADER_BYTES, BLOCK_PAD_BYTES_MAX, BLOCK_PAYLOAD_LEN_OFFSET, DELTA_FORMAT_VERSION,
+    ENTRY_HEADER_BYTES, ENTRY_KIND_OFFSET, ENTRY_LSN_OFFSET, ENTRY_SHARED_LEN_OFFSET,
+    ENTRY_SUFFIX_LEN_OFFSET, ENTRY_VALUE_LEN_OFFSET, FILE_BYTES_MIN, FOOTER_BLOCK_COUNT_OFFSET,
+    FOOTER_BLOOM_CRC_OFFSET, FOOTER_BLOOM_LEN_OFFSET, FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES,
+    FOOTER_BYTES_MAX, FOOTER_CRC_OFFSET, FOOTER_DISTINCT_KEYS_OFFSET, FOOTER_ENTRY_COUNT_OFFSET,
+    FOOTER_FLAGS_OFFSET, FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET,
+    FOOTER_INDEX_OFFSET_OFFSET, FOOTER_KEYS_CRC_OFFSET, FOOTER_KEYS_LEN_OFFSET,
+    FOOTER_KEYS_OFFSET_OFFSET, FOOTER_LEN_OFFSET, FOOTER_LSN_MAX_OFFSET, FOOTER_LSN_MIN_OFFSET,
+    FOOTER_MAGIC, FOOTER_MAGIC_OFFSET, FOOTER_TAIL_BYTES, FOOTER_VERSION_OFFSET,
+    HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_FLAGS_OFFSET,
+    HEADER_MAGIC, HEADER_MAGIC_OFFSET, HEADER_VERSION_OFFSET, INDEX_BLOCK_LEN_OFFSET,
+    INDEX_BLOCK_OFFSET_OFFSET, INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET,
+    INDEX_FIRST_LSN_OFFSET, KEYS_HEADER_BYTES, KEYS_MAX_LEN_OFFSET, KEYS_MIN_LEN_OFFSET,
+    KEY_BYTES_MAX, VALUE_BYTES_MAX,
 };
-use crate::cache::BlockCache;
+use crate::cache::{Block, BlockCache};
 use crate::error::{Corruption, Error, Result};
 use crate::layer::bloom::BloomFilter;
 
@@ -64,6 +65,8 @@ pub(crate) struct DeltaLayerReader<R: ReadAt> {
     summary: DeltaLayerSummary,
     /// One handle per data block, ascending by (first_key, first_lsn), blocks contiguous.
     index: Vec<BlockHandle>,
+    /// Where a point read's search starts (see [`PrefixIndex`]).
+    prefixes: PrefixIndex,
     bloom: BloomFilter,
     /// The block cache point reads go through, and this file's id in it.
     cache: Option<(Arc<BlockCache>, u64)>,
@@ -413,6 +416,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         };
         Ok(DeltaLayerReader {
             file,
+            prefixes: PrefixIndex::new(&index, &summary.key_min, &summary.key_max),
             summary,
             index,
             bloom,
@@ -427,10 +431,10 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     }
 
     /// A point read's block from the cache (see [`Self::point_read_plan`]).
-    pub(crate) fn cached_block(&self, block: usize) -> Option<Vec<u8>> {
+    pub(crate) fn cached_block(&self, block: usize) -> Option<Block> {
         let (cache, id) = self.cache.as_ref()?;
         let handle = self.index.get(block)?;
-        cache.get(*id, handle.offset).map(|b| b.to_vec())
+        cache.get(*id, handle.offset)
     }
 
     /// What the layer holds.
@@ -445,7 +449,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
 
     /// Memory held by the block index and the bloom filter.
     pub(crate) fn index_memory_bytes(&self) -> usize {
-        let handles = self.index.capacity() * std::mem::size_of::<BlockHandle>();
+        let handles = self.index.capacity() * std::mem::size_of::<BlockHandle>()
+            + self.prefixes.memory_bytes();
         let keys: usize = self.index.iter().map(|h| h.first_key.len()).sum();
         handles + keys + self.bloom.memory_bytes()
     }
@@ -464,6 +469,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         };
         let next = self.index.get(block + 1);
         if let Some(bytes) = self.cached_block(block) {
+            // Checked again on use: memory can flip bits too.
             return Self::search_block(
                 parse_block(self.file.path(), handle, next, bytes)?,
                 key,
@@ -478,7 +484,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// Keeps a verified block in the cache, if there is one.
     fn cache_block(&self, handle: &BlockHandle, cursor: &BlockCursor) {
         if let Some((cache, id)) = &self.cache {
-            cache.insert(*id, handle.offset, &cursor.bytes);
+            cache.insert(*id, handle.offset, Arc::clone(&cursor.bytes));
         }
     }
 
@@ -495,9 +501,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         {
             return None;
         }
-        let after = self
-            .index
-            .partition_point(|h| (&*h.first_key, h.first_lsn) <= (key, lsn));
+        let (lo, hi) = self.prefixes.blocks_tied_with(key);
+        let after =
+            lo + self.index[lo..hi].partition_point(|h| (&*h.first_key, h.first_lsn) <= (key, lsn));
         // None: (key, lsn) sorts before the first entry.
         after.checked_sub(1)
     }
@@ -541,9 +547,33 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             ));
         }
         let next = self.index.get(block + 1);
-        let cursor = parse_block(self.file.path(), handle, next, bytes)?;
+        let cursor = parse_block(self.file.path(), handle, next, Arc::new(bytes))?;
         self.cache_block(handle, &cursor);
         Self::search_block(cursor, key, lsn)
+    }
+
+    /// [`Self::get_in_block`] for a block from [`Self::cached_block`]
+    /// (checked again, not cached again).
+    pub(crate) fn get_in_cached_block(
+        &self,
+        block: usize,
+        bytes: Block,
+        key: &[u8],
+        lsn: Lsn,
+    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        let handle = self.index.get(block).ok_or_else(|| {
+            corrupt(
+                self.file.path(),
+                0,
+                format!("block number {block} is not in the index"),
+            )
+        })?;
+        let next = self.index.get(block + 1);
+        Self::search_block(
+            parse_block(self.file.path(), handle, next, bytes)?,
+            key,
+            lsn,
+        )
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
@@ -593,8 +623,86 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// handle of the block after it, `None` for the last block.
     fn read_block(&self, handle: &BlockHandle, next: Option<&BlockHandle>) -> Result<BlockCursor> {
         let bytes = read_checked(&self.file, handle.offset, handle.len_bytes, "data block")?;
-        parse_block(self.file.path(), handle, next, bytes)
+        parse_block(self.file.path(), handle, next, Arc::new(bytes))
     }
+}
+
+/// A dense search structure over the blocks' first keys, for point reads:
+/// each `first_key` of the index is its own allocation, so a binary search
+/// over them misses the CPU cache at every step. This one searches a small
+/// array of fences, then 64 `u64`s, and leaves whole-key comparisons to the
+/// blocks whose prefixes tie.
+#[derive(Debug)]
+struct PrefixIndex {
+    /// Bytes every key of the layer shares (those of key_min and key_max):
+    /// prefixes start after them.
+    skip: usize,
+    /// `key_prefix` of each block's first key (after `skip`), in block order.
+    prefixes: Vec<u64>,
+    /// Every `FENCE_STRIDE`th prefix.
+    fences: Vec<u64>,
+}
+
+const FENCE_STRIDE: usize = 64;
+
+impl PrefixIndex {
+    fn new(index: &[BlockHandle], key_min: &[u8], key_max: &[u8]) -> Self {
+        let skip = key_min
+            .iter()
+            .zip(key_max)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let prefixes: Vec<u64> = index
+            .iter()
+            .map(|h| key_prefix(h.first_key.get(skip..).unwrap_or_default()))
+            .collect();
+        let fences = prefixes.iter().step_by(FENCE_STRIDE).copied().collect();
+        PrefixIndex {
+            skip,
+            prefixes,
+            fences,
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        (self.prefixes.capacity() + self.fences.capacity()) * std::mem::size_of::<u64>()
+    }
+
+    /// `(lo, hi)`: the blocks before `lo` start below `key`, those from `hi`
+    /// above it; between them, the prefixes tie and whole keys decide.
+    /// `key` lies within the layer's key range.
+    fn blocks_tied_with(&self, key: &[u8]) -> (usize, usize) {
+        let p = key_prefix(key.get(self.skip..).unwrap_or_default());
+        let n = self.prefixes.len();
+        // fences[t - 1] < p <= fences[t]: lo is in ((t-1)·stride, t·stride].
+        let t = self.fences.partition_point(|&f| f < p);
+        let start = t.saturating_sub(1) * FENCE_STRIDE;
+        let end = (t * FENCE_STRIDE).min(n);
+        let lo = start + self.prefixes[start..end].partition_point(|&q| q < p);
+        // Ties are few unless keys share more than the skipped bytes: gallop.
+        let mut bound = 1;
+        while lo + bound <= n && self.prefixes[lo + bound - 1] == p {
+            bound *= 2;
+        }
+        let from = lo + bound / 2;
+        let to = (lo + bound).min(n);
+        (
+            lo,
+            from + self.prefixes[from..to].partition_point(|&q| q == p),
+        )
+    }
+}
+
+/// The first 8 bytes of `key`, zero-padded, big-endian: for keys `a` and
+/// `b`, `key_prefix(a) < key_prefix(b)` implies `a < b` (at the first byte
+/// where the padded prefixes differ, either both keys have bytes there, or
+/// the shorter key has ended and is a prefix of the other). Keys that share
+/// their first `skip` bytes keep that order after them.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 /// Verifies a data block's checksum and header and opens a cursor on it.
@@ -605,7 +713,7 @@ fn parse_block(
     path: &Path,
     handle: &BlockHandle,
     next: Option<&BlockHandle>,
-    bytes: Vec<u8>,
+    bytes: Block,
 ) -> Result<BlockCursor> {
     let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
     let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
@@ -617,7 +725,9 @@ fn parse_block(
         &bytes[BLOCK_HEADER_BYTES..],
     );
     check_crc(path, handle.offset, "data block", stored, found)?;
-    if BLOCK_HEADER_BYTES + payload_len != bytes.len() {
+    // The payload, then at most BLOCK_PAD_BYTES_MAX zero bytes of padding.
+    let end = BLOCK_HEADER_BYTES.saturating_add(payload_len);
+    if end > bytes.len() || bytes.len() - end > BLOCK_PAD_BYTES_MAX {
         return Err(corrupt(
             path,
             handle.offset,
@@ -625,6 +735,13 @@ fn parse_block(
                 "block payload length {payload_len} disagrees with the index's block length {}",
                 bytes.len()
             ),
+        ));
+    }
+    if let Some(at) = bytes[end..].iter().position(|&b| b != 0) {
+        return Err(corrupt(
+            path,
+            handle.offset + u64_from_usize(end + at),
+            "nonzero byte in a data block's padding",
         ));
     }
     if entry_count == 0 || entry_count as usize > payload_len / ENTRY_HEADER_BYTES {
@@ -636,6 +753,7 @@ fn parse_block(
     }
     Ok(BlockCursor {
         bytes,
+        end,
         path: path.to_path_buf(),
         block_offset: handle.offset,
         pos: BLOCK_HEADER_BYTES,
@@ -656,7 +774,7 @@ pub(crate) fn decode_block(
     next: Option<&BlockHandle>,
     bytes: Vec<u8>,
 ) -> Result<Vec<DeltaEntry>> {
-    let mut block = parse_block(path, handle, next, bytes)?;
+    let mut block = parse_block(path, handle, next, Arc::new(bytes))?;
     let mut entries = Vec::new();
     while let Some(entry) = block.next_entry()? {
         let value = block.bytes[entry.value].to_vec();
@@ -775,8 +893,10 @@ struct EntryMeta {
 
 /// Walks the entries of one verified data block, checking each.
 struct BlockCursor {
-    /// The whole block, header included.
-    bytes: Vec<u8>,
+    /// The whole block, header (and padding) included; shared with the cache.
+    bytes: Block,
+    /// The end of the payload in `bytes` (the padding follows).
+    end: usize,
     path: std::path::PathBuf,
     block_offset: u64,
     /// Position of the next entry in `bytes`.
@@ -802,7 +922,7 @@ impl BlockCursor {
     fn next_entry(&mut self) -> Result<Option<EntryMeta>> {
         let at = self.block_offset + u64_from_usize(self.pos);
         if self.remaining == 0 {
-            if self.pos != self.bytes.len() {
+            if self.pos != self.end {
                 return Err(corrupt(
                     &self.path,
                     at,
@@ -841,7 +961,7 @@ impl BlockCursor {
         let suffix_start = self.pos + ENTRY_HEADER_BYTES;
         let value_start = suffix_start + suffix_len;
         let end = value_start + value_len;
-        if end > self.bytes.len() {
+        if end > self.end {
             return Err(bad("runs past the end of the block".into()));
         }
         let suffix = &self.bytes[suffix_start..value_start];
@@ -957,7 +1077,9 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                     let handle = &self.reader.index[self.next_block];
                     let next = self.reader.index.get(self.next_block + 1);
                     let block = match self.ahead.pop_front() {
-                        Some(bytes) => parse_block(self.reader.file.path(), handle, next, bytes)?,
+                        Some(bytes) => {
+                            parse_block(self.reader.file.path(), handle, next, Arc::new(bytes))?
+                        }
                         None => self.reader.read_block(handle, next)?,
                     };
                     self.next_block += 1;

@@ -7,8 +7,9 @@
 //!
 //! Invariants: entries are strictly ascending by (key, lsn) — an entry that is
 //! not is refused with an error and nothing is written for it; a block is
-//! closed before it would exceed the target size, and an entry larger than the
-//! target gets a block of its own. After the sink fails, the writer refuses
+//! closed before it would exceed the target size (with a page-multiple
+//! target: before it would cross the page boundary, then padded to it), and
+//! an entry larger than the target gets a block of its own. After the sink fails, the writer refuses
 //! every further call (the file is incomplete and must be discarded).
 //!
 //! Thread-safety: a writer is used by one thread at a time (`Send` when the
@@ -17,11 +18,11 @@
 use std::cmp::Ordering;
 
 use super::{
-    block_crc, u64_from_usize, DeltaLayerSummary, LayerSink, Lsn, ValueKind,
+    block_crc, u64_from_usize, DeltaLayerSummary, LayerSink, Lsn, ValueKind, BLOCK_ALIGN_BYTES,
     BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET,
-    BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_LEN_OFFSET, DELTA_FORMAT_VERSION,
-    ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC, HEADER_BYTES,
-    HEADER_CRC_OFFSET, HEADER_MAGIC, VALUE_BYTES_MAX,
+    BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAD_BYTES_MAX, BLOCK_PAYLOAD_LEN_OFFSET,
+    DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC,
+    HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, VALUE_BYTES_MAX,
 };
 use crate::error::{Error, InvalidInput, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter};
@@ -153,9 +154,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         } else {
             let shared = self.shared_prefix_bytes(key);
             let entry_bytes = entry_full_bytes - shared;
-            if self.block_entries > 0
-                && self.block.len() - BLOCK_HEADER_BYTES + entry_bytes > self.block_bytes_target
-            {
+            if self.block_entries > 0 && self.block.len() + entry_bytes > self.block_bytes_limit() {
                 self.finish_block()?;
             }
             self.push_entry(key, lsn, kind, value);
@@ -313,6 +312,11 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         }
         let payload_len = self.block.len() - BLOCK_HEADER_BYTES;
         debug_assert!(payload_len <= super::BLOCK_PAYLOAD_BYTES_MAX);
+        let end = self.offset + u64_from_usize(self.block.len());
+        let pad = (end.next_multiple_of(u64_from_usize(BLOCK_ALIGN_BYTES)) - end) as usize;
+        if self.aligned() && pad <= BLOCK_PAD_BYTES_MAX {
+            self.block.resize(self.block.len() + pad, 0);
+        }
         self.block[BLOCK_PAYLOAD_LEN_OFFSET..BLOCK_PAYLOAD_LEN_OFFSET + 4]
             .copy_from_slice(&(payload_len as u32).to_le_bytes());
         self.block[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
@@ -343,6 +347,23 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         self.block.truncate(BLOCK_HEADER_BYTES);
         self.block_entries = 0;
         Ok(())
+    }
+
+    /// Most bytes (header included) the open block may take: up to the page
+    /// boundary that ends it when blocks are aligned (the first block starts
+    /// after the file header), else the target plus the header.
+    fn block_bytes_limit(&self) -> usize {
+        if !self.aligned() {
+            return BLOCK_HEADER_BYTES + self.block_bytes_target;
+        }
+        let into_page = (self.offset % u64_from_usize(BLOCK_ALIGN_BYTES)) as usize;
+        self.block_bytes_target - into_page
+    }
+
+    /// True when blocks are padded to page boundaries (the target is a
+    /// multiple of the page).
+    fn aligned(&self) -> bool {
+        self.block_bytes_target % BLOCK_ALIGN_BYTES == 0
     }
 
     fn append(&mut self, bytes: &[u8]) -> Result<()> {

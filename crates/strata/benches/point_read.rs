@@ -1,0 +1,202 @@
+//! What a point get costs above the device (issue 11's read aim: an
+//! uncached get within 1.15× of the device's 4 KiB random read).
+//!
+//! Loads the phases experiment's shape (random 32-byte keys, 256-byte
+//! values, `STRATA_BENCH_MIB` MiB, default 256) with no block cache,
+//! compacts it, then alternates, in one loop so both see the same noise:
+//! a `get` of a random loaded key, and an O_DIRECT 4 KiB `pread` at a
+//! random aligned offset of a random layer file of the same database. It
+//! prints both latency distributions, their ratio, and the engine's own
+//! reads and bytes per get.
+//!
+//! `cargo bench -p strata --bench point_read`
+
+mod common;
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::time::{Duration, Instant};
+use strata::io::{AlignedBuf, FileClass, OpKind};
+use strata::{Db, IoMode, Options, WriteBatch, WriteOptions};
+
+const KEY_BYTES: usize = 32;
+const VALUE_BYTES: usize = 256;
+const SAMPLES: usize = 20_000;
+
+/// xorshift64*: the keys are regenerated from the seed, not kept.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+fn key(i: u64) -> [u8; KEY_BYTES] {
+    let mut r = Rng(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut k = [0u8; KEY_BYTES];
+    for c in k.chunks_mut(8) {
+        c.copy_from_slice(&r.next().to_le_bytes());
+    }
+    k
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+fn main() {
+    let mib: u64 = std::env::var("STRATA_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let dir = common::bench_dir().join("point-read");
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = Options {
+        io_mode: IoMode::DirectRw,
+        fallback_to_buffered: false,
+        block_cache_bytes: 0,
+        history_lsns: Some(0),
+        ..Options::default()
+    };
+    let db = Db::open(&dir, opts.clone()).expect("open");
+    let keys = (mib << 20) / (KEY_BYTES + VALUE_BYTES) as u64;
+    let value = [0x5au8; VALUE_BYTES];
+    let mut batch = WriteBatch::new();
+    for i in 0..keys {
+        batch.put(key(i), value);
+        if batch.len() == 1000 {
+            db.write(&batch, WriteOptions::default()).expect("write");
+            batch.clear();
+        }
+    }
+    db.write(&batch, WriteOptions::default()).expect("write");
+    db.flush().expect("flush");
+    db.compact().expect("compact");
+    let stats = db.stats();
+    println!(
+        "{keys} keys, {} MiB in {} delta layers ({} L1 runs), block cache off",
+        stats.delta_bytes >> 20,
+        stats.delta_layers,
+        stats.l1_runs
+    );
+
+    let layers: Vec<(std::fs::File, u64)> = std::fs::read_dir(&dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "delta" || x == "image"))
+        .map(|p| {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&p)
+                .expect("open layer");
+            let pages = f.metadata().expect("stat").len() / 4096;
+            (f, pages)
+        })
+        .filter(|(_, pages)| *pages > 0)
+        .collect();
+    assert!(!layers.is_empty(), "no layer files in {}", dir.display());
+    let mut page = AlignedBuf::zeroed(4096, 4096);
+
+    let mut rng = Rng(0x0123_4567_89AB_CDEF);
+    let (mut gets, mut preads) = (Vec::new(), Vec::new());
+    let before = db.stats().io;
+    for _ in 0..SAMPLES {
+        let k = key(rng.next() % keys);
+        let t = Instant::now();
+        let v = db.get(k).expect("get");
+        gets.push(t.elapsed());
+        assert_eq!(v.as_deref(), Some(&value[..]));
+
+        let (file, pages) = &layers[(rng.next() % layers.len() as u64) as usize];
+        let offset = (rng.next() % pages) * 4096;
+        let t = Instant::now();
+        // SAFETY: `page` is 4096 writable bytes, aligned for O_DIRECT.
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                page.as_mut_ptr().cast(),
+                4096,
+                offset as libc::off_t,
+            )
+        };
+        preads.push(t.elapsed());
+        assert_eq!(n, 4096, "pread: {}", std::io::Error::last_os_error());
+    }
+    let after = db.stats().io;
+    let reads = after.ops(FileClass::Delta, OpKind::Read)
+        + after.ops(FileClass::Image, OpKind::Read)
+        - before.ops(FileClass::Delta, OpKind::Read)
+        - before.ops(FileClass::Image, OpKind::Read);
+    let bytes = after.bytes(FileClass::Delta, OpKind::Read)
+        + after.bytes(FileClass::Image, OpKind::Read)
+        - before.bytes(FileClass::Delta, OpKind::Read)
+        - before.bytes(FileClass::Image, OpKind::Read);
+    gets.sort();
+    preads.sort();
+    println!(
+        "{:>22}  {:>9}  {:>9}  {:>9}",
+        "", "p50 µs", "p90 µs", "p99 µs"
+    );
+    for (name, d) in [("get (uncached)", &gets), ("O_DIRECT pread 4 KiB", &preads)] {
+        println!(
+            "{name:>22}  {:>9.1}  {:>9.1}  {:>9.1}",
+            percentile(d, 0.5),
+            percentile(d, 0.9),
+            percentile(d, 0.99)
+        );
+    }
+    println!(
+        "get / pread: p50 {:.2}×, p99 {:.2}×; {:.2} layer reads and {:.0} bytes read per get",
+        percentile(&gets, 0.5) / percentile(&preads, 0.5),
+        percentile(&gets, 0.99) / percentile(&preads, 0.99),
+        reads as f64 / SAMPLES as f64,
+        bytes as f64 / SAMPLES as f64
+    );
+    db.close().expect("close");
+
+    // The same gets with every block cached: what a get costs beside its read.
+    let db = Db::open(
+        &dir,
+        Options {
+            block_cache_bytes: 1 << 30,
+            ..opts
+        },
+    )
+    .expect("reopen");
+    let mut rng = Rng(0x0123_4567_89AB_CDEF);
+    let sample: Vec<u64> = (0..SAMPLES)
+        .map(|_| {
+            let k = rng.next() % keys;
+            rng.next();
+            rng.next();
+            k
+        })
+        .collect();
+    for &k in &sample {
+        db.get(key(k)).expect("warm");
+    }
+    let mut cached: Vec<Duration> = std::iter::repeat_n(&sample, 20)
+        .flatten()
+        .map(|&k| {
+            let k = key(k);
+            let t = Instant::now();
+            let v = db.get(k).expect("get");
+            let d = t.elapsed();
+            assert_eq!(v.as_deref(), Some(&value[..]));
+            d
+        })
+        .collect();
+    cached.sort();
+    println!(
+        "get (cached block): p50 {:.1} µs, p99 {:.1} µs",
+        percentile(&cached, 0.5),
+        percentile(&cached, 0.99)
+    );
+    db.close().expect("close");
+    let _ = std::fs::remove_dir_all(&dir);
+}
