@@ -58,8 +58,14 @@ enum KvCommand {
     },
     /// Write the in-memory layers out as delta layers.
     Flush,
-    /// Flush, then merge every L0 layer into L1 runs.
-    Compact,
+    /// Flush, then merge every L0 layer into L1 runs. With --horizon, also
+    /// write an image and drop the history it covers below that LSN (reads
+    /// below it then fail with "below the horizon").
+    Compact {
+        /// Let history below this LSN go.
+        #[arg(long)]
+        horizon: Option<u64>,
+    },
 }
 
 fn decode(text: &str, hex: bool) -> Result<Vec<u8>> {
@@ -164,7 +170,12 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
         KvCommand::Stats { json: true } => writeln!(out, "{}", stats::to_json(&db.stats()))?,
         KvCommand::Stats { json: false } => stats::write_text(&mut out, &db.stats())?,
         KvCommand::Flush => db.flush()?,
-        KvCommand::Compact => db.compact()?,
+        KvCommand::Compact { horizon } => {
+            if let Some(lsn) = horizon {
+                db.set_horizon(lsn);
+            }
+            db.compact()?
+        }
     }
     out.flush()?;
     db.close()?;

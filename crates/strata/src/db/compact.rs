@@ -104,7 +104,14 @@ impl DbInner {
                     &cancelled,
                 )?;
                 (inputs, outputs)
-            } else if let Some(lsn) = image_plan(&runs, self.opts.image_run_threshold, force) {
+            } else if let Some(lsn) = image_plan(
+                &runs,
+                self.opts.image_run_threshold,
+                // A forced image only where GC can then use it: with no
+                // horizon it would be a second copy of the data beside the
+                // history (the threshold still makes images for reads).
+                force && self.gc_horizon() > 0,
+            ) {
                 let outputs = write_image(
                     &version,
                     lsn,

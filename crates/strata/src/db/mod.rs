@@ -302,7 +302,9 @@ impl Db {
     }
 
     /// Flushes, then compacts every L0 layer into L1 runs, before
-    /// returning (whatever the trigger).
+    /// returning (whatever the trigger). With a horizon (`history_lsns`, or
+    /// [`Db::set_horizon`]), it then writes an image of the newest run and
+    /// lets GC remove the history the image covers below the horizon.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         while self.inner.compact_once(true)? {}

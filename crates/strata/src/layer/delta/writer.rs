@@ -363,7 +363,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     /// True when blocks are padded to page boundaries (the target is a
     /// multiple of the page).
     fn aligned(&self) -> bool {
-        self.block_bytes_target % BLOCK_ALIGN_BYTES == 0
+        self.block_bytes_target.is_multiple_of(BLOCK_ALIGN_BYTES)
     }
 
     fn append(&mut self, bytes: &[u8]) -> Result<()> {
