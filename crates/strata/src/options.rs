@@ -34,6 +34,9 @@ pub const L0_STOP_LAYERS_DEFAULT: usize = 36;
 pub const TARGET_FILE_BYTES_DEFAULT: u64 = 64 << 20;
 pub const COMPACTION_MEMORY_BYTES_DEFAULT: usize = 32 << 20;
 pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
+/// Default of `Options::compaction_bytes_per_sec`: about a fifth of the
+/// sequential write bandwidth of this project's disk (~300 MiB/s).
+pub const COMPACTION_BYTES_PER_SEC_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::block_cache_bytes`.
 pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 
@@ -97,6 +100,11 @@ pub struct Options {
     /// Memory a compaction reads its inputs ahead with, bytes; it also caps
     /// the inputs of one compaction (64 KiB each).
     pub compaction_memory_bytes: usize,
+    /// Pace of background compaction, bytes written per second, so that
+    /// its I/O leaves the device to reads; 0: as fast as it goes. While
+    /// writers are slowed by the L0 backlog, and in `Db::compact()`, it runs
+    /// unpaced.
+    pub compaction_bytes_per_sec: u64,
     /// Memory for verified data blocks of layer files, bytes (reads are
     /// O_DIRECT: this is the only cache); 0: none.
     pub block_cache_bytes: u64,
@@ -127,6 +135,7 @@ impl Default for Options {
             l0_stop_layers: L0_STOP_LAYERS_DEFAULT,
             target_file_bytes: TARGET_FILE_BYTES_DEFAULT,
             compaction_memory_bytes: COMPACTION_MEMORY_BYTES_DEFAULT,
+            compaction_bytes_per_sec: COMPACTION_BYTES_PER_SEC_DEFAULT,
             image_run_threshold: IMAGE_RUN_THRESHOLD_DEFAULT,
             block_cache_bytes: BLOCK_CACHE_BYTES_DEFAULT,
             create_if_missing: true,

@@ -49,13 +49,22 @@ impl DbInner {
         self.compact_signal.lock().map_or(true, |s| s.shutdown)
     }
 
-    fn job_options(&self) -> JobOptions {
+    /// A job's options; `paced` for a background job (see `Pacer`).
+    fn job_options(&self, paced: bool) -> JobOptions {
         JobOptions {
             target_file_bytes: self.opts.target_file_bytes,
             memory_bytes: self.opts.compaction_memory_bytes,
             writer_buffer_bytes: self.opts.writer_buffer_bytes,
             block_bytes: self.opts.delta_block_bytes,
+            pacer: paced.then(|| Arc::clone(&self.pacer)),
         }
+    }
+
+    /// Background compaction runs unpaced while the L0 backlog slows
+    /// writers (half of `l0_slowdown_layers` at a job's start, or a writer
+    /// slowed since).
+    fn set_hurry(&self, hurry: bool) {
+        self.pacer.hurry.store(hurry, Ordering::Relaxed);
     }
 
     /// The LSN below which history may go: `history_lsns` behind the last
@@ -84,6 +93,7 @@ impl DbInner {
         let version = self.version()?;
         let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
         let cancelled = || self.compaction_cancelled() && !force;
+        self.set_hurry(version.l0.len() >= self.opts.l0_slowdown_layers.div_ceil(2));
         let take_id = || Ok(lock(&self.manifest)?.take_file_id());
         let runs: Vec<RunView> = version
             .runs
@@ -99,7 +109,7 @@ impl DbInner {
                 let outputs = merge_into_run(
                     &inputs,
                     &self.layer_io,
-                    &self.job_options(),
+                    &self.job_options(!force),
                     take_id,
                     &cancelled,
                 )?;
@@ -116,7 +126,7 @@ impl DbInner {
                     &version,
                     lsn,
                     &self.layer_io,
-                    &self.job_options(),
+                    &self.job_options(!force),
                     take_id,
                     &cancelled,
                 )?;
@@ -230,6 +240,7 @@ impl DbInner {
         if n < self.opts.l0_slowdown_layers {
             return Ok(());
         }
+        self.set_hurry(true);
         if n < self.opts.l0_stop_layers {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return Ok(());

@@ -100,6 +100,8 @@ struct DbInner {
     compact_signal: Mutex<compact::CompactSignal>,
     compact_cv: Condvar,
     compactions: AtomicU64,
+    /// Paces background compaction (`Options::compaction_bytes_per_sec`).
+    pacer: Arc<crate::compaction::Pacer>,
     /// The horizon the caller set (`Db::set_horizon`); only rises.
     caller_horizon: AtomicU64,
     poisoned: Mutex<Option<String>>,

@@ -184,6 +184,7 @@ impl Db {
             compact_signal: Mutex::new(compact::CompactSignal::default()),
             compact_cv: Condvar::new(),
             compactions: AtomicU64::new(0),
+            pacer: Arc::new(crate::compaction::Pacer::new(opts.compaction_bytes_per_sec)),
             caller_horizon: AtomicU64::new(0),
             poisoned: Mutex::new(None),
             snapshots: Mutex::new(BTreeMap::new()),
