@@ -252,6 +252,28 @@ impl Db {
         self.inner.multi_get_at(keys, lsn)
     }
 
+    /// [`Db::multi_get`] that hands over each key's value as soon as it is
+    /// known, as `found(index into keys, value)`: first the keys the
+    /// in-memory layers and the block cache answer, then each key as its
+    /// block read completes (with `IoEngine::IoUring`, in completion order
+    /// while the other reads are in flight). Each key is handed over once.
+    /// After an error, the keys already handed over were answered right;
+    /// the rest were not answered.
+    pub fn multi_get_each<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        mut found: impl FnMut(usize, Option<Vec<u8>>),
+    ) -> Result<()> {
+        self.inner.multi_get_each_at(
+            keys,
+            self.inner.visible_lsn.load(Ordering::Acquire),
+            &mut |i, value| {
+                found(i, value);
+                Ok(())
+            },
+        )
+    }
+
     /// The live keys in `range` with their newest values, in key order.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Scan> {
         self.inner.scan_at(
@@ -470,58 +492,79 @@ impl DbInner {
     }
 
     fn multi_get_at<K: AsRef<[u8]>>(&self, keys: &[K], lsn: Lsn) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out = vec![None; keys.len()];
+        self.multi_get_each_at(keys, lsn, &mut |i, value| {
+            out[i] = value;
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The multi-key read: hands each key's value to `found(index, value)`
+    /// as soon as it is known: keys the in-memory layers or the block cache
+    /// answer first, then each key as its block read completes.
+    fn multi_get_each_at<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        lsn: Lsn,
+        found: &mut dyn FnMut(usize, Option<Vec<u8>>) -> Result<()>,
+    ) -> Result<()> {
         let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
         let version = self.version()?;
         check_horizon(&version, lsn)?;
         for key in keys {
             check_key(key.as_ref())?;
         }
-        let mut out: Vec<Option<Option<Vec<u8>>>> = vec![None; keys.len()];
         let candidates: Vec<Vec<Candidate<'_>>> = keys
             .iter()
             .map(|k| version.candidates(Keys::Point(k.as_ref()), lsn).collect())
             .collect();
-        // Each key walks its candidates newest first; in-memory layers are
-        // answered at once, and each round reads, for every key still open,
-        // the block of the next layer file that may hold it, all in one
-        // batch (a bloom false positive sends the key on in the next round).
-        let mut next = vec![0usize; keys.len()];
+        // Each key walks its candidates newest first, from `next[i]`;
+        // `None` once its value was handed over. In-memory layers and cached
+        // blocks answer at once; each round reads, for every key still
+        // open, the block of the next layer file that may hold it, all in
+        // one batch, and answers each key as its read completes (a bloom
+        // false positive sends the key on to the next round).
+        let mut next: Vec<Option<usize>> = vec![Some(0); keys.len()];
         loop {
             let mut plans = Vec::new();
             for (i, key) in keys.iter().enumerate() {
                 let key = key.as_ref();
-                while out[i].is_none() {
-                    match candidates[i].get(next[i]) {
-                        None => out[i] = Some(None),
-                        Some(Candidate::Memory(m)) => match m.get(key, lsn)? {
-                            Some((_, kind, v)) => out[i] = Some(live(kind, v)),
-                            None => next[i] += 1,
-                        },
+                while let Some(at) = next[i] {
+                    let answer = match candidates[i].get(at) {
+                        None => Some(None),
+                        Some(Candidate::Memory(m)) => {
+                            m.get(key, lsn)?.map(|(_, kind, v)| live(kind, v))
+                        }
                         Some(Candidate::Disk(d)) => {
                             let reader = d.reader()?;
                             match reader.point_read_plan(key, lsn) {
-                                Some((block, offset, len)) => {
-                                    // A cached block answers now, without a
-                                    // read (looked up once: a lookup counts
-                                    // a hit).
-                                    if let Some(bytes) = reader.cached_block(block) {
-                                        match reader.get_in_cached_block(block, bytes, key, lsn)? {
-                                            Some((_, kind, v)) => out[i] = Some(live(kind, v)),
-                                            None => next[i] += 1,
-                                        }
-                                    } else {
+                                // A cached block answers now, without a read
+                                // (looked up once: a lookup counts a hit).
+                                Some((block, offset, len)) => match reader.cached_block(block) {
+                                    Some(bytes) => reader
+                                        .get_in_cached_block(block, bytes, key, lsn)?
+                                        .map(|(_, kind, v)| live(kind, v)),
+                                    None => {
                                         plans.push((i, Arc::clone(reader), block, offset, len));
                                         break;
                                     }
-                                }
-                                None => next[i] += 1,
+                                },
+                                None => None,
                             }
                         }
+                    };
+                    match answer {
+                        Some(value) => {
+                            next[i] = None;
+                            found(i, value)?;
+                        }
+                        None => next[i] = Some(at + 1),
                     }
                 }
             }
             if plans.is_empty() {
-                break;
+                return Ok(());
             }
             let reqs = plans
                 .iter()
@@ -535,16 +578,20 @@ impl DbInner {
                     Ok((&*d.file().file, *offset, len))
                 })
                 .collect::<Result<Vec<ReadRequest<'_>>>>()?;
-            let blocks = self.storage.read_batch(&reqs)?;
-            drop(reqs);
-            for ((i, d, block, _, _), bytes) in plans.into_iter().zip(blocks) {
-                match d.get_in_block(block, bytes, keys[i].as_ref(), lsn)? {
-                    Some((_, kind, v)) => out[i] = Some(live(kind, v)),
-                    None => next[i] += 1,
+            self.storage.read_batch_each(&reqs, &mut |p, bytes| {
+                let (i, d, block, _, _) = &plans[p];
+                match d.get_in_block(*block, bytes, keys[*i].as_ref(), lsn)? {
+                    Some((_, kind, v)) => {
+                        next[*i] = None;
+                        found(*i, live(kind, v))
+                    }
+                    None => {
+                        next[*i] = next[*i].map(|at| at + 1);
+                        Ok(())
+                    }
                 }
-            }
+            })?;
         }
-        Ok(out.into_iter().map(|v| v.flatten()).collect())
     }
 
     fn scan_at(&self, (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>), lsn: Lsn) -> Result<Scan> {

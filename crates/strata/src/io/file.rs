@@ -559,6 +559,22 @@ pub(super) fn check_aligned(alignment: usize, addr: usize, len: usize, offset: u
 /// (one submission for a whole multi-key read); otherwise one after another.
 /// Reading past the end of a file is an error.
 pub(super) fn read_batch(reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
+    let mut out = vec![Vec::new(); reqs.len()];
+    read_batch_each(reqs, &mut |i, bytes| {
+        out[i] = bytes;
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`read_batch`], handing each read's bytes to `done(index, bytes)` as
+/// the read completes (in completion order when submitted together), so the
+/// caller works on the first while the others are in flight. An error from
+/// `done` or from a read ends the batch (reads in flight are waited for).
+pub(super) fn read_batch_each(
+    reqs: &[ReadRequest<'_>],
+    done: &mut dyn FnMut(usize, Vec<u8>) -> Result<()>,
+) -> Result<()> {
     fn io_file(f: &dyn StorageFile) -> Option<&IoFile> {
         f.as_any().downcast_ref::<IoFile>()
     }
@@ -567,10 +583,10 @@ pub(super) fn read_batch(reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
             io_file(f).is_some_and(|f| f.engine == IoEngine::IoUring && f.mode.direct_reads())
         });
     if !batched {
-        return reqs
-            .iter()
-            .map(|&(f, off, len)| f.read_range(off, len))
-            .collect();
+        for (i, &(f, off, len)) in reqs.iter().enumerate() {
+            done(i, f.read_range(off, len)?)?;
+        }
+        return Ok(());
     }
     fn file_of(f: &dyn StorageFile) -> &IoFile {
         io_file(f).expect("every file of a batched read was checked to be an IoFile")
@@ -587,6 +603,7 @@ pub(super) fn read_batch(reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
             )
         })
         .collect();
+    let starts: Vec<u64> = bufs.iter().map(|(_, start)| *start).collect();
     let mut reads: Vec<(std::os::fd::RawFd, &mut [u8], u64)> = bufs
         .iter_mut()
         .zip(reqs)
@@ -594,26 +611,49 @@ pub(super) fn read_batch(reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
             (file_of(f).fd.as_raw_fd(), b.spare_capacity_full(), *start)
         })
         .collect();
-    let got = uring::pread_many(&mut reads).map_err(|e| {
+    // The first error (a read's or `done`'s): later completions are only
+    // waited for.
+    let mut failed: Option<Error> = None;
+    // Short reads (end of file or a partial transfer), redone alone after
+    // the batch (the ring is busy until then).
+    let mut redo: Vec<usize> = Vec::new();
+    let submitted = uring::pread_each(&mut reads, &mut |i, got, buf| {
+        if failed.is_some() {
+            return;
+        }
+        let (f, off, len) = reqs[i];
+        let f = file_of(f);
+        let head = (off - starts[i]) as usize;
+        let result = match got {
+            Ok(n) => {
+                f.stats.record(f.class, OpKind::Read, n as u64);
+                if n < head + len {
+                    redo.push(i);
+                    Ok(())
+                } else {
+                    done(i, buf[head..head + len].to_vec())
+                }
+            }
+            Err(e) => Err(Error::io(f.path(), "read", e)),
+        };
+        if let Err(e) = result {
+            failed = Some(e);
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    submitted.map_err(|e| {
         let path = reqs
             .first()
             .map_or(Path::new("<batch>"), |&(f, _, _)| f.path());
         Error::io(path, "read", e)
     })?;
-    let mut out = Vec::with_capacity(reqs.len());
-    for (i, &(f, off, len)) in reqs.iter().enumerate() {
-        let f = file_of(f);
-        let (buf, start) = &mut bufs[i];
-        f.stats.record(f.class, OpKind::Read, got[i] as u64);
-        let head = (off - *start) as usize;
-        if got[i] < head + len {
-            // A short read (end of file or a partial transfer): redo it alone.
-            out.push(f.read_range(off, len)?);
-        } else {
-            out.push(buf.spare_capacity_full()[head..head + len].to_vec());
-        }
+    for i in redo {
+        let (f, off, len) = reqs[i];
+        done(i, f.read_range(off, len)?)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The kernel's direct-I/O alignment for `file` (statx STATX_DIOALIGN): the

@@ -7,7 +7,7 @@
 //! every call goes straight to the kernel, so it is `Copy` and any number of
 //! databases share it.
 
-use super::file::{read_batch, FileOptions, IoFile};
+use super::file::{read_batch, read_batch_each, FileOptions, IoFile};
 use super::stats::IoStats;
 use super::storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 use crate::error::{Error, Result};
@@ -42,6 +42,14 @@ impl Storage for OsStorage {
 
     fn read_batch(&self, reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
         read_batch(reqs)
+    }
+
+    fn read_batch_each(
+        &self,
+        reqs: &[ReadRequest<'_>],
+        done: &mut dyn FnMut(usize, Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        read_batch_each(reqs, done)
     }
 
     fn entry_kind(&self, path: &Path) -> Result<Option<EntryKind>> {

@@ -180,6 +180,22 @@ pub trait Storage:
             .collect()
     }
 
+    /// [`Storage::read_batch`], handing each read's bytes to
+    /// `done(index, bytes)` as the read completes (in completion order where
+    /// the reads are submitted together), so the caller can work on one
+    /// while the others are in flight. The first error, a read's or
+    /// `done`'s, ends the batch. By default one read after another.
+    fn read_batch_each(
+        &self,
+        reqs: &[ReadRequest<'_>],
+        done: &mut dyn FnMut(usize, Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        for (i, &(file, offset, len)) in reqs.iter().enumerate() {
+            done(i, file.read_range(offset, len)?)?;
+        }
+        Ok(())
+    }
+
     /// What `path` names; `None` when nothing does (a stat).
     fn entry_kind(&self, path: &Path) -> Result<Option<EntryKind>>;
 

@@ -57,6 +57,22 @@ const SUBMIT_RETRIES_MAX: u32 = 1000;
 /// has completed; if the ring cannot be made to finish them, the process
 /// aborts rather than let the kernel write into freed memory.
 fn submit_all(ring: &mut IoUring, entries: &[io_uring::squeue::Entry]) -> io::Result<Vec<i32>> {
+    let mut results: Vec<Option<i32>> = vec![None; entries.len()];
+    submit_each(ring, entries, &mut |i, r| results[i] = Some(r))?;
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or(-libc::EIO))
+        .collect())
+}
+
+/// [`submit_all`], handing each operation's result to `done(index, result)`
+/// as it completes (in completion order), while the others are still in
+/// flight. `done` must not use this thread's ring.
+fn submit_each(
+    ring: &mut IoUring,
+    entries: &[io_uring::squeue::Entry],
+    done_with: &mut dyn FnMut(usize, i32),
+) -> io::Result<()> {
     debug_assert!(entries.len() <= RING_ENTRIES_MAX as usize);
     let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as u64;
     let mut pushed = 0usize;
@@ -69,7 +85,7 @@ fn submit_all(ring: &mut IoUring, entries: &[io_uring::squeue::Entry]) -> io::Re
         }
         pushed += 1;
     }
-    let mut results: Vec<Option<i32>> = vec![None; pushed];
+    let mut completed = vec![false; pushed];
     let mut done = 0usize;
     let mut failures = 0u32;
     let mut first_error: Option<io::Error> = None;
@@ -92,9 +108,12 @@ fn submit_all(ring: &mut IoUring, entries: &[io_uring::squeue::Entry]) -> io::Re
                 continue; // not ours (cannot happen once every call drains its own)
             }
             let i = (cqe.user_data() & 0xffff_ffff) as usize;
-            if let Some(slot @ None) = results.get_mut(i) {
-                *slot = Some(cqe.result());
+            if let Some(seen @ false) = completed.get_mut(i) {
+                *seen = true;
                 done += 1;
+                if first_error.is_none() {
+                    done_with(i, cqe.result());
+                }
             }
         }
     }
@@ -104,10 +123,7 @@ fn submit_all(ring: &mut IoUring, entries: &[io_uring::squeue::Entry]) -> io::Re
     if pushed < entries.len() {
         return Err(io::Error::other("io_uring submission queue full"));
     }
-    Ok(results
-        .into_iter()
-        .map(|r| r.unwrap_or(-libc::EIO))
-        .collect())
+    Ok(())
 }
 
 fn check(result: i32) -> io::Result<usize> {
@@ -145,11 +161,21 @@ pub(crate) fn fdatasync(fd: RawFd) -> io::Result<()> {
     with_ring(|ring| check(submit_all(ring, &[entry])?[0]).map(|_| ()))
 }
 
-/// Several preads, on any descriptors, submitted together and waited for
-/// once. Returns bytes read by each, in order.
-pub(crate) fn pread_many(reads: &mut [(RawFd, &mut [u8], u64)]) -> io::Result<Vec<usize>> {
-    let mut out = Vec::with_capacity(reads.len());
-    for chunk in reads.chunks_mut(RING_ENTRIES_MAX as usize) {
+/// What [`pread_each`] hands each completed read to: its index, bytes read
+/// or the error, and its buffer.
+pub(crate) type ReadDone<'a> = dyn FnMut(usize, io::Result<usize>, &[u8]) + 'a;
+
+/// Several preads, on any descriptors, submitted together (up to
+/// RING_ENTRIES_MAX at a time); hands each one's result (bytes read, or
+/// the error) and its buffer to `done(index, result, buffer)` as it
+/// completes, while the others are in flight. `done` must not do I/O
+/// through this thread's ring.
+pub(crate) fn pread_each(
+    reads: &mut [(RawFd, &mut [u8], u64)],
+    done: &mut ReadDone<'_>,
+) -> io::Result<()> {
+    let chunk_len = RING_ENTRIES_MAX as usize;
+    for (c, chunk) in reads.chunks_mut(chunk_len).enumerate() {
         let mut entries = Vec::with_capacity(chunk.len());
         for (fd, buf, offset) in chunk.iter_mut() {
             let len = u32::try_from(buf.len())
@@ -160,10 +186,13 @@ pub(crate) fn pread_many(reads: &mut [(RawFd, &mut [u8], u64)]) -> io::Result<Ve
                     .build(),
             );
         }
-        let results = with_ring(|ring| submit_all(ring, &entries))?;
-        for r in results {
-            out.push(check(r)?);
-        }
+        // The kernel is done with buffer i when its completion arrives:
+        // only then is it borrowed again, shared, for `done`.
+        with_ring(|ring| {
+            submit_each(ring, &entries, &mut |i, r| {
+                done(c * chunk_len + i, check(r), &chunk[i].1[..])
+            })
+        })?;
     }
-    Ok(out)
+    Ok(())
 }
