@@ -528,13 +528,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let handle = self.index.get(block).ok_or_else(|| {
-            corrupt(
-                self.file.path(),
-                0,
-                format!("block number {block} is not in the index"),
-            )
-        })?;
+        let handle = self.block_handle(block)?;
         if bytes.len() as u64 != handle.len_bytes {
             return Err(corrupt(
                 self.file.path(),
@@ -552,6 +546,17 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         Self::search_block(cursor, key, lsn)
     }
 
+    /// The index entry of block number `block` (from a plan of this reader).
+    fn block_handle(&self, block: usize) -> Result<&BlockHandle> {
+        self.index.get(block).ok_or_else(|| {
+            corrupt(
+                self.file.path(),
+                0,
+                format!("block number {block} is not in the index"),
+            )
+        })
+    }
+
     /// [`Self::get_in_block`] for a block from [`Self::cached_block`]
     /// (checked again, not cached again).
     pub(crate) fn get_in_cached_block(
@@ -561,13 +566,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let handle = self.index.get(block).ok_or_else(|| {
-            corrupt(
-                self.file.path(),
-                0,
-                format!("block number {block} is not in the index"),
-            )
-        })?;
+        let handle = self.block_handle(block)?;
         let next = self.index.get(block + 1);
         Self::search_block(
             parse_block(self.file.path(), handle, next, bytes)?,
