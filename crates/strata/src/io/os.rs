@@ -7,7 +7,7 @@
 //! every call goes straight to the kernel, so it is `Copy` and any number of
 //! databases share it.
 
-use super::file::{read_batch, read_batch_each, FileOptions, IoFile};
+use super::file::{read_batch_each, FileOptions, IoFile};
 use super::stats::IoStats;
 use super::storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 use crate::error::{Error, Result};
@@ -38,10 +38,6 @@ impl Storage for OsStorage {
         stats: &IoStats,
     ) -> Result<Arc<dyn StorageFile>> {
         Ok(Arc::new(IoFile::open(path, opts, stats)?))
-    }
-
-    fn read_batch(&self, reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
-        read_batch(reqs)
     }
 
     fn read_batch_each(

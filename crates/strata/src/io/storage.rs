@@ -173,11 +173,14 @@ pub trait Storage:
     /// Several reads of any alignment from files of this storage, submitted
     /// together where the storage can (one io_uring submission for a
     /// multi-key read); the bytes of each, in order. Reading past the end of
-    /// a file is an error. By default one read after another.
+    /// a file is an error. Built on [`Storage::read_batch_each`].
     fn read_batch(&self, reqs: &[ReadRequest<'_>]) -> Result<Vec<Vec<u8>>> {
-        reqs.iter()
-            .map(|&(file, offset, len)| file.read_range(offset, len))
-            .collect()
+        let mut out = vec![Vec::new(); reqs.len()];
+        self.read_batch_each(reqs, &mut |i, bytes| {
+            out[i] = bytes;
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// [`Storage::read_batch`], handing each read's bytes to
