@@ -9,7 +9,11 @@
 //!   is written out, one version per key, tombstones dropped, as an image
 //!   run that partitions the key space. A read at or above its LSN stops
 //!   there: it visits the L0 layers, the runs above the image and one image
-//!   file, whatever the history below.
+//!   file, whatever the history below. A forced compaction (`Db::compact`)
+//!   whose L0 layers are all below the horizon writes the image straight
+//!   from them and the runs, and drops them all in the same edit: merging
+//!   them into an L1 run first would write every byte once more, only for
+//!   GC to remove that run.
 //! - **GC** (`gc_plan`): every run older than the newest image at or below
 //!   the horizon is removed (no rewrite): reads below the image's LSN are
 //!   then refused with `Error::BelowHorizon`. The horizon is the caller's
@@ -397,12 +401,14 @@ fn write_run(
     Ok(outputs)
 }
 
-/// Writes the image of `version`'s runs at `lsn` (the newest L1 run's end:
-/// never above an L0 layer): every key's newest version at or below it,
-/// tombstones dropped, each entry at `lsn`, as the layer files of an image
-/// run.
+/// Writes the image at `lsn` of `version`'s runs and of the oldest L0
+/// layers `l0` (none, or a prefix whose last layer ends at `lsn`; with
+/// none, `lsn` is the newest run's end: never above an L0 layer): every
+/// key's newest version at or below it, tombstones dropped, each entry at
+/// `lsn`, as the layer files of an image run.
 pub(crate) fn write_image(
     version: &Arc<Version>,
+    l0: &[Arc<Layer>],
     lsn: Lsn,
     io: &Arc<LayerIo>,
     opts: &JobOptions,
@@ -410,7 +416,12 @@ pub(crate) fn write_image(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
     removing_outputs_on_failure(io, |written| {
-        let layers: Vec<&Arc<Layer>> = version.runs_at(lsn).flat_map(|r| &r.layers).collect();
+        // Newest first: the L0 layers given, then the runs.
+        let layers: Vec<&Arc<Layer>> = l0
+            .iter()
+            .rev()
+            .chain(version.runs_at(lsn).flat_map(|r| &r.layers))
+            .collect();
         let sources = whole_layers(&layers, opts)?
             .into_iter()
             .map(|iter| {

@@ -2,6 +2,7 @@
 //! not strata databases, or from a newer format, give a clear error.
 
 use std::sync::Arc;
+use strata::io::{FileClass, OpKind};
 use strata::{Db, Error, InvalidInput, IoMode, Options, WriteBatch, WriteOptions, KEY_BYTES_MAX};
 
 fn dir() -> tempfile::TempDir {
@@ -332,20 +333,36 @@ fn compaction_with_no_history_leaves_about_the_live_data_on_disk() {
         .unwrap()
         .map(|r| r.map(|(k, v)| (k.len() + v.len()) as u64).unwrap())
         .sum();
+    db.flush().unwrap();
+    let layer_writes = |db: &Db| {
+        let io = db.stats().io;
+        io.bytes(FileClass::Delta, OpKind::Write) + io.bytes(FileClass::Image, OpKind::Write)
+    };
+    let before = layer_writes(&db);
     db.compact().unwrap();
+    let compaction_writes = layer_writes(&db) - before;
     let s = db.stats();
     assert_eq!(
         (s.l0_layers, s.l1_runs),
         (0, 1),
         "only the image is left: {s:?}"
     );
-    let on_disk: u64 = std::fs::read_dir(&path)
+    let files: Vec<u64> = std::fs::read_dir(&path)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "delta"))
         .map(|p| std::fs::metadata(p).unwrap().len())
-        .sum();
+        .collect();
+    let on_disk: u64 = files.iter().sum();
     assert_eq!(on_disk, s.delta_bytes, "no file left behind");
+    // With every L0 layer below the horizon, the image is written straight
+    // from them: the compaction writes the image and nothing else (not an
+    // L1 run first, to be rewritten into the image and collected). Direct
+    // I/O writes each file's last page whole.
+    assert!(
+        compaction_writes < on_disk + 4096 * files.len() as u64,
+        "compaction wrote {compaction_writes} bytes for an image of {on_disk}"
+    );
     assert!(
         on_disk as f64 <= 1.3 * live as f64,
         "{on_disk} bytes of layers for {live} bytes of live data"

@@ -134,14 +134,35 @@ impl DbInner {
         let (remove, outputs): (Vec<Arc<Layer>>, _) =
             if let Some(plan) = plan(&descs, &self.policy(), force) {
                 let inputs = version.l0[..plan.inputs.len()].to_vec();
-                let outputs = merge_into_run(
-                    &inputs,
-                    &self.layer_io,
-                    &self.job_options(!force),
-                    take_id,
-                    &cancelled,
-                )?;
-                (inputs, outputs)
+                let newest = inputs
+                    .iter()
+                    .filter(|l| l.desc.entries > 0)
+                    .map(|l| l.desc.lsn_max)
+                    .max();
+                if let Some(lsn) = newest.filter(|&lsn| force && self.gc_horizon() >= lsn) {
+                    // Everything up to `lsn` may go: one image of it
+                    // replaces the inputs and every run (all below them).
+                    let outputs = write_image(
+                        &version,
+                        &inputs,
+                        lsn,
+                        &self.layer_io,
+                        &self.job_options(false),
+                        take_id,
+                        &cancelled,
+                    )?;
+                    let runs = version.runs.iter().flat_map(|r| r.layers.iter().cloned());
+                    (inputs.iter().cloned().chain(runs).collect(), outputs)
+                } else {
+                    let outputs = merge_into_run(
+                        &inputs,
+                        &self.layer_io,
+                        &self.job_options(!force),
+                        take_id,
+                        &cancelled,
+                    )?;
+                    (inputs, outputs)
+                }
             } else if let Some(lsn) = image_plan(
                 &runs,
                 self.opts.image_run_threshold,
@@ -152,6 +173,7 @@ impl DbInner {
             ) {
                 let outputs = write_image(
                     &version,
+                    &[],
                     lsn,
                     &self.layer_io,
                     &self.job_options(!force),
