@@ -18,11 +18,13 @@
 //! - every key is `1..=KEY_BYTES_MAX` bytes, every value `0..=VALUE_BYTES_MAX`,
 //!   a `Delete` has an empty value;
 //! - a data block holds at least one entry; it exceeds the writer's target
-//!   size only when it holds a single entry larger than the target;
+//!   size only when it holds a single entry larger than the target, or
+//!   spans two aligned pages;
 //! - with a target that is a multiple of `BLOCK_ALIGN_BYTES` (the default
 //!   4 KiB), a block of small entries never crosses a page boundary, and
 //!   ends on one (padded with zeros) unless the boundary is more than
-//!   `BLOCK_PAD_BYTES_MAX` away;
+//!   `BLOCK_PAD_BYTES_MAX` away; a block of mid-size entries (~1 KiB) that
+//!   would waste more than an eighth of its page spans two instead;
 //! - every byte is covered by a crc32c: the header and the footer by their own,
 //!   each data block by its own (seeded with the block's file offset, so a
 //!   block read from the wrong place fails), the block index, the bloom filter

@@ -1239,3 +1239,57 @@ fn format_doc_tables_match_the_constants() {
         );
     }
 }
+
+#[test]
+fn mid_size_entries_take_two_pages_rather_than_waste_a_quarter_of_one() {
+    // (value bytes, pages a full block spans, most padding as a share of
+    // the file). 1 KiB entries fill 3/4 of a page, 7/8 of two; 3 KiB ones
+    // fill a page well enough; 240 B ones fill it.
+    for (value_len, pages, waste_max) in [
+        (1024, 2, 0.125),
+        (1100, 2, 0.125),
+        (3050, 1, 0.26),
+        (240, 1, 0.1),
+    ] {
+        let mut model = Model::new();
+        for i in 0..200u32 {
+            put(
+                &mut model,
+                format!("key-{i:05}").as_bytes(),
+                1,
+                &vec![i as u8; value_len],
+            );
+        }
+        let (file, _) = build(&model, BLOCK_ALIGN_BYTES);
+        let blocks = block_extents(&file);
+        let mut padded = 0;
+        // Every block but the last ends on a page boundary, spanning
+        // `pages` pages (the first starts after the file header).
+        for &(offset, len) in &blocks[..blocks.len() - 1] {
+            let payload =
+                u32_at(&file, offset + BLOCK_PAYLOAD_LEN_OFFSET).expect("payload") as usize;
+            padded += len - BLOCK_HEADER_BYTES - payload;
+            let end = offset + len;
+            assert_eq!(
+                end % BLOCK_ALIGN_BYTES,
+                0,
+                "{value_len} B: block at {offset} ends at {end}"
+            );
+            assert_eq!(
+                end.div_ceil(BLOCK_ALIGN_BYTES) - offset / BLOCK_ALIGN_BYTES,
+                pages,
+                "{value_len} B: block at {offset} of {len} bytes"
+            );
+        }
+        let waste = padded as f64 / file.len() as f64;
+        assert!(
+            waste < waste_max,
+            "{value_len} B: padding takes {:.1}% of the file",
+            waste * 100.0
+        );
+        let reader = open_mem(file);
+        for (key, _) in model.keys() {
+            assert_eq!(reader.get(key, 1).expect("get"), model_get(&model, key, 1));
+        }
+    }
+}

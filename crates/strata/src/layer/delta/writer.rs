@@ -8,8 +8,10 @@
 //! Invariants: entries are strictly ascending by (key, lsn) — an entry that is
 //! not is refused with an error and nothing is written for it; a block is
 //! closed before it would exceed the target size (with a page-multiple
-//! target: before it would cross the page boundary, then padded to it), and
-//! an entry larger than the target gets a block of its own. After the sink fails, the writer refuses
+//! target: before it would cross the page boundary, then padded to it, or,
+//! where that would waste more than an eighth of the page, at the boundary
+//! after the next: `take_next_page`), and an entry larger than the target
+//! gets a block of its own. After the sink fails, the writer refuses
 //! every further call (the file is incomplete and must be discarded).
 //!
 //! Thread-safety: a writer is used by one thread at a time (`Send` when the
@@ -38,6 +40,9 @@ pub(crate) struct DeltaLayerWriter<S: LayerSink> {
     block: Vec<u8>,
     /// Entries in the open block.
     block_entries: u32,
+    /// Set when the open (aligned) block takes the page after its first
+    /// too (see `take_next_page`).
+    block_two_pages: bool,
     /// First key and LSN of the open block; meaningful when `block_entries > 0`.
     block_first_key: Vec<u8>,
     block_first_lsn: Lsn,
@@ -87,6 +92,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             offset: u64_from_usize(HEADER_BYTES),
             block,
             block_entries: 0,
+            block_two_pages: false,
             block_first_key: Vec::new(),
             block_first_lsn: 0,
             index: Vec::new(),
@@ -155,7 +161,11 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             let shared = self.shared_prefix_bytes(key);
             let entry_bytes = entry_full_bytes - shared;
             if self.block_entries > 0 && self.block.len() + entry_bytes > self.block_bytes_limit() {
-                self.finish_block()?;
+                if self.take_next_page(entry_bytes) {
+                    self.block_two_pages = true;
+                } else {
+                    self.finish_block()?;
+                }
             }
             self.push_entry(key, lsn, kind, value);
         }
@@ -317,6 +327,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         if self.aligned() && pad <= BLOCK_PAD_BYTES_MAX {
             self.block.resize(self.block.len() + pad, 0);
         }
+        self.block_two_pages = false;
         self.block[BLOCK_PAYLOAD_LEN_OFFSET..BLOCK_PAYLOAD_LEN_OFFSET + 4]
             .copy_from_slice(&(payload_len as u32).to_le_bytes());
         self.block[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
@@ -357,7 +368,37 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             return BLOCK_HEADER_BYTES + self.block_bytes_target;
         }
         let into_page = (self.offset % u64_from_usize(BLOCK_ALIGN_BYTES)) as usize;
-        self.block_bytes_target - into_page
+        let limit = self.block_bytes_target - into_page;
+        if self.block_two_pages {
+            limit + BLOCK_ALIGN_BYTES
+        } else {
+            limit
+        }
+    }
+
+    /// Whether the open aligned block, full for an entry of `entry_bytes`,
+    /// should take one more page rather than be padded to the end of this
+    /// one. Padding wastes the rest of the page: a quarter of it for 1 KiB
+    /// entries (3 in a page), and a block not padded leaves the next one
+    /// unaligned. So the block goes on into the next page when the rest of
+    /// this one is more than an eighth of it, and entries of this size
+    /// would leave a smaller share of two pages unused (7 of 1 KiB: a
+    /// tenth): its
+    /// reads are then 8 KiB, the cost of a space overhead of at most
+    /// `BLOCK_PAD_BYTES_MAX` in 8 KiB. Entries that fill a page well (below
+    /// ~500 B, or 3 KiB) keep one block per page.
+    fn take_next_page(&self, entry_bytes: usize) -> bool {
+        if !self.aligned() || self.block_two_pages {
+            return false;
+        }
+        let limit = self.block_bytes_limit();
+        let rest = limit.saturating_sub(self.block.len());
+        if rest * 8 <= BLOCK_ALIGN_BYTES {
+            return false;
+        }
+        let room = limit + BLOCK_ALIGN_BYTES - self.block.len();
+        let rest_of_two = room % entry_bytes.max(1);
+        rest_of_two < 2 * rest && rest_of_two <= BLOCK_PAD_BYTES_MAX
     }
 
     /// True when blocks are padded to page boundaries (the target is a
