@@ -244,16 +244,28 @@ impl IoFile {
         if opts.engine == IoEngine::IoUring {
             uring::probe().map_err(|e| Error::io(path, "set up io_uring", e))?;
         }
+        // O_NOATIME: the first read of a freshly written file would update
+        // its access time (relatime), which needs a journal handle, and on
+        // ext4 that waits for a running journal commit: measured here, a
+        // get's read of a new layer stalled 20 to 110 ms while a compaction
+        // output's fdatasync committed. Only the file's owner may ask for
+        // it (EPERM otherwise: opened again without).
         let open = |direct: bool, create: bool| -> std::io::Result<File> {
-            let mut oo = OpenOptions::new();
-            oo.read(true).write(true);
-            if create {
-                oo.create(true).truncate(true);
+            let with = |noatime: bool| {
+                let mut oo = OpenOptions::new();
+                oo.read(true).write(true);
+                if create {
+                    oo.create(true).truncate(true);
+                }
+                let direct = if direct { libc::O_DIRECT } else { 0 };
+                let noatime = if noatime { libc::O_NOATIME } else { 0 };
+                oo.custom_flags(direct | noatime);
+                oo.open(path)
+            };
+            match with(true) {
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => with(false),
+                other => other,
             }
-            if direct {
-                oo.custom_flags(libc::O_DIRECT);
-            }
-            oo.open(path)
         };
         let mut mode = opts.mode;
         let fd = match open(mode.direct_reads(), create) {
