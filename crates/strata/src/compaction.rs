@@ -54,10 +54,8 @@ use std::sync::Arc;
 /// Each input's read-ahead is at least this (and the inputs of one job are
 /// capped so that their read-aheads fit `compaction_memory_bytes`).
 pub(crate) const INPUT_READAHEAD_MIN_BYTES: usize = 64 << 10;
-/// And at most this: the largest read a compaction makes, as its writes
-/// are at most `OUTPUT_WRITE_BYTES_MAX`, so that a foreground read queued
-/// behind one waits about a millisecond, not the ~6 ms of a 4 MiB read.
-const INPUT_READAHEAD_MAX_BYTES: usize = 256 << 10;
+/// And at most this (see `BACKGROUND_IO_BYTES_MAX`).
+const INPUT_READAHEAD_MAX_BYTES: usize = crate::io::BACKGROUND_IO_BYTES_MAX;
 
 /// What the policy needs from the options.
 #[derive(Debug, Clone, Copy)]
@@ -101,10 +99,9 @@ pub(crate) struct JobOptions {
     pub pacer: Option<Arc<Pacer>>,
 }
 
-/// Largest write of a compaction output: a foreground read that lands
-/// behind one waits for at most this much (~1 ms at 256 KiB on this
-/// project's disk, against ~3.5 ms for the 1 MiB of the log writer).
-pub(crate) const OUTPUT_WRITE_BYTES_MAX: usize = 256 << 10;
+/// Largest write of a compaction output (see `BACKGROUND_IO_BYTES_MAX`;
+/// the log writer's are `writer_buffer_bytes`, 1 MiB by default, ~3.5 ms).
+pub(crate) const OUTPUT_WRITE_BYTES_MAX: usize = crate::io::BACKGROUND_IO_BYTES_MAX;
 
 /// Bytes between two calls to the pacer.
 const PACE_EVERY_BYTES: u64 = 64 << 10;
@@ -498,7 +495,9 @@ fn create_output(
     written.push(id);
     let path = io.dir.join(delta_name(id));
     let file = io.storage.create(&path, &io.opts, &io.stats)?;
-    let buffer = opts.writer_buffer_bytes.min(OUTPUT_WRITE_BYTES_MAX);
+    let buffer = opts
+        .writer_buffer_bytes
+        .min(OUTPUT_WRITE_BYTES_MAX.max(file.alignment()));
     let sink = BufferedWriter::with_shared(file, buffer, 0)?;
     Ok(Open {
         id,

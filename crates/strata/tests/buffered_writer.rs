@@ -498,3 +498,31 @@ proptest! {
         prop_assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), model);
     }
 }
+
+/// A large read goes to the device in steps of at most
+/// `BACKGROUND_IO_BYTES_MAX` (a foreground read queued behind one request
+/// waits for all of it), and returns the same bytes.
+#[test]
+fn a_large_read_is_made_in_bounded_steps() {
+    let d = test_dir();
+    let path = d.path().join("large");
+    for mode in [IoMode::DirectRw, IoMode::Buffered] {
+        let stats = IoStats::new();
+        let opts = FileOptions {
+            mode,
+            ..FileOptions::default()
+        };
+        let f = IoFile::create(&path, &opts, &stats).expect("create");
+        let len = 10 * strata::io::BACKGROUND_IO_BYTES_MAX + 5000;
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let mut w = BufferedWriter::new(f, 1 << 20, 0).expect("writer");
+        w.write(&bytes).expect("write");
+        let f = w.finish(ShutdownMode::PadThenTruncate).expect("finish");
+        let before = stats.snapshot().ops_total(strata::io::OpKind::Read);
+        assert_eq!(f.read_range(100, len - 100).expect("read"), bytes[100..]);
+        let reads = stats.snapshot().ops_total(strata::io::OpKind::Read) - before;
+        if mode.direct_reads() {
+            assert_eq!(reads, 11, "{mode:?}: {reads} reads for {len} bytes");
+        }
+    }
+}

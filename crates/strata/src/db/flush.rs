@@ -123,7 +123,13 @@ impl DbInner {
             let file = self
                 .storage
                 .create(&path, &self.layer_io.opts, &self.stats)?;
-            let sink = BufferedWriter::with_shared(file, self.opts.writer_buffer_bytes, 0)?;
+            // Background writes: at most BACKGROUND_IO_BYTES_MAX each (or
+            // the alignment, if larger).
+            let buffer = self
+                .opts
+                .writer_buffer_bytes
+                .min(crate::io::BACKGROUND_IO_BYTES_MAX.max(file.alignment()));
+            let sink = BufferedWriter::with_shared(file, buffer, 0)?;
             let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
             layer.for_each_version(|key, v| {
                 let start = v.offset as usize;

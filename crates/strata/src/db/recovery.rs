@@ -228,7 +228,7 @@ impl Db {
     }
 }
 
-/// The first `len` bytes of `file` in one aligned read, without the copy a
+/// The first `len` bytes of `file` in aligned reads, without the copy a
 /// `read_range` makes (logs are read whole by recovery and by the flush).
 pub(super) fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf> {
     let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
@@ -237,7 +237,9 @@ pub(super) fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf>
         why: "larger than memory can address",
     })?;
     let mut buf = AlignedBuf::zeroed(len, file.alignment());
-    let n = file.read_at(buf.spare_capacity_full(), 0)?;
+    // In steps: one request for the whole log (128 MiB by default) would
+    // hold every foreground read behind it.
+    let n = file.read_at_in_steps(buf.spare_capacity_full(), 0)?;
     if n < len {
         return Err(crate::io::short_read(
             file.path(),

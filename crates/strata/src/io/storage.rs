@@ -79,9 +79,28 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
         Ok(())
     }
 
+    /// Like `read_at`, in requests of at most `BACKGROUND_IO_BYTES_MAX` (or
+    /// the alignment, if larger; both are powers of two): the device serves
+    /// a request whole, and a foreground read queued behind a large one
+    /// waits for all of it.
+    fn read_at_in_steps(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let step = super::BACKGROUND_IO_BYTES_MAX.max(self.alignment());
+        let mut done = 0;
+        while done < buf.len() {
+            let want = (buf.len() - done).min(step);
+            let got = self.read_at(&mut buf[done..done + want], offset + done as u64)?;
+            done += got;
+            if got < want {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
     /// Reads `len` bytes at any `offset`, whatever the mode: with direct
     /// reads the read is widened to aligned bounds and the wanted part copied
-    /// out. Reading past the end of the file is an error.
+    /// out, in steps (`read_at_in_steps`). Reading past the end of the file
+    /// is an error.
     fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         if !self.mode().direct_reads() {
             let mut out = vec![0u8; len];
@@ -128,7 +147,7 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
             return out;
         }
         let mut buf = AlignedBuf::zeroed(span, alignment);
-        let n = self.read_at(buf.spare_capacity_full(), start)?;
+        let n = self.read_at_in_steps(&mut buf.spare_capacity_full()[..span], start)?;
         check(n)?;
         Ok(buf.spare_capacity_full()[head..head + len].to_vec())
     }
