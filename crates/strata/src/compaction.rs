@@ -99,10 +99,6 @@ pub(crate) struct JobOptions {
     pub pacer: Option<Arc<Pacer>>,
 }
 
-/// Largest write of a compaction output (see `BACKGROUND_IO_BYTES_MAX`;
-/// the log writer's are `writer_buffer_bytes`, 1 MiB by default, ~3.5 ms).
-pub(crate) const OUTPUT_WRITE_BYTES_MAX: usize = crate::io::BACKGROUND_IO_BYTES_MAX;
-
 /// Bytes between two calls to the pacer.
 const PACE_EVERY_BYTES: u64 = 64 << 10;
 
@@ -495,9 +491,7 @@ fn create_output(
     written.push(id);
     let path = io.dir.join(delta_name(id));
     let file = io.storage.create(&path, &io.opts, &io.stats)?;
-    let buffer = opts
-        .writer_buffer_bytes
-        .min(OUTPUT_WRITE_BYTES_MAX.max(file.alignment()));
+    let buffer = crate::io::background_writer_bytes(&*file, opts.writer_buffer_bytes);
     let sink = BufferedWriter::with_shared(file, buffer, 0)?;
     Ok(Open {
         id,

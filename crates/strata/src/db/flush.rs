@@ -123,12 +123,7 @@ impl DbInner {
             let file = self
                 .storage
                 .create(&path, &self.layer_io.opts, &self.stats)?;
-            // Background writes: at most BACKGROUND_IO_BYTES_MAX each (or
-            // the alignment, if larger).
-            let buffer = self
-                .opts
-                .writer_buffer_bytes
-                .min(crate::io::BACKGROUND_IO_BYTES_MAX.max(file.alignment()));
+            let buffer = crate::io::background_writer_bytes(&*file, self.opts.writer_buffer_bytes);
             let sink = BufferedWriter::with_shared(file, buffer, 0)?;
             let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
             layer.for_each_version(|key, v| {

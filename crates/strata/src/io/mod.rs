@@ -76,3 +76,11 @@ pub use storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 /// a flush that read its 8 MiB log in one request held reads for 15 ms.
 /// Ingest was level within the noise at 64 KiB and 256 KiB.
 pub const BACKGROUND_IO_BYTES_MAX: usize = 64 << 10;
+
+/// The buffer of a background writer (a flush's or a compaction's output)
+/// on `file`: the configured `writer_buffer_bytes`, at most
+/// `BACKGROUND_IO_BYTES_MAX` (or the file's alignment, if larger), so that
+/// each of its writes is one bounded request.
+pub(crate) fn background_writer_bytes(file: &dyn StorageFile, writer_buffer_bytes: usize) -> usize {
+    writer_buffer_bytes.min(BACKGROUND_IO_BYTES_MAX.max(file.alignment()))
+}

@@ -383,10 +383,9 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     /// unaligned. So the block goes on into the next page when the rest of
     /// this one is more than an eighth of it, and entries of this size
     /// would leave a smaller share of two pages unused (7 of 1 KiB: a
-    /// tenth): its
-    /// reads are then 8 KiB, the cost of a space overhead of at most
-    /// `BLOCK_PAD_BYTES_MAX` in 8 KiB. Entries that fill a page well (below
-    /// ~500 B, or 3 KiB) keep one block per page.
+    /// tenth): its reads are then 8 KiB, the cost of a space overhead of at
+    /// most `BLOCK_PAD_BYTES_MAX` in 8 KiB. Entries that fill a page well
+    /// (below ~500 B, or 3 KiB) keep one block per page.
     fn take_next_page(&self, entry_bytes: usize) -> bool {
         if !self.aligned() || self.block_two_pages {
             return false;
