@@ -28,7 +28,7 @@ use crate::manifest::{delta_name, LayerDesc, Level};
 use std::cmp::Reverse;
 use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Where layer files live and how they are opened.
@@ -39,6 +39,18 @@ pub(crate) struct LayerIo {
     pub(crate) stats: IoStats,
     /// The block cache every layer's point reads go through.
     pub(crate) cache: Option<Arc<BlockCache>>,
+    /// Data blocks read from layer files for point lookups (get and
+    /// multi_get; not the reads that open a file, not scans, not
+    /// background jobs): `Stats::point_lookup_reads`.
+    pub(crate) point_reads: Arc<AtomicU64>,
+}
+
+impl LayerIo {
+    /// A reader's point reads go through the cache and are counted.
+    fn attach(&self, reader: &mut DeltaLayerReader<LayerFile>, file_id: u64) {
+        reader.set_cache(self.cache.clone(), file_id);
+        reader.count_point_reads(Arc::clone(&self.point_reads));
+    }
 }
 
 /// A layer file on disk: what it covers (from the manifest), and its reader,
@@ -81,7 +93,7 @@ impl Layer {
         io: Arc<LayerIo>,
         mut reader: DeltaLayerReader<LayerFile>,
     ) -> Layer {
-        reader.set_cache(io.cache.clone(), desc.id);
+        io.attach(&mut reader, desc.id);
         let layer = Layer::new(desc, io);
         let _ = layer.reader.set(Arc::new(reader));
         layer
@@ -121,7 +133,7 @@ impl Layer {
             .into());
         }
         let mut reader = DeltaLayerReader::open(LayerFile { file, len })?;
-        reader.set_cache(self.io.cache.clone(), self.desc.id);
+        self.io.attach(&mut reader, self.desc.id);
         if let Some(why) = self.desc.mismatch(reader.summary()) {
             return Err(Corruption::new(&path, 0, why).into());
         }
@@ -483,6 +495,7 @@ mod tests {
                 opts: opts(FileClass::Delta),
                 stats: stats.clone(),
                 cache: None,
+                point_reads: Arc::default(),
             });
             Fixture { storage, stats, io }
         }

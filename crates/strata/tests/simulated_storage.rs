@@ -150,6 +150,44 @@ fn open_reads_the_manifest_alone_and_layers_open_at_their_first_read() {
 }
 
 #[test]
+fn point_lookups_count_exactly_the_data_blocks_they_read() {
+    let sim = SimStorage::new(8);
+    database_of_layers(&sim, 50);
+    let opts = Options {
+        block_cache_bytes: 0,
+        ..options(&sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    // Every layer file opened first: what is left to read is data blocks.
+    assert_eq!(everything(&db).len(), 50);
+    let delta_reads = |db: &Db| db.stats().io.ops(FileClass::Delta, OpKind::Read);
+    let (reads0, stats0) = (delta_reads(&db), db.stats());
+    for i in 0..50 {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)));
+    }
+    // Outside every layer's key range: no read.
+    assert_eq!(db.get(b"zzz").unwrap(), None);
+    let keys: Vec<Vec<u8>> = (0..50).step_by(5).map(key).collect();
+    let got = db.multi_get(&keys).unwrap();
+    assert!(got.iter().all(|v| v.is_some()));
+    let stats = db.stats();
+    assert_eq!(stats.point_lookups - stats0.point_lookups, 50 + 1 + 10);
+    assert_eq!(
+        stats.point_lookup_reads - stats0.point_lookup_reads,
+        50 + 10
+    );
+    assert_eq!(
+        delta_reads(&db) - reads0,
+        stats.point_lookup_reads - stats0.point_lookup_reads,
+        "the counter and the device reads of the layer files agree"
+    );
+    // A scan reads, but is not a point lookup.
+    assert_eq!(everything(&db).len(), 50);
+    assert_eq!(db.stats().point_lookup_reads, stats.point_lookup_reads);
+    db.close().unwrap();
+}
+
+#[test]
 fn a_version_1_manifest_is_read_and_rewritten_as_version_2() {
     let sim = SimStorage::new(6);
     database_of_layers(&sim, 3);

@@ -219,9 +219,9 @@ pub trait Engine: Send + Sync {
     fn write_stats(&self) -> Option<EngineWriteStats> {
         None
     }
-    /// The engine's own read accounting, if it keeps one: (read
-    /// operations, bytes read) from its files since open.
-    fn read_stats(&self) -> Option<(u64, u64)> {
+    /// The engine's own point-lookup accounting, if it keeps one: (keys
+    /// looked up, data blocks read from its files for them) since open.
+    fn point_lookup_stats(&self) -> Option<(u64, u64)> {
         None
     }
     fn close(self: Box<Self>) -> Result<()>;

@@ -109,9 +109,9 @@ impl Engine for StrataEngine {
         })
     }
 
-    fn read_stats(&self) -> Option<(u64, u64)> {
-        let io = self.db.stats().io;
-        Some((io.ops_total(OpKind::Read), io.bytes_read_total()))
+    fn point_lookup_stats(&self) -> Option<(u64, u64)> {
+        let stats = self.db.stats();
+        Some((stats.point_lookups, stats.point_lookup_reads))
     }
 
     fn close(self: Box<Self>) -> Result<()> {

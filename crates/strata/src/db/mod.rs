@@ -105,6 +105,8 @@ struct DbInner {
     /// The horizon the caller set (`Db::set_horizon`); only rises.
     caller_horizon: AtomicU64,
     poisoned: Mutex<Option<String>>,
+    /// Keys asked of get and multi_get (`Stats::point_lookups`).
+    point_lookups: AtomicU64,
     snapshots: Mutex<BTreeMap<Lsn, usize>>,
     closed: AtomicBool,
 }
@@ -159,6 +161,14 @@ pub struct Stats {
     pub block_cache_bytes: u64,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
+    /// Keys looked up by `get` and `multi_get` (and their `_at` and
+    /// snapshot forms) since open, and the data blocks those lookups read
+    /// from layer files: `point_lookup_reads / point_lookups` is the
+    /// engine's own device reads per get. Not counted: a layer file's
+    /// first open (its index and bloom filter, read once), scans, and
+    /// background jobs.
+    pub point_lookups: u64,
+    pub point_lookup_reads: u64,
     /// Operations and bytes by kind and file class, since open.
     pub io: IoStatsSnapshot,
 }
@@ -475,6 +485,7 @@ impl DbInner {
 
     fn get_at(&self, key: &[u8], lsn: Lsn) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
+        self.point_lookups.fetch_add(1, Ordering::Relaxed);
         // A batch being written above the visible LSN is never seen in part.
         let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
         let version = self.version()?;
@@ -515,6 +526,8 @@ impl DbInner {
         for key in keys {
             check_key(key.as_ref())?;
         }
+        self.point_lookups
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
         let candidates: Vec<Vec<Candidate<'_>>> = keys
             .iter()
             .map(|k| version.candidates(Keys::Point(k.as_ref()), lsn).collect())
@@ -578,6 +591,9 @@ impl DbInner {
                     Ok((&*d.file().file, *offset, len))
                 })
                 .collect::<Result<Vec<ReadRequest<'_>>>>()?;
+            self.layer_io
+                .point_reads
+                .fetch_add(reqs.len() as u64, Ordering::Relaxed);
             self.storage.read_batch_each(&reqs, &mut |p, bytes| {
                 let (i, d, block, _, _) = &plans[p];
                 match d.get_in_block(*block, bytes, keys[*i].as_ref(), lsn)? {
@@ -645,6 +661,8 @@ impl DbInner {
             block_cache_bytes: 0,
             block_cache_hits: 0,
             block_cache_misses: 0,
+            point_lookups: self.point_lookups.load(Ordering::Relaxed),
+            point_lookup_reads: self.layer_io.point_reads.load(Ordering::Relaxed),
             io: self.stats.snapshot(),
         };
         if let Some(cache) = &self.layer_io.cache {

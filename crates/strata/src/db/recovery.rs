@@ -39,6 +39,7 @@ impl Db {
             },
             stats: stats.clone(),
             cache: BlockCache::new(opts.block_cache_bytes),
+            point_reads: Arc::default(),
         });
         let (mut manifest, v1_deltas) = match loaded {
             Some(l) => (l.state, l.v1_deltas),
@@ -187,6 +188,7 @@ impl Db {
             pacer: Arc::new(crate::compaction::Pacer::new(opts.compaction_bytes_per_sec)),
             caller_horizon: AtomicU64::new(0),
             poisoned: Mutex::new(None),
+            point_lookups: AtomicU64::new(0),
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
         };

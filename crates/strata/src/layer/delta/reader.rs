@@ -21,6 +21,7 @@
 use std::cmp::Ordering;
 use std::ops::{Bound, Deref, Range};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use super::{
@@ -70,6 +71,8 @@ pub(crate) struct DeltaLayerReader<R: ReadAt> {
     bloom: BloomFilter,
     /// The block cache point reads go through, and this file's id in it.
     cache: Option<(Arc<BlockCache>, u64)>,
+    /// Counts the data blocks `get` reads from the file (cache misses).
+    point_reads: Option<Arc<AtomicU64>>,
 }
 
 fn corrupt(file: &Path, offset: u64, what: impl Into<String>) -> Error {
@@ -421,6 +424,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             index,
             bloom,
             cache: None,
+            point_reads: None,
         })
     }
 
@@ -428,6 +432,11 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// where the file is `file_id`.
     pub(crate) fn set_cache(&mut self, cache: Option<Arc<BlockCache>>, file_id: u64) {
         self.cache = cache.map(|c| (c, file_id));
+    }
+
+    /// Each data block `get` reads from the file adds one to `reads`.
+    pub(crate) fn count_point_reads(&mut self, reads: Arc<AtomicU64>) {
+        self.point_reads = Some(reads);
     }
 
     /// A point read's block from the cache (see [`Self::point_read_plan`]).
@@ -475,6 +484,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 key,
                 lsn,
             );
+        }
+        if let Some(reads) = &self.point_reads {
+            reads.fetch_add(1, AtomicOrdering::Relaxed);
         }
         let cursor = self.read_block(handle, next)?;
         self.cache_block(handle, &cursor);
