@@ -127,9 +127,13 @@ impl Pacer {
     }
 
     /// Accounts for `bytes` written, sleeping while the job is ahead of its pace.
+    /// On the background thread, also follows `hurry` with its I/O class
+    /// (`io::priority::set_urgent`).
     pub(crate) fn pace(&self, bytes: u64) {
         use std::sync::atomic::Ordering;
-        if self.bytes_per_sec == 0 || self.hurry.load(Ordering::Relaxed) {
+        let hurry = self.hurry.load(Ordering::Relaxed);
+        crate::io::priority::set_urgent(hurry);
+        if self.bytes_per_sec == 0 || hurry {
             return;
         }
         let rate = self.bytes_per_sec as f64;

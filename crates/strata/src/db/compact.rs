@@ -25,34 +25,6 @@ pub(super) struct CompactSignal {
     pub(super) error: Option<String>,
 }
 
-/// The background compaction thread's CPU niceness: on a machine with few
-/// cores, a merge that is busy decoding, checksumming and encoding would
-/// otherwise hold a core for whole scheduler slices (milliseconds) while a
-/// foreground read waits for one.
-const COMPACTION_NICE: libc::c_int = 10;
-
-/// Lowers the calling thread's CPU priority to `COMPACTION_NICE` and its I/O
-/// priority to the lowest of the best-effort class. Best effort: where the
-/// system refuses, the thread runs as it was.
-fn lower_this_threads_priority() {
-    // SAFETY: plain system calls on the calling thread's id, no pointers.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, COMPACTION_NICE);
-        // ioprio_set(IOPRIO_WHO_PROCESS, tid, IOPRIO_PRIO_VALUE(BE, 7)):
-        // the libc crate has no wrapper.
-        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
-        const IOPRIO_CLASS_BE: libc::c_long = 2;
-        const IOPRIO_CLASS_SHIFT: libc::c_long = 13;
-        libc::syscall(
-            libc::SYS_ioprio_set,
-            IOPRIO_WHO_PROCESS,
-            tid as libc::c_long,
-            (IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT) | 7,
-        );
-    }
-}
-
 /// How long a job waits for the reads still holding its inputs.
 const RELEASE_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -110,6 +82,7 @@ impl DbInner {
     /// slowed since).
     fn set_hurry(&self, hurry: bool) {
         self.pacer.hurry.store(hurry, Ordering::Relaxed);
+        crate::io::priority::set_urgent(hurry);
     }
 
     /// The LSN below which history may go: `history_lsns` behind the last
@@ -247,7 +220,7 @@ impl DbInner {
     /// The background thread: compacts while the policy calls for it,
     /// after each flush, until shutdown.
     pub(super) fn compaction_loop(&self) {
-        lower_this_threads_priority();
+        crate::io::priority::yield_to_foreground();
         let mut backoff = RETRY_FIRST;
         loop {
             {

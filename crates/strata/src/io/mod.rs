@@ -50,6 +50,7 @@ mod aligned_buf;
 mod buffered_writer;
 mod file;
 mod os;
+pub(crate) mod priority;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod stats;
