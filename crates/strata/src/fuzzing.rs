@@ -43,16 +43,17 @@ use crate::layer::delta::reader::{
 };
 use crate::layer::delta::writer::{encode_index_entry, DeltaLayerWriter};
 use crate::layer::delta::{
-    block_crc, u16_at, u32_at, u64_at, u64_from_usize, LayerSink, ReadAt, ValueKind,
-    BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN,
-    BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET, BLOCK_HEADER_BYTES, FOOTER_BLOCK_COUNT_OFFSET,
-    FOOTER_BLOOM_CRC_OFFSET, FOOTER_BLOOM_LEN_OFFSET, FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES,
-    FOOTER_CRC_OFFSET, FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET,
-    FOOTER_INDEX_OFFSET_OFFSET, FOOTER_KEYS_CRC_OFFSET, FOOTER_KEYS_LEN_OFFSET,
-    FOOTER_KEYS_OFFSET_OFFSET, FOOTER_LSN_MAX_OFFSET, FOOTER_LSN_MIN_OFFSET,
-    HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES, HEADER_CRC_OFFSET, INDEX_BLOCK_LEN_OFFSET,
-    INDEX_BLOCK_OFFSET_OFFSET, INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET, KEY_BYTES_MAX,
-    VALUE_BYTES_MAX,
+    block_crc, u16_at, u32_at, u64_at, u64_from_usize, value_block_crc, LayerSink, ReadAt,
+    ValueKind, BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN,
+    BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET, BLOCK_HEADER_BYTES, DELTA_FORMAT_VERSION,
+    FOOTER_BLOCK_COUNT_OFFSET, FOOTER_BLOOM_CRC_OFFSET, FOOTER_BLOOM_LEN_OFFSET,
+    FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_INDEX_CRC_OFFSET,
+    FOOTER_INDEX_LEN_OFFSET, FOOTER_INDEX_OFFSET_OFFSET, FOOTER_KEYS_CRC_OFFSET,
+    FOOTER_KEYS_LEN_OFFSET, FOOTER_KEYS_OFFSET_OFFSET, FOOTER_LSN_MAX_OFFSET,
+    FOOTER_LSN_MIN_OFFSET, HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES, HEADER_CRC_OFFSET,
+    INDEX_BLOCK_LEN_OFFSET, INDEX_BLOCK_OFFSET_OFFSET, INDEX_ENTRY_HEADER_BYTES,
+    INDEX_FIRST_KEY_LEN_OFFSET, INDEX_FIRST_LSN_OFFSET, INDEX_VALUE_BLOCK_FLAG,
+    INDEX_VALUE_BLOCK_TAIL_BYTES, KEY_BYTES_MAX, VALUE_BYTES_MAX,
 };
 use crate::log::record::{
     decode_log_header, encode_log_header, pad_record, PrevLog, RecordHeader, LOG_HEADER_BYTES,
@@ -280,12 +281,14 @@ pub fn delta_block(data: &[u8]) {
         first_lsn,
         offset,
         len_bytes: len,
+        value_block: None,
     };
     let next = (!next_key.is_empty()).then(|| BlockHandle {
         first_key: next_key.into(),
         first_lsn: next_lsn,
         offset: offset + len,
         len_bytes: u64_from_usize(BLOCK_BYTES_MIN),
+        value_block: None,
     });
     match decode_block(path, &handle, next.as_ref(), block.to_vec()) {
         Ok(entries) => {
@@ -330,7 +333,15 @@ pub fn block_index(data: &[u8]) {
     if !footer_checked {
         return;
     }
-    match decode_index(index, path, index_offset, block_count, lsn_min, lsn_max) {
+    match decode_index(
+        index,
+        path,
+        index_offset,
+        DELTA_FORMAT_VERSION,
+        block_count,
+        lsn_min,
+        lsn_max,
+    ) {
         Ok(handles) => {
             assert_eq!(len_u64(&handles), block_count);
             let mut next = u64_from_usize(HEADER_BYTES);
@@ -361,6 +372,7 @@ pub fn block_index(data: &[u8]) {
                     h.len_bytes,
                     h.first_lsn,
                     &h.first_key,
+                    h.value_block,
                 );
             }
             assert_eq!(next, index_offset, "blocks end where the index starts");
@@ -855,8 +867,8 @@ enum DeltaSeed {
 }
 
 /// Small delta layer files: empty, one entry, many small blocks with shared
-/// prefixes, versions straddling blocks and tombstones, and a value larger
-/// than its block target.
+/// prefixes, versions straddling blocks and tombstones, a value larger
+/// than its block target, and page-sized values in value blocks.
 fn sample_layers() -> Vec<(&'static str, Vec<u8>)> {
     type Entries = Vec<DeltaEntry>;
     let mut layers: Vec<(&'static str, usize, Entries)> = Vec::new();
@@ -892,6 +904,19 @@ fn sample_layers() -> Vec<(&'static str, Vec<u8>)> {
             (b"b".to_vec(), 6, ValueKind::Put, vec![0xab; 200]),
             (b"b".to_vec(), 9, ValueKind::Delete, vec![]),
             (b"c".to_vec(), 2, ValueKind::Put, vec![]),
+        ],
+    ));
+    // Page-sized values: value blocks (format version 3), the block before
+    // one padded to the page.
+    layers.push((
+        "page-values",
+        4096,
+        vec![
+            (b"p1".to_vec(), 3, ValueKind::Put, vec![0x11; 4096]),
+            (b"p2".to_vec(), 4, ValueKind::Put, vec![0x22; 4090]),
+            (b"p3".to_vec(), 5, ValueKind::Put, b"small".to_vec()),
+            (b"p4".to_vec(), 6, ValueKind::Put, vec![0x44; 8192]),
+            (b"p4".to_vec(), 7, ValueKind::Delete, vec![]),
         ],
     ));
     layers
@@ -932,15 +957,23 @@ fn delta_seeds(part: DeltaSeed) -> Vec<(String, Vec<u8>)> {
                 seeds.push((name.to_owned(), input));
             }
             DeltaSeed::Blocks => {
-                let handles =
-                    decode_index(index, path, index_offset, block_count, lsn_min, lsn_max)
-                        .expect("a written index decodes");
+                let handles = decode_index(
+                    index,
+                    path,
+                    index_offset,
+                    DELTA_FORMAT_VERSION,
+                    block_count,
+                    lsn_min,
+                    lsn_max,
+                )
+                .expect("a written index decodes");
                 // The first, a middle and the last block of each layer.
                 let picks = [0, handles.len() / 2, handles.len().saturating_sub(1)];
                 for (i, h) in handles
                     .iter()
                     .enumerate()
-                    .filter(|(i, _)| picks.contains(i))
+                    // The block target parses blocks of entries.
+                    .filter(|(i, h)| picks.contains(i) && h.value_block.is_none())
                 {
                     let mut input = Vec::new();
                     input.extend_from_slice(&h.offset.to_le_bytes());
@@ -1053,12 +1086,31 @@ fn fix_delta_file_checksums(data: &mut [u8]) {
                 let end = start.checked_add(usize::try_from(len).ok()?)?;
                 (end <= footer_at && end - start >= BLOCK_HEADER_BYTES).then_some(start..end)
             });
-            if let Some(block) = block {
-                let b = &data[block.clone()];
-                let crc = block_crc(offset, &b[..BLOCK_CRC_OFFSET], &b[BLOCK_HEADER_BYTES..]);
-                put_u32(data, block.start + BLOCK_CRC_OFFSET, crc);
+            let value_block = key_len & INDEX_VALUE_BLOCK_FLAG != 0;
+            let key_at = pos + INDEX_ENTRY_HEADER_BYTES;
+            let key_end = key_at + usize::from(key_len & !INDEX_VALUE_BLOCK_FLAG);
+            match block {
+                // A value block's crc32c is in its index entry, after the key.
+                Some(block) if value_block => {
+                    let lsn = u64_at(&data[..index.end], pos + INDEX_FIRST_LSN_OFFSET);
+                    if let (Some(lsn), Some(key)) = (lsn, data.get(key_at..key_end)) {
+                        let crc = value_block_crc(offset, lsn, key, &[&data[block]]);
+                        if key_end + INDEX_VALUE_BLOCK_TAIL_BYTES <= index.end {
+                            put_u32(data, key_end + 4, crc);
+                        }
+                    }
+                }
+                Some(block) => {
+                    let b = &data[block.clone()];
+                    let crc = block_crc(offset, &b[..BLOCK_CRC_OFFSET], &b[BLOCK_HEADER_BYTES..]);
+                    put_u32(data, block.start + BLOCK_CRC_OFFSET, crc);
+                }
+                None => {}
             }
-            pos += INDEX_ENTRY_HEADER_BYTES + usize::from(key_len);
+            pos = key_end;
+            if value_block {
+                pos += INDEX_VALUE_BLOCK_TAIL_BYTES;
+            }
         }
     }
     for (offset_at, len_at, crc_at) in [

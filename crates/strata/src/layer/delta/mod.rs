@@ -20,6 +20,11 @@
 //! - a data block holds at least one entry; it exceeds the writer's target
 //!   size only when it holds a single entry larger than the target, or
 //!   spans two aligned pages;
+//! - (version 3) with an aligned target, a put whose value alone needs fewer
+//!   pages than its entry in a block is a *value block*: the value from a
+//!   page boundary, zero-padded to the next, its key, LSN, length and
+//!   crc32c in the block index, so a 4 KiB value is one 4 KiB read; the
+//!   block before it is padded to that boundary;
 //! - with a target that is a multiple of `BLOCK_ALIGN_BYTES` (the default
 //!   4 KiB), a block of small entries never crosses a page boundary, and
 //!   ends on one (padded with zeros) unless the boundary is more than
@@ -126,8 +131,11 @@ pub(crate) struct DeltaLayerSummary {
 
 /// The format version this build writes and the newest it reads.
 /// Version 2 pads data blocks to the page (see `BLOCK_ALIGN_BYTES`);
-/// version 1 files (no padding) read as they are.
-pub(crate) const DELTA_FORMAT_VERSION: u32 = 2;
+/// version 3 adds value blocks (see `INDEX_VALUE_BLOCK_FLAG`), and version 2
+/// files read as they are.
+pub(crate) const DELTA_FORMAT_VERSION: u32 = 3;
+/// The oldest format version a reader opens.
+pub(crate) const DELTA_FORMAT_VERSION_MIN: u32 = 2;
 /// Longest key.
 pub(crate) const KEY_BYTES_MAX: usize = 4096;
 const _: () = assert!(
@@ -195,9 +203,13 @@ pub(crate) const BLOCK_PAYLOAD_BYTES_MAX: usize = if ENTRY_BYTES_MAX > BLOCK_BYT
 } else {
     BLOCK_BYTES_TARGET_MAX
 };
+/// Most zero bytes after the payload of a block that a value block follows:
+/// it is padded to the page boundary, wherever that is, so the value block
+/// starts on one.
+pub(crate) const BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX: usize = BLOCK_ALIGN_BYTES - 1;
 /// Largest block, header and padding included.
 pub(crate) const BLOCK_BYTES_MAX: usize =
-    BLOCK_HEADER_BYTES + BLOCK_PAYLOAD_BYTES_MAX + BLOCK_PAD_BYTES_MAX;
+    BLOCK_HEADER_BYTES + BLOCK_PAYLOAD_BYTES_MAX + BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX;
 /// Smallest block: a header and one entry with a one-byte key and an empty value.
 pub(crate) const BLOCK_BYTES_MIN: usize = BLOCK_HEADER_BYTES + ENTRY_HEADER_BYTES + 1;
 /// Most entries in one block (every entry takes at least its header).
@@ -212,6 +224,15 @@ pub(crate) const INDEX_FIRST_LSN_OFFSET: usize = INDEX_BLOCK_LEN_OFFSET + 8;
 pub(crate) const INDEX_FIRST_KEY_LEN_OFFSET: usize = INDEX_FIRST_LSN_OFFSET + 8;
 /// Bytes of an index entry before its first key.
 pub(crate) const INDEX_ENTRY_HEADER_BYTES: usize = INDEX_FIRST_KEY_LEN_OFFSET + 2;
+/// Set in an index entry's first-key length (version 3) for a **value
+/// block**: one put's value alone, from a page boundary, zero-padded to the
+/// next one, so that a 4 KiB value is one aligned 4 KiB read. Its key is the
+/// entry's first key, its LSN the first LSN; after the key come
+/// `value length u32 | crc32c u32` (`INDEX_VALUE_BLOCK_TAIL_BYTES`), the crc
+/// over the block's offset, LSN, key and bytes ([`value_block_crc`]).
+pub(crate) const INDEX_VALUE_BLOCK_FLAG: u16 = 0x8000;
+pub(crate) const INDEX_VALUE_BLOCK_TAIL_BYTES: usize = 8;
+const _: () = assert!(KEY_BYTES_MAX < INDEX_VALUE_BLOCK_FLAG as usize);
 
 // ---------------------------------------------------------------------------
 // Key range section: key_min and key_max.
@@ -324,6 +345,19 @@ pub(crate) fn usize_from_u64(value: u64, file: &Path, offset: u64, what: &str) -
 pub(crate) fn u64_from_usize(value: usize) -> u64 {
     const _: () = assert!(usize::BITS <= u64::BITS);
     value as u64
+}
+
+/// The crc32c of a value block's bytes (value and padding), kept in its
+/// index entry: seeded with the block's file offset, the LSN and the key,
+/// so that a value read from the wrong place, or under another key's index
+/// entry, fails its check.
+pub(crate) fn value_block_crc(block_offset: u64, lsn: Lsn, key: &[u8], bytes: &[&[u8]]) -> u32 {
+    let crc = crc32c::crc32c(&block_offset.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc, &lsn.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc, key);
+    bytes
+        .iter()
+        .fold(crc, |crc, part| crc32c::crc32c_append(crc, part))
 }
 
 /// The crc32c of a data block: seeded with its file offset so that a block

@@ -43,6 +43,10 @@ use super::{
     INDEX_FIRST_LSN_OFFSET, KEYS_HEADER_BYTES, KEYS_MAX_LEN_OFFSET, KEYS_MIN_LEN_OFFSET,
     KEY_BYTES_MAX, VALUE_BYTES_MAX,
 };
+use super::{
+    value_block_crc, BLOCK_ALIGN_BYTES, BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX, DELTA_FORMAT_VERSION_MIN,
+    INDEX_VALUE_BLOCK_FLAG, INDEX_VALUE_BLOCK_TAIL_BYTES,
+};
 use crate::cache::{Block, BlockCache};
 use crate::error::{Corruption, Error, Result};
 use crate::layer::bloom::BloomFilter;
@@ -57,6 +61,9 @@ pub(crate) struct BlockHandle {
     pub(crate) first_lsn: Lsn,
     pub(crate) offset: u64,
     pub(crate) len_bytes: u64,
+    /// A value block's value length and crc32c (`INDEX_VALUE_BLOCK_FLAG`);
+    /// `None` for a block of entries.
+    pub(crate) value_block: Option<(u32, u32)>,
 }
 
 /// An open delta layer file. See the module documentation.
@@ -189,7 +196,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 supported: DELTA_FORMAT_VERSION,
             });
         }
-        if version != DELTA_FORMAT_VERSION {
+        if version < DELTA_FORMAT_VERSION_MIN {
             return Err(corrupt(
                 path,
                 field(FOOTER_VERSION_OFFSET),
@@ -369,6 +376,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             index_bytes,
             path,
             index_offset,
+            version,
             block_count,
             lsn_min,
             lsn_max,
@@ -726,6 +734,9 @@ fn parse_block(
     next: Option<&BlockHandle>,
     bytes: Block,
 ) -> Result<BlockCursor> {
+    if let Some((value_len, crc)) = handle.value_block {
+        return parse_value_block(path, handle, value_len as usize, crc, bytes);
+    }
     let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
     let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
     let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
@@ -736,9 +747,14 @@ fn parse_block(
         &bytes[BLOCK_HEADER_BYTES..],
     );
     check_crc(path, handle.offset, "data block", stored, found)?;
-    // The payload, then at most BLOCK_PAD_BYTES_MAX zero bytes of padding.
+    // The payload, then at most BLOCK_PAD_BYTES_MAX zero bytes of padding
+    // (up to the page boundary before a value block).
+    let pad_max = match next {
+        Some(n) if n.value_block.is_some() => BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX,
+        _ => BLOCK_PAD_BYTES_MAX,
+    };
     let end = BLOCK_HEADER_BYTES.saturating_add(payload_len);
-    if end > bytes.len() || bytes.len() - end > BLOCK_PAD_BYTES_MAX {
+    if end > bytes.len() || bytes.len() - end > pad_max {
         return Err(corrupt(
             path,
             handle.offset,
@@ -773,6 +789,51 @@ fn parse_block(
         lsn: 0,
         first_expected: Some((handle.first_key.clone(), handle.first_lsn)),
         next_first: next.map(|n| (n.first_key.clone(), n.first_lsn)),
+        value_block: false,
+    })
+}
+
+/// [`parse_block`] for a value block: its bytes checked against the crc32c
+/// of the index entry (seeded with the offset, LSN and key) and its padding
+/// against zeros; the cursor gives the one put. Its order against the
+/// blocks around it is the index's, checked by [`decode_index`].
+fn parse_value_block(
+    path: &Path,
+    handle: &BlockHandle,
+    value_len: usize,
+    stored: u32,
+    bytes: Block,
+) -> Result<BlockCursor> {
+    let found = value_block_crc(
+        handle.offset,
+        handle.first_lsn,
+        &handle.first_key,
+        &[&bytes],
+    );
+    check_crc(path, handle.offset, "value block", stored, found)?;
+    // The index said value_len <= len_bytes = bytes.len().
+    if let Some(at) = bytes
+        .get(value_len..)
+        .and_then(|p| p.iter().position(|&b| b != 0))
+    {
+        return Err(corrupt(
+            path,
+            handle.offset + u64_from_usize(value_len + at),
+            "nonzero byte in a value block's padding",
+        ));
+    }
+    Ok(BlockCursor {
+        end: value_len.min(bytes.len()),
+        bytes,
+        path: path.to_path_buf(),
+        block_offset: handle.offset,
+        pos: 0,
+        remaining: 1,
+        key: handle.first_key.to_vec(),
+        lsn: handle.first_lsn,
+        first_expected: None,
+        next_first: None,
+        value_block: true,
     })
 }
 
@@ -800,6 +861,7 @@ pub(crate) fn decode_index(
     bytes: &[u8],
     path: &Path,
     index_offset: u64,
+    version: u32,
     block_count: u64,
     lsn_min: Lsn,
     lsn_max: Lsn,
@@ -819,12 +881,41 @@ pub(crate) fn decode_index(
             u64_at(bytes, pos + INDEX_BLOCK_LEN_OFFSET).ok_or_else(|| bad("truncated".into()))?;
         let first_lsn =
             u64_at(bytes, pos + INDEX_FIRST_LSN_OFFSET).ok_or_else(|| bad("truncated".into()))?;
-        let key_len = u16_at(bytes, pos + INDEX_FIRST_KEY_LEN_OFFSET)
-            .ok_or_else(|| bad("truncated".into()))? as usize;
+        let key_len_field = u16_at(bytes, pos + INDEX_FIRST_KEY_LEN_OFFSET)
+            .ok_or_else(|| bad("truncated".into()))?;
+        // Version 2 has no value blocks: the flag is then part of an
+        // impossible key length.
+        let is_value_block = version >= 3 && key_len_field & INDEX_VALUE_BLOCK_FLAG != 0;
+        let key_len = if is_value_block {
+            key_len_field & !INDEX_VALUE_BLOCK_FLAG
+        } else {
+            key_len_field
+        } as usize;
         let key_start = pos + INDEX_ENTRY_HEADER_BYTES;
         let first_key = bytes
             .get(key_start..key_start + key_len)
             .ok_or_else(|| bad("key truncated".into()))?;
+        let mut entry_end = key_start + key_len;
+        let value_block = if is_value_block {
+            let value_len =
+                u32_at(bytes, entry_end).ok_or_else(|| bad("value block truncated".into()))?;
+            let crc =
+                u32_at(bytes, entry_end + 4).ok_or_else(|| bad("value block truncated".into()))?;
+            entry_end += INDEX_VALUE_BLOCK_TAIL_BYTES;
+            let page = u64_from_usize(BLOCK_ALIGN_BYTES);
+            if value_len == 0
+                || value_len as usize > VALUE_BYTES_MAX
+                || len_bytes != u64::from(value_len).next_multiple_of(page)
+                || !offset.is_multiple_of(page)
+            {
+                return Err(bad(format!(
+                    "value block of {value_len} bytes at {offset}, {len_bytes} bytes long, is impossible"
+                )));
+            }
+            Some((value_len, crc))
+        } else {
+            None
+        };
         if offset != next_block_offset {
             return Err(bad(format!(
                 "block offset {offset}, expected {next_block_offset}"
@@ -855,8 +946,9 @@ pub(crate) fn decode_index(
             first_lsn,
             offset,
             len_bytes,
+            value_block,
         });
-        pos = key_start + key_len;
+        pos = entry_end;
     }
     if pos != bytes.len() {
         return Err(corrupt(
@@ -923,6 +1015,8 @@ struct BlockCursor {
     /// this block sorts below it, so entries ascend across blocks too. `None`
     /// for the last block.
     next_first: Option<(Box<[u8]>, Lsn)>,
+    /// A value block: one put, `key` at `lsn`, whose value is `bytes[..end]`.
+    value_block: bool,
 }
 
 impl BlockCursor {
@@ -931,6 +1025,17 @@ impl BlockCursor {
     }
 
     fn next_entry(&mut self) -> Result<Option<EntryMeta>> {
+        if self.value_block {
+            if self.remaining == 0 {
+                return Ok(None);
+            }
+            self.remaining = 0;
+            return Ok(Some(EntryMeta {
+                lsn: self.lsn,
+                kind: ValueKind::Put,
+                value: 0..self.end,
+            }));
+        }
         let at = self.block_offset + u64_from_usize(self.pos);
         if self.remaining == 0 {
             if self.pos != self.end {

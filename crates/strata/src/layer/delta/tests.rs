@@ -791,6 +791,8 @@ fn value_strategy() -> impl Strategy<Value = (ValueKind, Vec<u8>)> {
         2 => Just((ValueKind::Put, Vec::new())),
         6 => prop::collection::vec(any::<u8>(), 1..48).prop_map(|v| (ValueKind::Put, v)),
         1 => prop::collection::vec(any::<u8>(), 200..1500).prop_map(|v| (ValueKind::Put, v)),
+        // Around a page: value blocks where blocks are aligned.
+        1 => prop::collection::vec(any::<u8>(), 3990..8300).prop_map(|v| (ValueKind::Put, v)),
     ]
 }
 
@@ -862,9 +864,12 @@ fn block_extents(bytes: &[u8]) -> Vec<(usize, usize)> {
     for _ in 0..block_count {
         let offset = u64_at(bytes, pos + INDEX_BLOCK_OFFSET_OFFSET).expect("offset") as usize;
         let len = u64_at(bytes, pos + INDEX_BLOCK_LEN_OFFSET).expect("len") as usize;
-        let key_len = u16_at(bytes, pos + INDEX_FIRST_KEY_LEN_OFFSET).expect("key len") as usize;
+        let key_len = u16_at(bytes, pos + INDEX_FIRST_KEY_LEN_OFFSET).expect("key len");
         blocks.push((offset, len));
-        pos += INDEX_ENTRY_HEADER_BYTES + key_len;
+        pos += INDEX_ENTRY_HEADER_BYTES + usize::from(key_len & !INDEX_VALUE_BLOCK_FLAG);
+        if key_len & INDEX_VALUE_BLOCK_FLAG != 0 {
+            pos += INDEX_VALUE_BLOCK_TAIL_BYTES;
+        }
     }
     blocks
 }
@@ -1072,7 +1077,7 @@ proptest! {
     #[test]
     fn random_corruption_of_random_layers_never_answers_wrong(
         model in model_strategy(),
-        block_bytes in prop::sample::select(vec![64usize, 256]),
+        block_bytes in prop::sample::select(vec![64usize, 256, 4096]),
         flips in prop::collection::vec((any::<prop::sample::Index>(), 1..=255u8), 1..12),
     ) {
         let (good, _) = build(&model, block_bytes);
@@ -1211,6 +1216,11 @@ fn format_doc_tables_match_the_constants() {
         ("BLOCK_BYTES_MIN", BLOCK_BYTES_MIN),
         ("FOOTER_BYTES_MAX", FOOTER_BYTES_MAX),
         ("BLOOM_HASH_COUNT_MAX", BLOOM_HASH_COUNT_MAX as usize),
+        ("BLOCK_PAD_BYTES_MAX", BLOCK_PAD_BYTES_MAX),
+        (
+            "BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX",
+            BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX,
+        ),
     ];
     for (name, value) in limits {
         let needle = format!("`{name}`");
@@ -1291,5 +1301,143 @@ fn mid_size_entries_take_two_pages_rather_than_waste_a_quarter_of_one() {
         for (key, _) in model.keys() {
             assert_eq!(reader.get(key, 1).expect("get"), model_get(&model, key, 1));
         }
+    }
+}
+
+/// `bytes` as format version `version`: header and footer fields and
+/// their checksums rewritten.
+fn as_version(mut bytes: Vec<u8>, version: u32) -> Vec<u8> {
+    bytes[HEADER_VERSION_OFFSET..HEADER_VERSION_OFFSET + 4].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..HEADER_CRC_OFFSET]);
+    bytes[HEADER_CRC_OFFSET..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+    patch_footer(&mut bytes, FOOTER_VERSION_OFFSET, &version.to_le_bytes());
+    bytes
+}
+
+/// Keys of 4 KiB values (the fio engine's blocks) among small entries, a
+/// tombstone, several versions, and values of 4090 and 8192 bytes.
+fn value_block_model() -> Model {
+    let mut model = Model::new();
+    for i in 0..60u32 {
+        let key = format!("key-{i:05}");
+        let len = match i % 10 {
+            7 => 4090,
+            8 => 8192,
+            _ => 4096,
+        };
+        put(
+            &mut model,
+            key.as_bytes(),
+            5,
+            &vec![1 + (i % 250) as u8; len],
+        );
+        if i % 4 == 0 {
+            put(&mut model, key.as_bytes(), 9, &vec![2; 4096]);
+            put(
+                &mut model,
+                format!("{key}-small").as_bytes(),
+                3,
+                b"a small one",
+            );
+        }
+        if i % 6 == 0 {
+            model.insert((key.into_bytes(), 12), (ValueKind::Delete, Vec::new()));
+        }
+    }
+    model
+}
+
+#[test]
+fn a_4_kib_value_is_one_aligned_4_kib_read() {
+    let model = value_block_model();
+    let (file, _) = build(&model, BLOCK_ALIGN_BYTES);
+    let reader = open_mem(file.clone());
+    let first_key = model.keys().next().expect("a key").0.clone();
+    let mut value_blocks = 0;
+    for ((key, lsn), (kind, value)) in &model {
+        let before = reader.file().reads();
+        assert_eq!(
+            reader.get(key, *lsn).expect("get"),
+            Some((*lsn, *kind, value.clone()))
+        );
+        assert_eq!(reader.file().reads() - before, 1, "one read per get");
+        if *kind == ValueKind::Put && value.len() >= 4096 && *key != first_key {
+            // Its own block: the value's pages, from a page boundary.
+            let (_, offset, len) = reader.point_read_plan(key, *lsn).expect("a block");
+            assert_eq!(offset % BLOCK_ALIGN_BYTES as u64, 0, "{key:?}");
+            assert_eq!(len, value.len().next_multiple_of(BLOCK_ALIGN_BYTES) as u64);
+            value_blocks += 1;
+        }
+        // The versions around it answer too.
+        assert_eq!(
+            reader.get(key, lsn - 1).expect("get"),
+            model_get(&model, key, lsn - 1)
+        );
+    }
+    assert!(value_blocks >= 60, "{value_blocks} value blocks");
+    assert_eq!(
+        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+        model_range(&model, Bound::Unbounded, Bound::Unbounded)
+    );
+    // What the pages hold is the values: the file is barely larger.
+    let data: usize = model.values().map(|(_, v)| v.len()).sum();
+    let pages: usize = model
+        .values()
+        .map(|(_, v)| v.len().next_multiple_of(BLOCK_ALIGN_BYTES))
+        .sum();
+    assert!(
+        file.len() < pages + (32 << 10),
+        "{} B for {data} B",
+        file.len()
+    );
+    // The same layer without value blocks is what format version 2 reads;
+    // with them, version 2 is refused as corrupt (an impossible key length).
+    let err = DeltaLayerReader::open(MemFile::new(as_version(file, 2))).expect_err("v2");
+    assert!(err.is_corruption(), "{err}");
+}
+
+#[test]
+fn a_version_2_layer_still_reads() {
+    let model = small_model();
+    let (file, _) = build(&model, BLOCK_ALIGN_BYTES);
+    let reader = open_mem(as_version(file.clone(), 2));
+    for (key, lsn) in model.keys() {
+        assert_eq!(
+            reader.get(key, *lsn).expect("get"),
+            model_get(&model, key, *lsn)
+        );
+    }
+    let err = DeltaLayerReader::open(MemFile::new(as_version(file, 1))).expect_err("v1");
+    assert!(err.is_corruption(), "{err}");
+}
+
+#[test]
+fn a_flipped_byte_of_a_value_block_is_corruption_at_its_offset() {
+    let model = value_block_model();
+    let (good, _) = build(&model, BLOCK_ALIGN_BYTES);
+    let reader = open_mem(good.clone());
+    // A 4090-byte value: a byte of the value, and one of its padding.
+    let (key, lsn) = model
+        .iter()
+        .find(|(_, (_, v))| v.len() == 4090)
+        .map(|(k, _)| k.clone())
+        .expect("a 4090-byte value");
+    let (_, offset, len) = reader.point_read_plan(&key, lsn).expect("a block");
+    assert_eq!(len, 4096);
+    for at in [offset as usize + 17, offset as usize + 4093] {
+        let mut bytes = good.clone();
+        bytes[at] ^= 0x40;
+        let reader = open_mem(bytes);
+        let err = reader.get(&key, lsn).expect_err("a flipped byte");
+        assert!(err.is_corruption(), "{err}");
+        assert!(
+            err.to_string().contains(&format!("offset {offset}")),
+            "{err}"
+        );
+        let scanned: Result<Vec<_>> = reader
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .expect("range")
+            .collect();
+        assert!(scanned.expect_err("a scan").is_corruption());
     }
 }

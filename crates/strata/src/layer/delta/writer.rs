@@ -11,20 +11,27 @@
 //! target: before it would cross the page boundary, then padded to it, or,
 //! where that would waste more than an eighth of the page, at the boundary
 //! after the next: `take_next_page`), and an entry larger than the target
-//! gets a block of its own. After the sink fails, the writer refuses
-//! every further call (the file is incomplete and must be discarded).
+//! gets a block of its own (closed by the next `add` or `finish`, which
+//! know whether a value block follows it). With a page-multiple target, a
+//! put whose value alone takes fewer pages than its entry would is written
+//! as a value block (`value_block_saves_a_page`): the block before it is
+//! padded to the page boundary, so the value starts on one (except as the
+//! file's first entry, after the 24-byte header: that one is an entry).
+//! After the sink fails, the writer refuses every further call (the file
+//! is incomplete and must be discarded).
 //!
 //! Thread-safety: a writer is used by one thread at a time (`Send` when the
 //! sink is).
 
 use std::cmp::Ordering;
 
+use super::value_block_crc;
 use super::{
     block_crc, u64_from_usize, DeltaLayerSummary, LayerSink, Lsn, ValueKind, BLOCK_ALIGN_BYTES,
     BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET,
     BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAD_BYTES_MAX, BLOCK_PAYLOAD_LEN_OFFSET,
     DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC,
-    HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, VALUE_BYTES_MAX,
+    HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, INDEX_VALUE_BLOCK_FLAG, VALUE_BYTES_MAX,
 };
 use crate::error::{Error, InvalidInput, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter};
@@ -43,6 +50,9 @@ pub(crate) struct DeltaLayerWriter<S: LayerSink> {
     /// Set when the open (aligned) block takes the page after its first
     /// too (see `take_next_page`).
     block_two_pages: bool,
+    /// Set when the open block holds an entry larger than the target: no
+    /// other entry joins it.
+    block_full: bool,
     /// First key and LSN of the open block; meaningful when `block_entries > 0`.
     block_first_key: Vec<u8>,
     block_first_lsn: Lsn,
@@ -93,6 +103,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             block,
             block_entries: 0,
             block_two_pages: false,
+            block_full: false,
             block_first_key: Vec::new(),
             block_first_lsn: 0,
             index: Vec::new(),
@@ -152,19 +163,36 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         };
 
         let entry_full_bytes = ENTRY_HEADER_BYTES + key.len() + value.len();
-        if entry_full_bytes > self.block_bytes_target {
+        if self.value_block_saves_a_page(key.len(), kind, value.len()) {
+            // The open block ends on the page boundary: the value starts there.
+            self.finish_block(true)?;
+            if self
+                .offset
+                .is_multiple_of(u64_from_usize(BLOCK_ALIGN_BYTES))
+            {
+                self.push_value_block(key, lsn, value)?;
+            } else {
+                // The file's first entry, right after the header.
+                self.push_entry(key, lsn, kind, value);
+                self.block_full = true;
+            }
+        } else if entry_full_bytes > self.block_bytes_target {
             // Too large to share a block: it gets one of its own.
-            self.finish_block()?;
+            self.finish_block(false)?;
             self.push_entry(key, lsn, kind, value);
-            self.finish_block()?;
+            self.block_full = true;
         } else {
             let shared = self.shared_prefix_bytes(key);
             let entry_bytes = entry_full_bytes - shared;
-            if self.block_entries > 0 && self.block.len() + entry_bytes > self.block_bytes_limit() {
+            if self.block_full {
+                self.finish_block(false)?;
+            } else if self.block_entries > 0
+                && self.block.len() + entry_bytes > self.block_bytes_limit()
+            {
                 if self.take_next_page(entry_bytes) {
                     self.block_two_pages = true;
                 } else {
-                    self.finish_block()?;
+                    self.finish_block(false)?;
                 }
             }
             self.push_entry(key, lsn, kind, value);
@@ -189,7 +217,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     /// and the footer; returns the sink and what the file holds.
     pub(crate) fn finish(mut self) -> Result<(S, DeltaLayerSummary)> {
         self.check_not_failed()?;
-        self.finish_block()?;
+        self.finish_block(false)?;
 
         let index_offset = self.offset;
         let index = std::mem::take(&mut self.index);
@@ -306,12 +334,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         self.last_key.extend_from_slice(key);
     }
 
-    /// Closes the open block (if it holds entries): fills its header, appends
-    /// it, records it in the index.
-    fn finish_block(&mut self) -> Result<()> {
-        if self.block_entries == 0 {
-            return Ok(());
-        }
+    /// Refuses a block past `BLOCK_COUNT_MAX`.
+    fn check_block_count(&self) -> Result<()> {
         if self.block_count >= BLOCK_COUNT_MAX {
             return Err(InvalidInput::OptionOutOfRange {
                 option: "delta layer size",
@@ -320,11 +344,66 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             }
             .into());
         }
+        Ok(())
+    }
+
+    /// Whether a put of this size is written as a value block: blocks are
+    /// aligned, the value alone takes fewer pages than its entry in a block
+    /// of its own (a 4 KiB value: one page, not two), and its padding is at
+    /// most `BLOCK_PAD_BYTES_MAX` (a small value under a long key stays an
+    /// entry).
+    fn value_block_saves_a_page(&self, key_len: usize, kind: ValueKind, value_len: usize) -> bool {
+        let pages = |bytes: usize| bytes.div_ceil(BLOCK_ALIGN_BYTES);
+        self.aligned()
+            && kind == ValueKind::Put
+            && value_len > 0
+            && value_len.next_multiple_of(BLOCK_ALIGN_BYTES) - value_len <= BLOCK_PAD_BYTES_MAX
+            && pages(value_len)
+                < pages(BLOCK_HEADER_BYTES + ENTRY_HEADER_BYTES + key_len + value_len)
+    }
+
+    /// Appends `value` as a value block at the (page-aligned) offset and
+    /// records it, with its key, LSN, length and crc32c, in the index.
+    fn push_value_block(&mut self, key: &[u8], lsn: Lsn, value: &[u8]) -> Result<()> {
+        /// The padding of value blocks.
+        static ZEROS: [u8; BLOCK_ALIGN_BYTES] = [0; BLOCK_ALIGN_BYTES];
+        debug_assert!(self.block_entries == 0);
+        self.check_block_count()?;
+        let block_offset = self.offset;
+        let padding = &ZEROS[..value.len().next_multiple_of(BLOCK_ALIGN_BYTES) - value.len()];
+        let crc = value_block_crc(block_offset, lsn, key, &[value, padding]);
+        self.append(value)?;
+        self.append(padding)?;
+        encode_index_entry(
+            &mut self.index,
+            block_offset,
+            u64_from_usize(value.len() + padding.len()),
+            lsn,
+            key,
+            // At most VALUE_BYTES_MAX (checked by `add`), so a u32.
+            Some((value.len() as u32, crc)),
+        );
+        self.block_count += 1;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        Ok(())
+    }
+
+    /// Closes the open block (if it holds entries): fills its header, appends
+    /// it, records it in the index. With `before_value_block`, an aligned
+    /// block is padded to the page boundary however far it is (a value
+    /// block follows and must start there).
+    fn finish_block(&mut self, before_value_block: bool) -> Result<()> {
+        self.block_full = false;
+        if self.block_entries == 0 {
+            return Ok(());
+        }
+        self.check_block_count()?;
         let payload_len = self.block.len() - BLOCK_HEADER_BYTES;
         debug_assert!(payload_len <= super::BLOCK_PAYLOAD_BYTES_MAX);
         let end = self.offset + u64_from_usize(self.block.len());
         let pad = (end.next_multiple_of(u64_from_usize(BLOCK_ALIGN_BYTES)) - end) as usize;
-        if self.aligned() && pad <= BLOCK_PAD_BYTES_MAX {
+        if self.aligned() && (pad <= BLOCK_PAD_BYTES_MAX || before_value_block) {
             self.block.resize(self.block.len() + pad, 0);
         }
         self.block_two_pages = false;
@@ -352,6 +431,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             block_len,
             self.block_first_lsn,
             &self.block_first_key,
+            None,
         );
         self.block_count += 1;
 
@@ -417,20 +497,31 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
 }
 
 /// Appends the block index entry of a block at `block_offset` of `block_len`
-/// bytes whose first entry is (`first_key`, `first_lsn`).
+/// bytes whose first entry is (`first_key`, `first_lsn`); for a value
+/// block, `value_block` is its value's (length, crc32c).
 pub(crate) fn encode_index_entry(
     index: &mut Vec<u8>,
     block_offset: u64,
     block_len: u64,
     first_lsn: Lsn,
     first_key: &[u8],
+    value_block: Option<(u32, u32)>,
 ) {
     debug_assert!(!first_key.is_empty() && first_key.len() <= super::KEY_BYTES_MAX);
     index.extend_from_slice(&block_offset.to_le_bytes());
     index.extend_from_slice(&block_len.to_le_bytes());
     index.extend_from_slice(&first_lsn.to_le_bytes());
-    index.extend_from_slice(&(first_key.len() as u16).to_le_bytes()); // <= KEY_BYTES_MAX
+    let flag = if value_block.is_some() {
+        INDEX_VALUE_BLOCK_FLAG
+    } else {
+        0
+    };
+    index.extend_from_slice(&(first_key.len() as u16 | flag).to_le_bytes()); // <= KEY_BYTES_MAX
     index.extend_from_slice(first_key);
+    if let Some((value_len, crc)) = value_block {
+        index.extend_from_slice(&value_len.to_le_bytes());
+        index.extend_from_slice(&crc.to_le_bytes());
+    }
 }
 
 /// The error for a key smaller than the previous one.
