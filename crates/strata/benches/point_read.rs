@@ -2,12 +2,12 @@
 //! uncached get within 1.15× of the device's 4 KiB random read).
 //!
 //! Loads the phases experiment's shape (random 32-byte keys, 256-byte
-//! values, `STRATA_BENCH_MIB` MiB, default 256) with no block cache,
-//! compacts it, then alternates, in one loop so both see the same noise:
-//! a `get` of a random loaded key, and an O_DIRECT 4 KiB `pread` at a
-//! random aligned offset of a random layer file of the same database. It
-//! prints both latency distributions, their ratio, and the engine's own
-//! reads and bytes per get.
+//! values or `STRATA_BENCH_VALUE_BYTES`, `STRATA_BENCH_MIB` MiB, default
+//! 256) with no block cache, compacts it, then alternates, in one loop so
+//! both see the same noise: a `get` of a random loaded key, and an O_DIRECT
+//! 4 KiB `pread` at a random aligned offset of a random layer file of the
+//! same database. It prints both latency distributions, their ratio, and
+//! the engine's own reads and bytes per get.
 //!
 //! Then the same loop while a background L0 merge runs (a quarter of the
 //! data updated into L0 layers past the trigger), at the default pace or
@@ -25,7 +25,14 @@ use strata::io::{AlignedBuf, FileClass, OpKind};
 use strata::{Db, IoMode, Options, WriteBatch, WriteOptions};
 
 const KEY_BYTES: usize = 32;
-const VALUE_BYTES: usize = 256;
+/// `STRATA_BENCH_VALUE_BYTES`, default 256 (4096: a page-sized value, which
+/// strata stores as a value block: one 4 KiB read).
+fn value_bytes() -> usize {
+    std::env::var("STRATA_BENCH_VALUE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
 const SAMPLES: usize = 20_000;
 
 /// xorshift64*: the keys are regenerated from the seed, not kept.
@@ -53,35 +60,49 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e6
 }
 
-/// One get of a random loaded key (checked), then one O_DIRECT 4 KiB pread
-/// at a random page of a random layer file: their latencies.
-fn get_then_pread(
+/// One get of a random loaded key (checked) and one O_DIRECT 4 KiB pread
+/// at a random page of a random layer file, back to back, in turn first
+/// (`n` even: the get): their latencies. Whichever goes first follows the
+/// loop's own work, a gap in which the device may take up background I/O.
+fn get_and_pread(
     db: &Db,
+    n: usize,
     keys: u64,
     layers: &[(std::fs::File, u64)],
     page: &mut AlignedBuf,
     rng: &mut Rng,
 ) -> (Duration, Duration) {
     let k = key(rng.next() % keys);
-    let t = Instant::now();
-    let v = db.get(k).expect("get");
-    let get = t.elapsed();
-    assert_eq!(v.map(|v| v.len()), Some(VALUE_BYTES));
-
     let (file, pages) = &layers[(rng.next() % layers.len() as u64) as usize];
     let offset = (rng.next() % pages) * 4096;
-    let t = Instant::now();
-    // SAFETY: `page` is 4096 writable bytes, aligned for O_DIRECT.
-    let n = unsafe {
-        libc::pread(
-            file.as_raw_fd(),
-            page.as_mut_ptr().cast(),
-            4096,
-            offset as libc::off_t,
-        )
+    let get = || {
+        let t = Instant::now();
+        let v = db.get(k).expect("get");
+        (t.elapsed(), v.map(|v| v.len()))
     };
-    let pread = t.elapsed();
-    assert_eq!(n, 4096, "pread: {}", std::io::Error::last_os_error());
+    let pread = |page: &mut AlignedBuf| {
+        let t = Instant::now();
+        // SAFETY: `page` is 4096 writable bytes, aligned for O_DIRECT.
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                page.as_mut_ptr().cast(),
+                4096,
+                offset as libc::off_t,
+            )
+        };
+        let took = t.elapsed();
+        assert_eq!(n, 4096, "pread: {}", std::io::Error::last_os_error());
+        took
+    };
+    let ((get, len), pread) = if n.is_multiple_of(2) {
+        let g = get();
+        (g, pread(page))
+    } else {
+        let p = pread(page);
+        (get(), p)
+    };
+    assert_eq!(len, Some(value_bytes()));
     (get, pread)
 }
 
@@ -105,19 +126,19 @@ fn during_compaction(
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(opts.compaction_bytes_per_sec),
-            layer_size_bytes_max: (keys * (KEY_BYTES + VALUE_BYTES) as u64 / 16).max(1 << 20),
+            layer_size_bytes_max: (keys * (KEY_BYTES + value_bytes()) as u64 / 16).max(1 << 20),
             ..opts.clone()
         },
     )
     .expect("reopen");
-    let value = [0xa5u8; VALUE_BYTES];
+    let value = vec![0xa5u8; value_bytes()];
     let mut rng = Rng(0xfeed);
     let mut batch = WriteBatch::new();
     let compactions = db.stats().compactions;
     // Updates until the flushes have made `trigger` L0 layers (the
     // compaction starts as the last one lands).
     while db.stats().l0_layers + db.stats().frozen_layers < trigger {
-        batch.put(key(rng.next() % keys), value);
+        batch.put(key(rng.next() % keys), &value);
         if batch.len() == 1000 {
             db.write(&batch, WriteOptions::default()).expect("write");
             batch.clear();
@@ -129,20 +150,27 @@ fn during_compaction(
     }
     let mut page = AlignedBuf::zeroed(4096, 4096);
     let (mut gets, mut preads) = (Vec::new(), Vec::new());
+    let before = db.stats();
     let start = Instant::now();
-    while db.stats().compactions == compactions && gets.len() < 50 * SAMPLES {
-        let (get, pread) = get_then_pread(&db, keys, layers, &mut page, &mut rng);
+    // (The stats every 64 samples only: they take longer than a get.)
+    while (!gets.len().is_multiple_of(64) || db.stats().compactions == compactions)
+        && gets.len() < 50 * SAMPLES
+    {
+        let (get, pread) = get_and_pread(&db, gets.len(), keys, layers, &mut page, &mut rng);
         gets.push(get);
         preads.push(pread);
     }
     let took = start.elapsed();
     gets.sort();
     preads.sort();
+    let after = db.stats();
     println!(
-        "during a background L0 merge ({} samples in {:.1} s, {} compactions):",
+        "during a background L0 merge ({} samples in {:.1} s, {} compactions, {:.2} engine reads per get):",
         gets.len(),
         took.as_secs_f64(),
-        db.stats().compactions - compactions
+        after.compactions - compactions,
+        (after.point_lookup_reads - before.point_lookup_reads) as f64
+            / (after.point_lookups - before.point_lookups).max(1) as f64
     );
     for (name, d) in [("get", &gets), ("O_DIRECT pread 4 KiB", &preads)] {
         println!(
@@ -171,11 +199,11 @@ fn main() {
         ..Options::default()
     };
     let db = Db::open(&dir, opts.clone()).expect("open");
-    let keys = (mib << 20) / (KEY_BYTES + VALUE_BYTES) as u64;
-    let value = [0x5au8; VALUE_BYTES];
+    let keys = (mib << 20) / (KEY_BYTES + value_bytes()) as u64;
+    let value = vec![0x5au8; value_bytes()];
     let mut batch = WriteBatch::new();
     for i in 0..keys {
-        batch.put(key(i), value);
+        batch.put(key(i), &value);
         if batch.len() == 1000 {
             db.write(&batch, WriteOptions::default()).expect("write");
             batch.clear();
@@ -213,8 +241,8 @@ fn main() {
     let mut rng = Rng(0x0123_4567_89AB_CDEF);
     let (mut gets, mut preads) = (Vec::new(), Vec::new());
     let before = db.stats().io;
-    for _ in 0..SAMPLES {
-        let (get, pread) = get_then_pread(&db, keys, &layers, &mut page, &mut rng);
+    for n in 0..SAMPLES {
+        let (get, pread) = get_and_pread(&db, n, keys, &layers, &mut page, &mut rng);
         gets.push(get);
         preads.push(pread);
     }

@@ -77,10 +77,18 @@ impl DbInner {
         }
     }
 
-    /// Background compaction runs unpaced while the L0 backlog slows
-    /// writers (half of `l0_slowdown_layers` at a job's start, or a writer
-    /// slowed since).
-    fn set_hurry(&self, hurry: bool) {
+    /// Whether compaction is behind with `l0` L0 layers: two jobs' worth
+    /// (`2 × l0_compaction_trigger`), or half of `l0_slowdown_layers`.
+    /// Checked at a job's start and after each flush.
+    pub(super) fn behind_on_l0(&self, l0: usize) -> bool {
+        let trigger = self.opts.l0_compaction_trigger;
+        trigger > 0 && l0 >= (2 * trigger).min(self.opts.l0_slowdown_layers.div_ceil(2))
+    }
+
+    /// Background compaction runs unpaced, and its I/O in the best-effort
+    /// class rather than the idle one, while it is behind
+    /// ([`Self::behind_on_l0`]) or writers are slowed by the L0 backlog.
+    pub(super) fn set_hurry(&self, hurry: bool) {
         self.pacer.hurry.store(hurry, Ordering::Relaxed);
         crate::io::priority::set_urgent(hurry);
     }
@@ -111,7 +119,7 @@ impl DbInner {
         let version = self.version()?;
         let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
         let cancelled = || self.compaction_cancelled() && !force;
-        self.set_hurry(version.l0.len() >= self.opts.l0_slowdown_layers.div_ceil(2));
+        self.set_hurry(self.behind_on_l0(version.l0.len()));
         let take_id = || Ok(lock(&self.manifest)?.take_file_id());
         let runs: Vec<RunView> = version
             .runs

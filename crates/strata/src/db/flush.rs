@@ -167,6 +167,12 @@ impl DbInner {
         })?;
         let delta = Arc::new(Layer::with_reader(desc, Arc::clone(&self.layer_io), reader));
         self.install(|v| v.with_flushed(layer, delta))?;
+        // A job running in the idle I/O class while L0 piles up would let
+        // the L0 layers' indexes and filters, and every read's layer
+        // count, grow: it hurries from here.
+        if self.behind_on_l0(self.version()?.l0.len()) {
+            self.set_hurry(true);
+        }
         self.signal_compaction();
         // The flush is done: a log the manifest no longer lists is garbage
         // that the next open removes if this fails.
