@@ -7,16 +7,17 @@
 //! The compaction thread's I/O runs in the **idle** class: Linux's
 //! mq-deadline and BFQ schedulers dispatch an idle request only while no
 //! request of a higher class is queued or in flight (and any request that
-//! waited 10 s, mq-deadline's `prio_aging_expire`), so a get never waits
-//! behind a merge's 64 KiB writes and read-ahead, and the merge uses what
-//! the foreground leaves. Measured with `cargo bench -p strata --bench
-//! point_read` (gets and raw 4 KiB preads while a paced L0 merge runs): get
-//! p50 45–50 µs against 80–99 µs in the best-effort class, p90 71–85 µs
-//! against 506–789 µs, p99.9 0.8–1 ms against 8.6–9.8 ms; the merge took
-//! 6–10 s instead of 1.5–2 s beside that back-to-back read loop. A merge
-//! writers wait for must not be starved so: while the L0 backlog slows
-//! writers (`Pacer::hurry`), [`set_urgent`] puts the thread back in the
-//! best-effort class.
+//! waited 10 s, mq-deadline's `prio_aging_expire`), so a get does not
+//! queue behind a merge's 64 KiB writes and read-ahead (it may still find
+//! one in flight), and the merge uses what the foreground leaves. Measured with `cargo bench -p strata --bench
+//! point_read` (gets and raw 4 KiB preads back to back while a paced L0
+//! merge runs; two runs each): get p50 35–39 µs against 39–43 µs in the
+//! best-effort class, p90 42–48 against 77–99 µs, p99 81–106 against
+//! 347–391 µs, p99.9 0.4–0.6 ms against 0.55–1.5 ms; the merge took 14–15 s
+//! instead of 1.3–1.4 s beside that loop, which leaves the device no rest.
+//! A merge that falls behind must not be starved so: while it is behind
+//! (`Pacer::hurry`: L0 at twice the trigger, or writers slowed by the L0
+//! backlog), [`set_urgent`] puts the thread back in the best-effort class.
 //!
 //! Invariants: only a thread that called [`yield_to_foreground`] ever has
 //! its priority changed here (a writer that compacts inline, or a caller of
