@@ -64,6 +64,10 @@ pub fn to_json(stats: &Stats) -> Value {
         "block_cache_hits": stats.block_cache_hits,
         "block_cache_misses": stats.block_cache_misses,
         "index_memory_bytes": stats.index_memory_bytes,
+        "layer_readers_open": stats.layer_readers_open,
+        "layer_readers_closed": stats.layer_readers_closed,
+        "point_lookups": stats.point_lookups,
+        "point_lookup_reads": stats.point_lookup_reads,
         "io": io_json(&stats.io),
     })
 }
@@ -126,7 +130,19 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
         ),
         (
             "index memory",
-            human_bytes(u64::try_from(stats.index_memory_bytes).unwrap_or(u64::MAX)),
+            format!(
+                "{} ({} layer files open, {} closed to stay within the budget)",
+                human_bytes(u64::try_from(stats.index_memory_bytes).unwrap_or(u64::MAX)),
+                stats.layer_readers_open,
+                stats.layer_readers_closed
+            ),
+        ),
+        (
+            "point lookups",
+            format!(
+                "{} ({} data blocks read)",
+                stats.point_lookups, stats.point_lookup_reads
+            ),
         ),
     ];
 

@@ -130,7 +130,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let summary = &lines[..10];
+    let summary = &lines[..11];
     let labels: Vec<&str> = summary
         .iter()
         .map(|l| l[..l.find("  ").unwrap()].trim())
@@ -147,7 +147,8 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "compactions",
             "compaction error",
             "block cache",
-            "index memory"
+            "index memory",
+            "point lookups"
         ],
         "{}",
         run.stdout
@@ -177,10 +178,18 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(&summary[6][column..], "0");
     assert_eq!(&summary[7][column..], "none");
     assert_eq!(&summary[8][column..], "0 B (0 hits, 0 misses)");
-    assert!(summary[9][column..].ends_with('B'), "{}", run.stdout);
+    // "1.2 KiB (0 layer files open, 0 closed to stay within the budget)"
+    let index = &summary[9][column..];
+    assert!(
+        index.ends_with(" layer files open, 0 closed to stay within the budget)"),
+        "{}",
+        run.stdout
+    );
+    assert!(index.split(" (").next().unwrap().ends_with('B'), "{index}");
+    assert_eq!(&summary[10][column..], "0 (0 data blocks read)");
 
-    assert_eq!(lines[10], "");
-    let header: Vec<&str> = lines[11]
+    assert_eq!(lines[11], "");
+    let header: Vec<&str> = lines[12]
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -196,7 +205,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "syncs"
         ]
     );
-    let rows: Vec<&str> = lines[12..]
+    let rows: Vec<&str> = lines[13..]
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
@@ -206,7 +215,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     );
     // Right-aligned: every row of the table ends at the same column.
     assert!(
-        lines[11..].iter().all(|l| l.len() == lines[11].len()),
+        lines[12..].iter().all(|l| l.len() == lines[12].len()),
         "{}",
         run.stdout
     );
@@ -245,7 +254,11 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "l1_layers",
             "l1_runs",
             "last_lsn",
-            "open_layer_bytes"
+            "layer_readers_closed",
+            "layer_readers_open",
+            "open_layer_bytes",
+            "point_lookup_reads",
+            "point_lookups"
         ]
     );
     let number = |key: &str| {

@@ -29,8 +29,9 @@ pub use db::{Db, Snapshot, Stats};
 pub use error::{Corruption, Error, InvalidInput, Result};
 pub use io::{IoEngine, IoMode};
 pub use options::{
-    Options, WriteOptions, BATCH_BYTES_MAX, BLOCK_CACHE_BYTES_DEFAULT, KEY_BYTES_MAX,
-    LAYER_BYTES_MAX, LAYER_BYTES_MIN, VALUE_BYTES_MAX_DEFAULT, VALUE_BYTES_MAX_LIMIT,
+    Options, WriteOptions, BATCH_BYTES_MAX, BLOCK_CACHE_BYTES_DEFAULT,
+    INDEX_MEMORY_BYTES_MAX_DEFAULT, KEY_BYTES_MAX, LAYER_BYTES_MAX, LAYER_BYTES_MIN,
+    VALUE_BYTES_MAX_DEFAULT, VALUE_BYTES_MAX_LIMIT,
 };
 pub use read::Scan;
 

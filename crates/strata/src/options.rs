@@ -39,6 +39,9 @@ pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
 pub const COMPACTION_BYTES_PER_SEC_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::block_cache_bytes`.
 pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Default of `Options::index_memory_bytes_max`: the indexes and filters of
+/// about 16 GiB of layers of small entries (~1.5% of the data).
+pub const INDEX_MEMORY_BYTES_MAX_DEFAULT: u64 = 256 << 20;
 
 /// Checks a key against the key limits (1..=KEY_BYTES_MAX bytes).
 pub(crate) fn check_key(key: &[u8]) -> std::result::Result<(), InvalidInput> {
@@ -108,6 +111,12 @@ pub struct Options {
     /// Memory for verified data blocks of layer files, bytes (reads are
     /// O_DIRECT: this is the only cache); 0: none.
     pub block_cache_bytes: u64,
+    /// Memory for the block indexes and bloom filters of open layer files,
+    /// bytes: past it, the files read least recently are closed, and their
+    /// next read opens them again (footer, index and filter: reads of their
+    /// own). 0: no limit. `Stats::index_memory_bytes` and
+    /// `Stats::layer_readers_closed` show how it fares.
+    pub index_memory_bytes_max: u64,
     /// Create the database if the directory holds none.
     pub create_if_missing: bool,
     /// Where the database's files live: every operating-system call goes
@@ -138,6 +147,7 @@ impl Default for Options {
             compaction_bytes_per_sec: COMPACTION_BYTES_PER_SEC_DEFAULT,
             image_run_threshold: IMAGE_RUN_THRESHOLD_DEFAULT,
             block_cache_bytes: BLOCK_CACHE_BYTES_DEFAULT,
+            index_memory_bytes_max: INDEX_MEMORY_BYTES_MAX_DEFAULT,
             create_if_missing: true,
             storage: None,
         }

@@ -28,8 +28,8 @@ use crate::manifest::{delta_name, LayerDesc, Level};
 use std::cmp::Reverse;
 use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 /// Where layer files live and how they are opened.
 pub(crate) struct LayerIo {
@@ -43,6 +43,8 @@ pub(crate) struct LayerIo {
     /// multi_get; not the reads that open a file, not scans, not
     /// background jobs): `Stats::point_lookup_reads`.
     pub(crate) point_reads: Arc<AtomicU64>,
+    /// The open readers and the memory of their indexes and filters.
+    pub(crate) readers: OpenReaders,
 }
 
 impl LayerIo {
@@ -53,12 +55,85 @@ impl LayerIo {
     }
 }
 
+/// The layer files whose readers are open, and the memory their block
+/// indexes and bloom filters hold, kept within `Options::
+/// index_memory_bytes_max`: past it, the readers of the least recently
+/// read layers are closed (their next read opens the file again: footer,
+/// index and filter, read and checked). A reader a scan or a compaction
+/// still holds stays alive until it lets go; the budget counts it no more.
+pub(crate) struct OpenReaders {
+    /// 0: no budget.
+    budget: usize,
+    bytes: AtomicUsize,
+    /// Ticks once per read of a layer: when each layer was read last.
+    clock: AtomicU64,
+    /// Readers closed to stay within the budget, since open.
+    closed: AtomicU64,
+    /// Layers that opened a reader since their last close (some may have
+    /// gone since).
+    layers: Mutex<Vec<Weak<Layer>>>,
+}
+
+impl OpenReaders {
+    pub(crate) fn new(budget_bytes: u64) -> Self {
+        OpenReaders {
+            budget: usize::try_from(budget_bytes).unwrap_or(usize::MAX),
+            bytes: AtomicUsize::new(0),
+            clock: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            layers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Bytes of the open readers' indexes and filters.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Readers closed to stay within the budget, since open.
+    pub(crate) fn closed(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// `layer` opened a reader (counted): closes the least recently read
+    /// other readers while the total is over the budget.
+    fn opened(&self, layer: &Arc<Layer>) {
+        let Ok(mut layers) = self.layers.lock() else {
+            return;
+        };
+        layers.push(Arc::downgrade(layer));
+        if self.budget == 0 || self.bytes() <= self.budget {
+            return;
+        }
+        let mut open: Vec<(u64, Arc<Layer>)> = layers
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|l| !Arc::ptr_eq(l, layer) && l.open_reader().is_some())
+            .map(|l| (l.last_read.load(Ordering::Relaxed), l))
+            .collect();
+        open.sort_by_key(|(at, _)| *at);
+        for (_, l) in &open {
+            if self.bytes() <= self.budget {
+                break;
+            }
+            if l.close_reader() {
+                self.closed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        layers.retain(|w| w.upgrade().is_some_and(|l| l.open_reader().is_some()));
+    }
+}
+
 /// A layer file on disk: what it covers (from the manifest), and its reader,
-/// opened on first use.
+/// opened on first use (and again after `OpenReaders` closed it).
 pub(crate) struct Layer {
     pub(crate) desc: LayerDesc,
     io: Arc<LayerIo>,
-    reader: OnceLock<Arc<DeltaLayerReader<LayerFile>>>,
+    reader: RwLock<Option<Arc<DeltaLayerReader<LayerFile>>>>,
+    /// The index and filter bytes of `reader`, as counted in `OpenReaders`.
+    reader_bytes: AtomicUsize,
+    /// `OpenReaders::clock` at the last read.
+    last_read: AtomicU64,
     /// Held while the reader opens, so that it opens once.
     opening: Mutex<()>,
     /// Set once a durable manifest edit has removed the layer: its file is
@@ -68,6 +143,8 @@ pub(crate) struct Layer {
 
 impl Drop for Layer {
     fn drop(&mut self) {
+        let bytes = *self.reader_bytes.get_mut();
+        self.io.readers.bytes.fetch_sub(bytes, Ordering::Relaxed);
         if *self.obsolete.get_mut() {
             // A failure leaves an unlisted file: garbage the next open removes.
             let _ = self.io.storage.remove_file(&self.path());
@@ -81,21 +158,24 @@ impl Layer {
         Layer {
             desc,
             io,
-            reader: OnceLock::new(),
+            reader: RwLock::new(None),
+            reader_bytes: AtomicUsize::new(0),
+            last_read: AtomicU64::new(0),
             opening: Mutex::new(()),
             obsolete: AtomicBool::new(false),
         }
     }
 
-    /// A layer whose file is open already (a flush's output).
+    /// A layer whose file is open already (a flush's or a compaction's
+    /// output).
     pub(crate) fn with_reader(
         desc: LayerDesc,
         io: Arc<LayerIo>,
         mut reader: DeltaLayerReader<LayerFile>,
-    ) -> Layer {
+    ) -> Arc<Layer> {
         io.attach(&mut reader, desc.id);
-        let layer = Layer::new(desc, io);
-        let _ = layer.reader.set(Arc::new(reader));
+        let layer = Arc::new(Layer::new(desc, io));
+        layer.install(Arc::new(reader));
         layer
     }
 
@@ -103,19 +183,21 @@ impl Layer {
         self.io.dir.join(delta_name(self.desc.id))
     }
 
-    /// The reader, opening the file first if it is not open yet: its
-    /// footer, index and bloom filter are read and checked, and the file
-    /// must be what the manifest says it is. A failed open is not kept: the
-    /// next read tries again.
-    pub(crate) fn reader(&self) -> Result<&Arc<DeltaLayerReader<LayerFile>>> {
-        if let Some(r) = self.reader.get() {
+    /// The reader, opening the file first if it is not open: its footer,
+    /// index and bloom filter are read and checked, and the file must be
+    /// what the manifest says it is. A failed open is not kept: the next
+    /// read tries again.
+    pub(crate) fn reader(self: &Arc<Self>) -> Result<Arc<DeltaLayerReader<LayerFile>>> {
+        let now = self.io.readers.clock.fetch_add(1, Ordering::Relaxed);
+        self.last_read.store(now, Ordering::Relaxed);
+        if let Some(r) = self.open_reader() {
             return Ok(r);
         }
         let _opening = self
             .opening
             .lock()
             .map_err(|_| Error::Poisoned("a thread panicked opening a layer".into()))?;
-        if let Some(r) = self.reader.get() {
+        if let Some(r) = self.open_reader() {
             return Ok(r);
         }
         let path = self.path();
@@ -137,7 +219,32 @@ impl Layer {
         if let Some(why) = self.desc.mismatch(reader.summary()) {
             return Err(Corruption::new(&path, 0, why).into());
         }
-        Ok(self.reader.get_or_init(|| Arc::new(reader)))
+        let reader = Arc::new(reader);
+        self.install(Arc::clone(&reader));
+        Ok(reader)
+    }
+
+    /// Makes `reader` the layer's and counts its memory.
+    /// (The slot's lock covers the reader, `reader_bytes` and their share
+    /// of `OpenReaders::bytes`, so the three agree.)
+    fn install(self: &Arc<Self>, reader: Arc<DeltaLayerReader<LayerFile>>) {
+        let bytes = reader.index_memory_bytes();
+        if let Ok(mut slot) = self.reader.write() {
+            *slot = Some(reader);
+            self.reader_bytes.store(bytes, Ordering::Relaxed);
+            self.io.readers.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.io.readers.opened(self);
+    }
+
+    /// Closes the reader (those still held live on); whether it was open.
+    fn close_reader(&self) -> bool {
+        let Ok(mut slot) = self.reader.write() else {
+            return false;
+        };
+        let bytes = self.reader_bytes.swap(0, Ordering::Relaxed);
+        self.io.readers.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        slot.take().is_some()
     }
 
     /// Deletes the file once nothing holds the layer (see `obsolete`).
@@ -146,8 +253,8 @@ impl Layer {
     }
 
     /// The reader if the file is open.
-    pub(crate) fn open_reader(&self) -> Option<&Arc<DeltaLayerReader<LayerFile>>> {
-        self.reader.get()
+    pub(crate) fn open_reader(&self) -> Option<Arc<DeltaLayerReader<LayerFile>>> {
+        self.reader.read().ok()?.clone()
     }
 
     /// Whether the layer holds no entry.
@@ -496,6 +603,7 @@ mod tests {
                 stats: stats.clone(),
                 cache: None,
                 point_reads: Arc::default(),
+                readers: OpenReaders::new(0),
             });
             Fixture { storage, stats, io }
         }
@@ -522,7 +630,7 @@ mod tests {
             })
             .unwrap();
             let desc = LayerDesc::from_summary(id, reader.summary());
-            Arc::new(Layer::with_reader(desc, Arc::clone(&self.io), reader))
+            Layer::with_reader(desc, Arc::clone(&self.io), reader)
         }
 
         /// An in-memory layer with one batch per (key, lsn).

@@ -135,6 +135,13 @@ fn options(
         l0_slowdown_layers: 3,
         l0_stop_layers: 4,
         target_file_bytes: strata::LAYER_BYTES_MIN,
+        // With an odd history window, a budget of one byte: every layer
+        // file that opens closes all the others (reads, scans, compaction
+        // and GC then run on readers opened again and again).
+        index_memory_bytes_max: match history {
+            Some(h) if h % 2 == 1 => 1,
+            _ => strata::INDEX_MEMORY_BYTES_MAX_DEFAULT,
+        },
         storage: storage.clone(),
         ..Options::default()
     }

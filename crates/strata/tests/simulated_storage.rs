@@ -150,6 +150,58 @@ fn open_reads_the_manifest_alone_and_layers_open_at_their_first_read() {
 }
 
 #[test]
+fn open_layer_readers_stay_within_the_index_memory_budget() {
+    let sim = SimStorage::new(9);
+    database_of_layers(&sim, 300);
+    // What one layer's index and filter take (every layer holds one key of
+    // the same length).
+    let probe = Db::open(DIR, options(&sim)).unwrap();
+    let in_memory = probe.stats().index_memory_bytes;
+    assert_eq!(probe.get(key(0)).unwrap(), Some(value(0)));
+    let one = probe.stats().index_memory_bytes - in_memory;
+    assert!(one > 0);
+    probe.close().unwrap();
+
+    let budget = 10 * one;
+    let opts = Options {
+        index_memory_bytes_max: budget as u64,
+        block_cache_bytes: 0,
+        ..options(&sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    for _round in 0..2 {
+        for i in 0..300 {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(i)));
+            let s = db.stats();
+            assert!(
+                s.index_memory_bytes - in_memory <= budget && s.layer_readers_open <= 10,
+                "{} bytes, {} open, after key {i}",
+                s.index_memory_bytes - in_memory,
+                s.layer_readers_open
+            );
+        }
+    }
+    // 600 opens, at most 10 open at the end.
+    assert!(db.stats().layer_readers_closed >= 590, "{:?}", db.stats());
+    assert_eq!(everything(&db).len(), 300);
+    db.close().unwrap();
+
+    // No budget: every reader stays open.
+    let opts = Options {
+        index_memory_bytes_max: 0,
+        ..options(&sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    for i in 0..300 {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)));
+    }
+    let s = db.stats();
+    assert_eq!((s.layer_readers_open, s.layer_readers_closed), (300, 0));
+    assert_eq!(s.index_memory_bytes - in_memory, 300 * one);
+    db.close().unwrap();
+}
+
+#[test]
 fn point_lookups_count_exactly_the_data_blocks_they_read() {
     let sim = SimStorage::new(8);
     database_of_layers(&sim, 50);

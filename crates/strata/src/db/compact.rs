@@ -206,9 +206,7 @@ impl DbInner {
         })?;
         let layers = outputs
             .into_iter()
-            .map(|(desc, reader)| {
-                Arc::new(Layer::with_reader(desc, Arc::clone(&self.layer_io), reader))
-            })
+            .map(|(desc, reader)| Layer::with_reader(desc, Arc::clone(&self.layer_io), reader))
             .collect();
         // The manifest says it happened: a version that cannot show it is a
         // bug, and the database stops taking writes.

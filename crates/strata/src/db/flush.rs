@@ -165,7 +165,7 @@ impl DbInner {
             log: layer.file_id,
             layer: desc.clone(),
         })?;
-        let delta = Arc::new(Layer::with_reader(desc, Arc::clone(&self.layer_io), reader));
+        let delta = Layer::with_reader(desc, Arc::clone(&self.layer_io), reader);
         self.install(|v| v.with_flushed(layer, delta))?;
         // A job running in the idle I/O class while L0 piles up would let
         // the L0 layers' indexes and filters, and every read's layer

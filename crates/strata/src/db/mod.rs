@@ -40,7 +40,7 @@ use crate::manifest::{
 };
 use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
-use crate::version::{Candidate, Keys, Layer, LayerIo, Version};
+use crate::version::{Candidate, Keys, Layer, LayerIo, OpenReaders, Version};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -156,6 +156,11 @@ pub struct Stats {
     pub compaction_error: Option<String>,
     /// Memory of in-memory indexes, delta block indexes and bloom filters.
     pub index_memory_bytes: usize,
+    /// Layer files whose reader (index and bloom filter) is open, and
+    /// readers closed since open to keep their memory within
+    /// `Options::index_memory_bytes_max`.
+    pub layer_readers_open: usize,
+    pub layer_readers_closed: u64,
     /// Bytes of blocks in the block cache, and its hits and misses since
     /// open (point reads of layer files).
     pub block_cache_bytes: u64,
@@ -559,7 +564,7 @@ impl DbInner {
                                         .get_in_cached_block(block, bytes, key, lsn)?
                                         .map(|(_, kind, v)| live(kind, v)),
                                     None => {
-                                        plans.push((i, Arc::clone(reader), block, offset, len));
+                                        plans.push((i, Arc::clone(&reader), block, offset, len));
                                         break;
                                     }
                                 },
@@ -658,6 +663,8 @@ impl DbInner {
                 .ok()
                 .and_then(|s| s.error.clone()),
             index_memory_bytes: 0,
+            layer_readers_open: 0,
+            layer_readers_closed: self.layer_io.readers.closed(),
             block_cache_bytes: 0,
             block_cache_hits: 0,
             block_cache_misses: 0,
@@ -681,14 +688,12 @@ impl DbInner {
             stats.l0_layers = v.l0.len();
             stats.l1_runs = v.runs.len();
             stats.l1_layers = v.runs.iter().map(|r| r.layers.len()).sum();
+            stats.layer_readers_open = v.layers().filter(|d| d.open_reader().is_some()).count();
             stats.index_memory_bytes = std::iter::once(&v.open)
                 .chain(&v.frozen)
                 .map(|l| l.index_memory_bytes())
                 .sum::<usize>()
-                + v.layers()
-                    .filter_map(|d| d.open_reader())
-                    .map(|r| r.index_memory_bytes())
-                    .sum::<usize>();
+                + self.layer_io.readers.bytes();
         }
         stats
     }

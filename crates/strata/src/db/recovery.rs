@@ -40,6 +40,7 @@ impl Db {
             stats: stats.clone(),
             cache: BlockCache::new(opts.block_cache_bytes),
             point_reads: Arc::default(),
+            readers: OpenReaders::new(opts.index_memory_bytes_max),
         });
         let (mut manifest, v1_deltas) = match loaded {
             Some(l) => (l.state, l.v1_deltas),
