@@ -65,13 +65,16 @@ pub(crate) struct OpenReaders {
     /// 0: no budget.
     budget: usize,
     bytes: AtomicUsize,
-    /// Ticks once per read of a layer: when each layer was read last.
+    /// Ticks once per reader opened: a layer notes it at each read, so the
+    /// readers closed first are those not read since the most opens (a
+    /// load and, when it moved, a store per read: no shared
+    /// read-modify-write on the read path).
     clock: AtomicU64,
     /// Readers closed to stay within the budget, since open.
     closed: AtomicU64,
-    /// Layers that opened a reader since their last close (some may have
-    /// gone since).
-    layers: Mutex<Vec<Weak<Layer>>>,
+    /// With a budget: layers that opened a reader since their last close
+    /// (some may have gone since), and the length at the last pruning.
+    layers: Mutex<(Vec<Weak<Layer>>, usize)>,
 }
 
 impl OpenReaders {
@@ -81,7 +84,7 @@ impl OpenReaders {
             bytes: AtomicUsize::new(0),
             clock: AtomicU64::new(0),
             closed: AtomicU64::new(0),
-            layers: Mutex::new(Vec::new()),
+            layers: Mutex::new((Vec::new(), 0)),
         }
     }
 
@@ -98,11 +101,22 @@ impl OpenReaders {
     /// `layer` opened a reader (counted): closes the least recently read
     /// other readers while the total is over the budget.
     fn opened(&self, layer: &Arc<Layer>) {
-        let Ok(mut layers) = self.layers.lock() else {
+        self.clock.fetch_add(1, Ordering::Relaxed);
+        if self.budget == 0 {
+            return;
+        }
+        let Ok(mut guard) = self.layers.lock() else {
             return;
         };
+        let (layers, pruned_len) = &mut *guard;
         layers.push(Arc::downgrade(layer));
-        if self.budget == 0 || self.bytes() <= self.budget {
+        if self.bytes() <= self.budget {
+            // Layers gone or closed since are dropped from the list now and
+            // then, so that it stays about as long as the open readers.
+            if layers.len() >= 2 * (*pruned_len).max(64) {
+                layers.retain(|w| w.upgrade().is_some_and(|l| l.open_reader().is_some()));
+                *pruned_len = layers.len();
+            }
             return;
         }
         let mut open: Vec<(u64, Arc<Layer>)> = layers
@@ -121,6 +135,7 @@ impl OpenReaders {
             }
         }
         layers.retain(|w| w.upgrade().is_some_and(|l| l.open_reader().is_some()));
+        *pruned_len = layers.len();
     }
 }
 
@@ -188,8 +203,10 @@ impl Layer {
     /// what the manifest says it is. A failed open is not kept: the next
     /// read tries again.
     pub(crate) fn reader(self: &Arc<Self>) -> Result<Arc<DeltaLayerReader<LayerFile>>> {
-        let now = self.io.readers.clock.fetch_add(1, Ordering::Relaxed);
-        self.last_read.store(now, Ordering::Relaxed);
+        let now = self.io.readers.clock.load(Ordering::Relaxed);
+        if self.last_read.load(Ordering::Relaxed) != now {
+            self.last_read.store(now, Ordering::Relaxed);
+        }
         if let Some(r) = self.open_reader() {
             return Ok(r);
         }
