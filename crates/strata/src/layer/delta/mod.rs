@@ -29,7 +29,9 @@
 //!   4 KiB), a block of small entries never crosses a page boundary, and
 //!   ends on one (padded with zeros) unless the boundary is more than
 //!   `BLOCK_PAD_BYTES_MAX` away; a block of mid-size entries (~1 KiB) that
-//!   would waste more than an eighth of its page spans two instead;
+//!   would waste more than an eighth of its page spans two instead, and is
+//!   not padded: the next starts where it ends, and also spans at most two
+//!   pages (the page it starts in and the next);
 //! - every byte is covered by a crc32c: the header and the footer by their own,
 //!   each data block by its own (seeded with the block's file offset, so a
 //!   block read from the wrong place fails), the block index, the bloom filter

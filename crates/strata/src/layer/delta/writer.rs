@@ -9,10 +9,11 @@
 //! not is refused with an error and nothing is written for it; a block is
 //! closed before it would exceed the target size (with a page-multiple
 //! target: before it would cross the page boundary, then padded to it, or,
-//! where that would waste more than an eighth of the page, at the boundary
-//! after the next: `take_next_page`), and an entry larger than the target
-//! gets a block of its own (closed by the next `add` or `finish`, which
-//! know whether a value block follows it). With a page-multiple target, a
+//! where that would waste more than an eighth of the page, at the end of
+//! the next page, unpadded, the next block then running to the end of the
+//! page after the one it starts in: `take_next_page`, `finish_block`), and
+//! an entry larger than the target gets a block of its own (closed by the
+//! next `add` or `finish`, which know whether a value block follows it). With a page-multiple target, a
 //! put whose value alone takes fewer pages than its entry would is written
 //! as a value block (`value_block_saves_a_page`): the block before it is
 //! padded to the page boundary, so the value starts on one (except as the
@@ -48,7 +49,8 @@ pub(crate) struct DeltaLayerWriter<S: LayerSink> {
     /// Entries in the open block.
     block_entries: u32,
     /// Set when the open (aligned) block takes the page after its first
-    /// too (see `take_next_page`).
+    /// too (see `take_next_page`), or starts off a page boundary after an
+    /// unpadded two-page block (see `finish_block`).
     block_two_pages: bool,
     /// Set when the open block holds an entry larger than the target: no
     /// other entry joins it.
@@ -165,7 +167,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         let entry_full_bytes = ENTRY_HEADER_BYTES + key.len() + value.len();
         if self.value_block_saves_a_page(key.len(), kind, value.len()) {
             // The open block ends on the page boundary: the value starts there.
-            self.finish_block(true)?;
+            self.finish_block(true, None)?;
             if self
                 .offset
                 .is_multiple_of(u64_from_usize(BLOCK_ALIGN_BYTES))
@@ -178,21 +180,21 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             }
         } else if entry_full_bytes > self.block_bytes_target {
             // Too large to share a block: it gets one of its own.
-            self.finish_block(false)?;
+            self.finish_block(false, None)?;
             self.push_entry(key, lsn, kind, value);
             self.block_full = true;
         } else {
             let shared = self.shared_prefix_bytes(key);
             let entry_bytes = entry_full_bytes - shared;
             if self.block_full {
-                self.finish_block(false)?;
+                self.finish_block(false, None)?;
             } else if self.block_entries > 0
                 && self.block.len() + entry_bytes > self.block_bytes_limit()
             {
                 if self.take_next_page(entry_bytes) {
                     self.block_two_pages = true;
                 } else {
-                    self.finish_block(false)?;
+                    self.finish_block(false, Some(entry_bytes))?;
                 }
             }
             self.push_entry(key, lsn, kind, value);
@@ -217,7 +219,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     /// and the footer; returns the sink and what the file holds.
     pub(crate) fn finish(mut self) -> Result<(S, DeltaLayerSummary)> {
         self.check_not_failed()?;
-        self.finish_block(false)?;
+        self.finish_block(false, None)?;
 
         let index_offset = self.offset;
         let index = std::mem::take(&mut self.index);
@@ -392,8 +394,13 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     /// Closes the open block (if it holds entries): fills its header, appends
     /// it, records it in the index. With `before_value_block`, an aligned
     /// block is padded to the page boundary however far it is (a value
-    /// block follows and must start there).
-    fn finish_block(&mut self, before_value_block: bool) -> Result<()> {
+    /// block follows and must start there). `next_entry_bytes`: the size
+    /// of the entry that did not fit, which opens the next block.
+    fn finish_block(
+        &mut self,
+        before_value_block: bool,
+        next_entry_bytes: Option<usize>,
+    ) -> Result<()> {
         self.block_full = false;
         if self.block_entries == 0 {
             return Ok(());
@@ -403,10 +410,20 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         debug_assert!(payload_len <= super::BLOCK_PAYLOAD_BYTES_MAX);
         let end = self.offset + u64_from_usize(self.block.len());
         let pad = (end.next_multiple_of(u64_from_usize(BLOCK_ALIGN_BYTES)) - end) as usize;
-        if self.aligned() && (pad <= BLOCK_PAD_BYTES_MAX || before_value_block) {
+        // A two-page block of entries that fill two pages better than one
+        // is not padded: the next block starts where it ends and may reach
+        // the end of the page after its first, so it too is one read of
+        // two pages, and no byte is wasted (1 KiB entries: 7 to 10% of
+        // the file was padding).
+        let carry_two_pages = self.block_two_pages
+            && pad > 0
+            && !before_value_block
+            && next_entry_bytes.is_some_and(|e| self.two_pages_suit(e));
+        if self.aligned() && !carry_two_pages && (pad <= BLOCK_PAD_BYTES_MAX || before_value_block)
+        {
             self.block.resize(self.block.len() + pad, 0);
         }
-        self.block_two_pages = false;
+        self.block_two_pages = carry_two_pages;
         self.block[BLOCK_PAYLOAD_LEN_OFFSET..BLOCK_PAYLOAD_LEN_OFFSET + 4]
             .copy_from_slice(&(payload_len as u32).to_le_bytes());
         self.block[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
@@ -463,21 +480,22 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
     /// unaligned. So the block goes on into the next page when the rest of
     /// this one is more than an eighth of it, and entries of this size
     /// would leave a smaller share of two pages unused (7 of 1 KiB: a
-    /// tenth): its reads are then 8 KiB, the cost of a space overhead of at
-    /// most `BLOCK_PAD_BYTES_MAX` in 8 KiB. Entries that fill a page well
-    /// (below ~500 B, or 3 KiB) keep one block per page.
+    /// tenth), a share that is not padded either (`finish_block`): its
+    /// reads are then 8 KiB, and the file holds no padding. Entries that
+    /// fill a page well (below ~500 B, or 3 KiB) keep one block per page.
     fn take_next_page(&self, entry_bytes: usize) -> bool {
         if !self.aligned() || self.block_two_pages {
             return false;
         }
         let limit = self.block_bytes_limit();
-        let rest = limit.saturating_sub(self.block.len());
-        if rest * 8 <= BLOCK_ALIGN_BYTES {
-            return false;
-        }
-        let room = limit + BLOCK_ALIGN_BYTES - self.block.len();
-        let rest_of_two = room % entry_bytes.max(1);
-        rest_of_two < 2 * rest && rest_of_two <= BLOCK_PAD_BYTES_MAX
+        two_pages_fill_better(limit.saturating_sub(self.block.len()), entry_bytes)
+    }
+
+    /// Whether a block of entries of `entry_bytes`, started on a page
+    /// boundary, would take two pages (`take_next_page`).
+    fn two_pages_suit(&self, entry_bytes: usize) -> bool {
+        let one_page = self.block_bytes_target - BLOCK_HEADER_BYTES;
+        self.aligned() && two_pages_fill_better(one_page % entry_bytes.max(1), entry_bytes)
     }
 
     /// True when blocks are padded to page boundaries (the target is a
@@ -494,6 +512,18 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         self.offset += u64_from_usize(bytes.len());
         Ok(())
     }
+}
+
+/// Whether a block that has `rest` bytes of its page left, too few for an
+/// entry of `entry_bytes`, should take the next page too: the rest is more
+/// than an eighth of the page, and entries of this size would leave less
+/// of two pages unused (at most `BLOCK_PAD_BYTES_MAX`).
+fn two_pages_fill_better(rest: usize, entry_bytes: usize) -> bool {
+    if rest * 8 <= BLOCK_ALIGN_BYTES {
+        return false;
+    }
+    let rest_of_two = (rest + BLOCK_ALIGN_BYTES) % entry_bytes.max(1);
+    rest_of_two < 2 * rest && rest_of_two <= BLOCK_PAD_BYTES_MAX
 }
 
 /// Appends the block index entry of a block at `block_offset` of `block_len`
