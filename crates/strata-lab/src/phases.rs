@@ -38,12 +38,14 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{self, BudgetMethod, ChildCgroups};
-use crate::engine::{self, Engine, EngineConfig};
+use crate::engine::{self, Engine, EngineConfig, EngineShape};
 use crate::progress::Progress;
 use crate::randread::{self, latency_histogram};
 use crate::results::{DeviceLine, MetricSpec, Row};
 use crate::sys::proc_io;
 use crate::workload::{fmix64, ValueSource};
+
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// The hidden subcommand (after the binary name) that runs [`child_main`].
 pub const CHILD_SUBCOMMAND: [&str; 2] = ["lab", "phases-child"];
@@ -418,6 +420,12 @@ pub struct PhaseRecord {
     /// its background jobs).
     pub engine_lookups: Option<u64>,
     pub engine_lookup_reads: Option<u64>,
+    /// The engine's tree and memory at the phase's end, where it reports
+    /// them, and the child's resident set then.
+    #[serde(default)]
+    pub engine_shape: Option<EngineShape>,
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
     /// Load step before this iteration's phases (on the append row).
     pub load_s: Option<f64>,
 }
@@ -555,6 +563,8 @@ pub fn run_iterations(
                     .map(|(a, b)| a.bytes - b.bytes),
                 engine_lookups: after.engine.zip(before.engine).map(|(a, b)| a.0 - b.0),
                 engine_lookup_reads: after.engine.zip(before.engine).map(|(a, b)| a.1 - b.1),
+                engine_shape: engine.shape(),
+                rss_bytes: Some(crate::sys::rss_bytes(None)?),
                 load_s: load_s.take(),
             };
             emit(Line::Record(Box::new(record)))?;
@@ -1015,6 +1025,19 @@ pub fn metrics() -> Vec<MetricSpec> {
         ),
         MetricSpec::new("data_mib", "Data inserted (keys + values)", "MiB", false),
         MetricSpec::new("size_on_disk_mib", "Size on disk", "MiB", false),
+        MetricSpec::new("rss_mib", "Resident set at the phase's end", "MiB", false),
+        MetricSpec::new(
+            "l0_layers",
+            "L0 layers at the phase's end (engine's own)",
+            "layers",
+            false,
+        ),
+        MetricSpec::new(
+            "index_memory_mib",
+            "Index and filter memory at the phase's end (engine's own)",
+            "MiB",
+            false,
+        ),
     ]
 }
 
@@ -1089,6 +1112,18 @@ pub fn row(
     if let Some(s) = r.load_s {
         row = row.param("load_s", s);
     }
+    if let Some(b) = r.rss_bytes {
+        row = row.metric("rss_mib", b as f64 / MIB);
+    }
+    if let Some(s) = r.engine_shape {
+        row = row
+            .metric("l0_layers", s.l0_layers as f64)
+            .metric("index_memory_mib", s.index_memory_bytes as f64 / MIB)
+            .param("frozen_layers", s.frozen_layers)
+            .param("runs", s.runs)
+            .param("compactions", s.compactions)
+            .param("block_cache_mib", s.block_cache_bytes as f64 / MIB);
+    }
     if r.gets > 0 {
         let gets = r.gets as f64;
         row = row
@@ -1162,6 +1197,12 @@ mod tests {
             device_read_bytes: None,
             engine_lookups: Some(gets),
             engine_lookup_reads: Some(gets * 3 / 2),
+            engine_shape: Some(EngineShape {
+                l0_layers: 3,
+                index_memory_bytes: 5 << 20,
+                ..EngineShape::default()
+            }),
+            rss_bytes: Some(40 << 20),
             load_s: None,
         }
     }
@@ -1189,6 +1230,9 @@ mod tests {
         assert_eq!(r.metrics["device_reads_per_get"], 2.048);
         assert_eq!(r.metrics["read_kib_per_get"], 8.192);
         assert_eq!(r.metrics["engine_reads_per_get"], 1.5);
+        assert_eq!(r.metrics["l0_layers"], 3.0);
+        assert_eq!(r.metrics["index_memory_mib"], 5.0);
+        assert_eq!(r.metrics["rss_mib"], 40.0);
         assert_eq!(r.metrics["read_syscalls_per_get"], 3.0);
         assert_eq!(r.metrics["ops_s"], 2000.0);
         // The cgroup's count wins over /proc when there is one: 500 / 250.

@@ -45,18 +45,28 @@ pub fn proc_io(pid: Option<u32>) -> Result<ProcIo> {
 
 /// Peak resident set size (VmHWM) of a process, bytes.
 pub fn peak_rss_bytes(pid: Option<u32>) -> Result<u64> {
+    status_bytes(pid, "VmHWM:")
+}
+
+/// Resident set size (VmRSS) of a process, bytes.
+pub fn rss_bytes(pid: Option<u32>) -> Result<u64> {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// A `kB` field of `/proc/PID/status`, in bytes.
+fn status_bytes(pid: Option<u32>, field: &str) -> Result<u64> {
     let path = match pid {
         Some(pid) => format!("/proc/{pid}/status"),
         None => "/proc/self/status".to_string(),
     };
     let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
     for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("VmHWM:") {
+        if let Some(rest) = line.strip_prefix(field) {
             let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse()?;
             return Ok(kib * 1024);
         }
     }
-    anyhow::bail!("no VmHWM in {path}")
+    anyhow::bail!("no {field} in {path}")
 }
 
 /// Bytes a directory tree occupies on disk (allocated blocks), and the sum
@@ -128,7 +138,9 @@ mod tests {
 
     #[test]
     fn proc_figures_are_readable() {
-        assert!(peak_rss_bytes(None).unwrap() > 0);
+        let peak = peak_rss_bytes(None).unwrap();
+        let now = rss_bytes(None).unwrap();
+        assert!(now > 0 && now <= peak, "rss {now} peak {peak}");
         proc_io(None).unwrap();
     }
 

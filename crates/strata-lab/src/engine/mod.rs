@@ -224,7 +224,29 @@ pub trait Engine: Send + Sync {
     fn point_lookup_stats(&self) -> Option<(u64, u64)> {
         None
     }
+    /// The shape of the engine's tree and its own memory, if it reports
+    /// them (what a phase leaves behind: a backlog, an index outgrowing
+    /// the memory budget).
+    fn shape(&self) -> Option<EngineShape> {
+        None
+    }
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// What an engine reports of its tree and memory at a point in time.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EngineShape {
+    /// Layers (tables) waiting for a compaction at the top of the tree,
+    /// and in-memory layers waiting for their flush.
+    pub l0_layers: u64,
+    pub frozen_layers: u64,
+    /// Sorted runs below L0.
+    pub runs: u64,
+    /// Memory of the engine's indexes and filters, and of its block cache.
+    pub index_memory_bytes: u64,
+    pub block_cache_bytes: u64,
+    /// Compactions done since open.
+    pub compactions: u64,
 }
 
 /// The options each adapter opens its engine with, for the results JSON.

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use strata::io::{FileClass, OpKind};
 use strata::{Db, IoMode, Options, WriteBatch, WriteOptions};
 
-use super::{Engine, EngineConfig, EngineKind, EngineWriteStats, LabIoMode};
+use super::{Engine, EngineConfig, EngineKind, EngineShape, EngineWriteStats, LabIoMode};
 use crate::workload::Batch;
 
 pub struct StrataEngine {
@@ -112,6 +112,19 @@ impl Engine for StrataEngine {
     fn point_lookup_stats(&self) -> Option<(u64, u64)> {
         let stats = self.db.stats();
         Some((stats.point_lookups, stats.point_lookup_reads))
+    }
+
+    fn shape(&self) -> Option<EngineShape> {
+        let stats = self.db.stats();
+        let n = |v: usize| v as u64;
+        Some(EngineShape {
+            l0_layers: n(stats.l0_layers),
+            frozen_layers: n(stats.frozen_layers),
+            runs: n(stats.l1_runs),
+            index_memory_bytes: n(stats.index_memory_bytes),
+            block_cache_bytes: stats.block_cache_bytes,
+            compactions: stats.compactions,
+        })
     }
 
     fn close(self: Box<Self>) -> Result<()> {
