@@ -102,38 +102,80 @@ pub(crate) struct JobOptions {
 /// Bytes between two calls to the pacer.
 const PACE_EVERY_BYTES: u64 = 64 << 10;
 
+/// How long after a point lookup last read a layer file the foreground
+/// still counts as reading (`Pacer::foreground_reading`).
+const FOREGROUND_READS_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Paces background compaction to `bytes_per_sec` of output (a token
 /// bucket holding at most 50 ms of budget; a job that overdraws it sleeps
 /// the debt off in steps of at most 100 ms, so that `hurry` and
-/// cancellation are seen). Written here: the pacing is a few lines, and a
+/// cancellation are seen), and chooses the I/O class of its thread
+/// (`follow_foreground`). Written here: the pacing is a few lines, and a
 /// rate-limiter crate would bring an async or a clock abstraction with it.
 #[derive(Debug)]
 pub(crate) struct Pacer {
     bytes_per_sec: u64,
-    /// Set while writers are slowed by the L0 backlog: no pacing.
+    /// Set while compaction is behind: no pacing, best-effort I/O.
     pub hurry: std::sync::atomic::AtomicBool,
     /// When the budget was last topped up, and the budget (negative: debt).
     budget: std::sync::Mutex<(std::time::Instant, f64)>,
+    /// Data blocks point lookups have read from layer files
+    /// (`LayerIo::point_reads`); the count last seen, and when it last moved.
+    foreground_reads: Arc<std::sync::atomic::AtomicU64>,
+    reads_seen: std::sync::Mutex<(u64, Option<std::time::Instant>)>,
 }
 
 impl Pacer {
-    /// A pacer of `bytes_per_sec`; 0 never waits.
-    pub(crate) fn new(bytes_per_sec: u64) -> Self {
+    /// A pacer of `bytes_per_sec` (0 never waits) that yields the device
+    /// while `foreground_reads` moves.
+    pub(crate) fn new(
+        bytes_per_sec: u64,
+        foreground_reads: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
         Pacer {
             bytes_per_sec,
             hurry: std::sync::atomic::AtomicBool::new(false),
             budget: std::sync::Mutex::new((std::time::Instant::now(), 0.0)),
+            foreground_reads,
+            reads_seen: std::sync::Mutex::new((0, None)),
         }
     }
 
-    /// Accounts for `bytes` written, sleeping while the job is ahead of its pace.
-    /// On the background thread, also follows `hurry` with its I/O class
-    /// (`io::priority::set_urgent`).
-    pub(crate) fn pace(&self, bytes: u64) {
+    /// Whether a point lookup read a layer file in the last
+    /// `FOREGROUND_READS_QUIET`.
+    pub(crate) fn foreground_reading(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let reads = self.foreground_reads.load(Ordering::Relaxed);
+        let Ok(mut seen) = self.reads_seen.lock() else {
+            return true;
+        };
+        let now = std::time::Instant::now();
+        if reads != seen.0 {
+            *seen = (reads, Some(now));
+        }
+        seen.1
+            .is_some_and(|at| now.duration_since(at) < FOREGROUND_READS_QUIET)
+    }
+
+    /// On the background thread, sets its I/O class for what runs now:
+    /// idle while foreground reads need the device (a get must not queue
+    /// behind a merge's I/O), best effort when compaction is behind
+    /// (`hurry`) or no read is waiting (a merge starved by the idle class
+    /// through a write-heavy stretch falls behind for nothing). See
+    /// `io::priority`.
+    pub(crate) fn follow_foreground(&self) {
         use std::sync::atomic::Ordering;
         let hurry = self.hurry.load(Ordering::Relaxed);
-        crate::io::priority::set_urgent(hurry);
-        if self.bytes_per_sec == 0 || hurry {
+        crate::io::priority::set_best_effort(hurry || !self.foreground_reading());
+    }
+
+    /// Accounts for `bytes` written, sleeping while the job is ahead of its
+    /// pace (unpaced while hurried); on the background thread, also sets
+    /// its I/O class (`follow_foreground`).
+    pub(crate) fn pace(&self, bytes: u64) {
+        use std::sync::atomic::Ordering;
+        self.follow_foreground();
+        if self.bytes_per_sec == 0 || self.hurry.load(Ordering::Relaxed) {
             return;
         }
         let rate = self.bytes_per_sec as f64;
@@ -525,7 +567,7 @@ mod tests {
         use std::time::{Duration, Instant};
         // 4 MiB/s: 512 KiB, less the 50 ms of budget it may start with
         // (none here: it starts empty), takes at least 125 ms.
-        let pacer = Pacer::new(4 << 20);
+        let pacer = Pacer::new(4 << 20, Arc::default());
         let started = Instant::now();
         for _ in 0..8 {
             pacer.pace(64 << 10);
@@ -546,10 +588,26 @@ mod tests {
             started.elapsed() < Duration::from_secs(5),
             "hurried, it waits"
         );
-        let unpaced = Pacer::new(0);
+        let unpaced = Pacer::new(0, Arc::default());
         let started = Instant::now();
         unpaced.pace(1 << 40);
         assert!(started.elapsed() < Duration::from_secs(5), "0 never waits");
+    }
+
+    #[test]
+    fn foreground_reads_count_as_reading_until_they_stop_for_a_while() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let reads = Arc::new(AtomicU64::new(0));
+        let pacer = Pacer::new(0, Arc::clone(&reads));
+        assert!(!pacer.foreground_reading(), "no read yet");
+        reads.fetch_add(1, Ordering::Relaxed);
+        assert!(pacer.foreground_reading(), "a read just now");
+        std::thread::sleep(FOREGROUND_READS_QUIET / 2);
+        assert!(pacer.foreground_reading(), "within the quiet period");
+        std::thread::sleep(FOREGROUND_READS_QUIET);
+        assert!(!pacer.foreground_reading(), "quiet for longer");
+        reads.fetch_add(1, Ordering::Relaxed);
+        assert!(pacer.foreground_reading(), "reading again");
     }
 
     fn desc(id: u64) -> LayerDesc {

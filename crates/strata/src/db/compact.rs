@@ -86,11 +86,12 @@ impl DbInner {
     }
 
     /// Background compaction runs unpaced, and its I/O in the best-effort
-    /// class rather than the idle one, while it is behind
-    /// ([`Self::behind_on_l0`]) or writers are slowed by the L0 backlog.
+    /// class even while foreground reads need the device, while it is
+    /// behind ([`Self::behind_on_l0`]) or writers are slowed by the L0
+    /// backlog (`Pacer::follow_foreground`).
     pub(super) fn set_hurry(&self, hurry: bool) {
         self.pacer.hurry.store(hurry, Ordering::Relaxed);
-        crate::io::priority::set_urgent(hurry);
+        self.pacer.follow_foreground();
     }
 
     /// The LSN below which history may go: `history_lsns` behind the last

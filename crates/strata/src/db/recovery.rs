@@ -163,6 +163,7 @@ impl Db {
             &mut manifest,
             newest,
         )?;
+        let foreground_reads = Arc::clone(&layer_io.point_reads);
         let inner = DbInner {
             dir: dir.clone(),
             storage: Arc::clone(&storage),
@@ -186,7 +187,10 @@ impl Db {
             compact_signal: Mutex::new(compact::CompactSignal::default()),
             compact_cv: Condvar::new(),
             compactions: AtomicU64::new(0),
-            pacer: Arc::new(crate::compaction::Pacer::new(opts.compaction_bytes_per_sec)),
+            pacer: Arc::new(crate::compaction::Pacer::new(
+                opts.compaction_bytes_per_sec,
+                foreground_reads,
+            )),
             caller_horizon: AtomicU64::new(0),
             poisoned: Mutex::new(None),
             point_lookups: AtomicU64::new(0),
