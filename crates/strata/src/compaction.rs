@@ -413,7 +413,7 @@ fn write_run(
         let path = io.dir.join(delta_name(id));
         let file = io.storage.open(&path, &io.opts, &io.stats)?;
         let reader = Arc::new(DeltaLayerReader::open(LayerFile { file, len })?);
-        let (mut back, mut entries) = (0u32, 0u64);
+        let (mut back, mut entries, mut unchecked) = (0u32, 0u64, 0u64);
         for entry in reader
             .range_owned(Bound::Unbounded, Bound::Unbounded)?
             .with_readahead(INPUT_READAHEAD_MAX_BYTES)
@@ -421,6 +421,15 @@ fn write_run(
             let (key, lsn, kind, value) = entry?;
             back = entry_crc(back, &key, lsn, kind, &value);
             entries += 1;
+            // The I/O class follows the foreground here too (the read-back
+            // is not paced: it writes nothing).
+            unchecked += (key.len() + value.len()) as u64;
+            if unchecked >= PACE_EVERY_BYTES {
+                unchecked = 0;
+                if let Some(pacer) = &opts.pacer {
+                    pacer.follow_foreground();
+                }
+            }
         }
         if back != crc || entries != reader.summary().entries {
             return Err(Corruption::new(
