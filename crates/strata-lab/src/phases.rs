@@ -45,8 +45,6 @@ use crate::results::{DeviceLine, MetricSpec, Row};
 use crate::sys::proc_io;
 use crate::workload::{fmix64, ValueSource};
 
-const MIB: f64 = 1024.0 * 1024.0;
-
 /// The hidden subcommand (after the binary name) that runs [`child_main`].
 pub const CHILD_SUBCOMMAND: [&str; 2] = ["lab", "phases-child"];
 /// Prefix of the protocol lines the child prints on stdout.
@@ -1113,16 +1111,16 @@ pub fn row(
         row = row.param("load_s", s);
     }
     if let Some(b) = r.rss_bytes {
-        row = row.metric("rss_mib", b as f64 / MIB);
+        row = row.metric("rss_mib", mib(b));
     }
     if let Some(s) = r.engine_shape {
         row = row
             .metric("l0_layers", s.l0_layers as f64)
-            .metric("index_memory_mib", s.index_memory_bytes as f64 / MIB)
+            .metric("index_memory_mib", mib(s.index_memory_bytes))
             .param("frozen_layers", s.frozen_layers)
             .param("runs", s.runs)
             .param("compactions", s.compactions)
-            .param("block_cache_mib", s.block_cache_bytes as f64 / MIB);
+            .param("block_cache_mib", mib(s.block_cache_bytes));
     }
     if r.gets > 0 {
         let gets = r.gets as f64;
