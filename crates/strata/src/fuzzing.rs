@@ -37,7 +37,7 @@ use std::path::Path;
 
 use crate::batch::{decode_entries, EntryRef, WriteBatch};
 use crate::error::{Corruption, Error, Result};
-use crate::layer::bloom::{bloom_hash, BloomFilter};
+use crate::layer::bloom::{bloom_hash, BloomFilter, BloomLayout};
 use crate::layer::delta::reader::{
     decode_block, decode_index, BlockHandle, DeltaEntry, DeltaLayerReader,
 };
@@ -392,22 +392,27 @@ pub fn block_index(data: &[u8]) {
 pub fn bloom(data: &[u8]) {
     let path = Path::new(DELTA_PATH);
     let len = len_u64(data);
-    match BloomFilter::decode(data, path, BLOOM_OFFSET) {
-        Ok(filter) => {
-            let mut encoded = Vec::with_capacity(data.len());
-            filter.encode(&mut encoded);
-            assert_eq!(encoded, data, "the bloom filter re-encodes to other bytes");
-            assert!(filter.memory_bytes() <= data.len() + std::mem::size_of::<BloomFilter>());
-            for key in [&b"a"[..], b"key-000", &[0xff; 64]] {
-                filter.may_contain(key);
+    for layout in [BloomLayout::Blocked, BloomLayout::Spread] {
+        match BloomFilter::decode(data, layout, path, BLOOM_OFFSET) {
+            Ok(filter) => {
+                let mut encoded = Vec::with_capacity(data.len());
+                filter.encode(&mut encoded);
+                assert_eq!(encoded, data, "the bloom filter re-encodes to other bytes");
+                // The bits are held in whole cache lines: at most 63 bytes more.
+                assert!(
+                    filter.memory_bytes() <= data.len() + 64 + std::mem::size_of::<BloomFilter>()
+                );
+                for key in [&b"a"[..], b"key-000", &[0xff; 64]] {
+                    filter.may_contain(key);
+                }
             }
+            Err(e) => check_error(
+                &e,
+                path,
+                BLOOM_OFFSET..=BLOOM_OFFSET + len,
+                ErrorsAllowed::NONE,
+            ),
         }
-        Err(e) => check_error(
-            &e,
-            path,
-            BLOOM_OFFSET..=BLOOM_OFFSET + len,
-            ErrorsAllowed::NONE,
-        ),
     }
 }
 
@@ -784,7 +789,7 @@ fn bloom_seeds() -> Vec<(String, Vec<u8>)> {
                 .map(|i| bloom_hash(format!("key-{i}").as_bytes()))
                 .collect();
             let mut out = Vec::new();
-            BloomFilter::build(&hashes).encode(&mut out);
+            BloomFilter::build(BloomLayout::Blocked, &hashes).encode(&mut out);
             (format!("keys-{n}"), out)
         })
         .collect()

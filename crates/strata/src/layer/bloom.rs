@@ -4,12 +4,30 @@
 //! Owned by the layer writers (which build it at `finish`) and the layer
 //! readers (which keep it in memory so that a `get` of an absent key costs no
 //! device access). The filter answers "maybe present" or "certainly absent":
-//! it has no false negatives, and with [`BLOOM_BITS_PER_KEY`] = 10 its false
-//! positive rate is about 0.8 %.
+//! it has no false negatives.
+//!
+//! Two layouts, chosen by the layer's format version (the encoding is the
+//! same; see `docs/format.md`):
+//!
+//! - **Blocked** (format version 4, what this build writes): the bit array is
+//!   cut into 512-bit blocks, one cache line each, and all of a key's
+//!   [`BLOOM_HASH_COUNT`] probes fall in one block. A lookup touches one
+//!   cache line, where the spread layout touched one per probe: a get probes
+//!   the filter of every layer it passes (each L0 layer, each run), and the
+//!   spread layout's misses cost microseconds per get. Blocking raises the
+//!   false-positive rate at a given density, so it takes
+//!   [`BLOOM_BITS_PER_KEY`] = 16 bits per key: about 0.08 % (a get that
+//!   probes eight layers reads a block it did not need once in 150).
+//! - **Spread** (format versions 2 and 3, read only): probe `i` may set any
+//!   bit of the array; 10 bits and 7 probes per key, about 0.8 %.
 //!
 //! Hashing: one pass of MurmurHash64A over the key gives `h1`; a murmur3
-//! `fmix64` finalizer of `h1` gives `h2`; probe `i` (of `k` probes) sets bit
-//! `fast_range(h1 + i * h2, bit_count)` (Kirsch–Mitzenmacher double hashing).
+//! `fmix64` finalizer of `h1` gives `h2`.
+//! - Blocked: the block is `fast_range(h1, block_count)`; probe `i` tests
+//!   bit `g_i >> 55` of the block, where `g_0 = h2` and `g_{i+1} = g_i ·
+//!   BLOOM_PROBE_MULTIPLIER`.
+//! - Spread: probe `i` tests bit `fast_range(h1 + i * (h2 | 1), bit_count)`
+//!   (Kirsch–Mitzenmacher double hashing).
 //! The hash is part of the file format: changing it needs a new format version.
 //!
 //! Encoding (all little-endian, see `docs/format.md`):
@@ -30,18 +48,53 @@ use std::path::Path;
 
 use crate::error::{Corruption, Result};
 
-/// Bits of filter per distinct key.
-pub(crate) const BLOOM_BITS_PER_KEY: u64 = 10;
-/// Probes per key: `round(BLOOM_BITS_PER_KEY * ln 2)`, the optimum for that density.
-pub(crate) const BLOOM_HASH_COUNT: u32 = 7;
-/// Smallest filter written, so that tiny layers still filter something.
+/// How a filter places a key's probes (by the layer's format version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BloomLayout {
+    /// Format versions 2 and 3: each probe anywhere in the array.
+    Spread,
+    /// Format version 4: every probe of a key within one 512-bit block.
+    Blocked,
+}
+
+impl BloomLayout {
+    /// The layout of a delta layer of format `version`.
+    pub(crate) fn of_format_version(version: u32) -> BloomLayout {
+        if version >= 4 {
+            BloomLayout::Blocked
+        } else {
+            BloomLayout::Spread
+        }
+    }
+}
+
+/// Bits of filter per distinct key (blocked layout).
+pub(crate) const BLOOM_BITS_PER_KEY: u64 = 16;
+/// Probes per key (blocked layout): the optimum for 16 bits per key in
+/// 512-bit blocks.
+pub(crate) const BLOOM_HASH_COUNT: u32 = 10;
+/// Bits of one block of the blocked layout: a 64-byte cache line.
+pub(crate) const BLOOM_BLOCK_BITS: u64 = 512;
+/// Steps the blocked layout's probe hash from one probe to the next (odd:
+/// 2^64 / golden ratio).
+const BLOOM_PROBE_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Bits per key and probes of the spread layout (older files; written only
+/// by tests that make them).
+pub(crate) const BLOOM_SPREAD_BITS_PER_KEY: u64 = 10;
+pub(crate) const BLOOM_SPREAD_HASH_COUNT: u32 = 7;
+/// Smallest spread filter written, so that tiny layers still filter something.
 pub(crate) const BLOOM_BITS_MIN: u64 = 64;
 /// Largest probe count a reader accepts.
 pub(crate) const BLOOM_HASH_COUNT_MAX: u32 = 30;
-/// The expected false-positive rate at [`BLOOM_BITS_PER_KEY`] and [`BLOOM_HASH_COUNT`]:
-/// `(1 - e^(-k/b))^k` with `k = 7`, `b = 10`.
+/// The expected false-positive rate of the blocked layout at
+/// [`BLOOM_BITS_PER_KEY`] and [`BLOOM_HASH_COUNT`]: the mean over the
+/// Poisson number `n` of keys in a block (mean 512 / 16 = 32) of
+/// `(1 - (1 - 1/512)^(k n))^k`, `k = 10`.
 #[cfg_attr(not(test), allow(dead_code))] // used by tests
-pub(crate) const BLOOM_FALSE_POSITIVE_RATE_TARGET: f64 = 0.0082;
+pub(crate) const BLOOM_FALSE_POSITIVE_RATE_TARGET: f64 = 0.00082;
+/// The spread layout's: `(1 - e^(-k/b))^k` with `k = 7`, `b = 10`.
+#[cfg_attr(not(test), allow(dead_code))] // used by tests
+pub(crate) const BLOOM_SPREAD_FALSE_POSITIVE_RATE_TARGET: f64 = 0.0082;
 
 pub(crate) const BLOOM_HASH_COUNT_OFFSET: usize = 0;
 pub(crate) const BLOOM_BIT_COUNT_OFFSET: usize = BLOOM_HASH_COUNT_OFFSET + 4;
@@ -50,7 +103,10 @@ pub(crate) const BLOOM_BITS_OFFSET: usize = BLOOM_BIT_COUNT_OFFSET + 8;
 pub(crate) const BLOOM_HEADER_BYTES: usize = BLOOM_BITS_OFFSET;
 
 const _: () = assert!(BLOOM_HASH_COUNT >= 1 && BLOOM_HASH_COUNT <= BLOOM_HASH_COUNT_MAX);
+const _: () =
+    assert!(BLOOM_SPREAD_HASH_COUNT >= 1 && BLOOM_SPREAD_HASH_COUNT <= BLOOM_HASH_COUNT_MAX);
 const _: () = assert!(BLOOM_BITS_MIN & 7 == 0);
+const _: () = assert!(BLOOM_BLOCK_BITS == 8 * LINE_BYTES as u64);
 
 /// The key hash the filter is built from. Writers collect it per distinct key.
 pub(crate) fn bloom_hash(key: &[u8]) -> u64 {
@@ -102,47 +158,96 @@ fn fast_range(x: u64, n: u64) -> u64 {
     ((u128::from(x) * u128::from(n)) >> 64) as u64
 }
 
+const LINE_BYTES: usize = 64;
+
+/// 64 bytes on a cache line of their own: a block of the blocked layout is
+/// one `Line`, so its probes touch one cache line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+struct Line([u8; LINE_BYTES]);
+
 /// An immutable bloom filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct BloomFilter {
-    /// `ceil(bit_count / 8)` bytes; bits at and above `bit_count` are zero.
-    bits: Vec<u8>,
-    /// At least 1 (at least [`BLOOM_BITS_MIN`] when built here).
+    /// The bit array, `byte_len` bytes of it in use (the rest of the last
+    /// line is zero); bits at and above `bit_count` are zero.
+    lines: Vec<Line>,
+    /// `ceil(bit_count / 8)`.
+    byte_len: usize,
+    /// At least 1; blocked: a positive multiple of [`BLOOM_BLOCK_BITS`].
     bit_count: u64,
     /// In `1..=BLOOM_HASH_COUNT_MAX`.
     hash_count: u32,
+    layout: BloomLayout,
+}
+
+impl std::fmt::Debug for BloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BloomFilter")
+            .field("layout", &self.layout)
+            .field("bit_count", &self.bit_count)
+            .field("hash_count", &self.hash_count)
+            .finish()
+    }
 }
 
 impl BloomFilter {
-    /// Builds a filter over the given key hashes (from [`bloom_hash`]), one per
-    /// distinct key.
-    pub(crate) fn build(key_hashes: &[u64]) -> Self {
-        let bit_count = (key_hashes.len() as u64)
-            .saturating_mul(BLOOM_BITS_PER_KEY)
-            .max(BLOOM_BITS_MIN)
-            .next_multiple_of(8);
-        // A layer's distinct keys fit in memory as hashes, so its filter does too.
-        let byte_count = usize::try_from(bit_count / 8).unwrap_or(usize::MAX);
-        let mut filter = BloomFilter {
-            bits: vec![0u8; byte_count],
-            bit_count,
-            hash_count: BLOOM_HASH_COUNT,
+    /// Builds a filter in `layout` over the given key hashes (from
+    /// [`bloom_hash`]), one per distinct key. This build writes the blocked
+    /// layout; the spread one only for tests that make older files.
+    pub(crate) fn build(layout: BloomLayout, key_hashes: &[u64]) -> Self {
+        let keys = key_hashes.len() as u64;
+        let (bit_count, hash_count) = match layout {
+            BloomLayout::Blocked => (
+                keys.saturating_mul(BLOOM_BITS_PER_KEY)
+                    .max(1)
+                    .next_multiple_of(BLOOM_BLOCK_BITS),
+                BLOOM_HASH_COUNT,
+            ),
+            BloomLayout::Spread => (
+                keys.saturating_mul(BLOOM_SPREAD_BITS_PER_KEY)
+                    .max(BLOOM_BITS_MIN)
+                    .next_multiple_of(8),
+                BLOOM_SPREAD_HASH_COUNT,
+            ),
         };
+        // A layer's distinct keys fit in memory as hashes, so its filter does too.
+        let byte_len = usize::try_from(bit_count / 8).unwrap_or(usize::MAX);
+        let mut filter = BloomFilter {
+            lines: vec![Line([0; LINE_BYTES]); byte_len.div_ceil(LINE_BYTES)],
+            byte_len,
+            bit_count,
+            hash_count,
+            layout,
+        };
+        let blocks = filter.blocks();
         for &h in key_hashes {
-            filter.for_each_probe(h, |bits, bit| bits[bit / 8] |= 1 << (bit % 8));
+            match layout {
+                BloomLayout::Blocked => {
+                    let line = &mut filter.lines[fast_range(h, blocks) as usize];
+                    blocked_probes(h, hash_count, |bit| line.0[bit / 8] |= 1 << (bit % 8));
+                }
+                BloomLayout::Spread => {
+                    let lines = &mut filter.lines;
+                    spread_probes(h, hash_count, bit_count, |bit| {
+                        lines[bit / 8 / LINE_BYTES].0[bit / 8 % LINE_BYTES] |= 1 << (bit % 8)
+                    });
+                }
+            }
         }
         filter
     }
 
-    fn for_each_probe(&mut self, h1: u64, mut f: impl FnMut(&mut [u8], usize)) {
-        let h2 = fmix64(h1) | 1;
-        let mut g = h1;
-        for _ in 0..self.hash_count {
-            // bit < bit_count = 8 * bits.len(), so it fits in usize.
-            let bit = fast_range(g, self.bit_count) as usize;
-            f(&mut self.bits, bit);
-            g = g.wrapping_add(h2);
-        }
+    /// Blocks of the blocked layout.
+    fn blocks(&self) -> u64 {
+        self.bit_count / BLOOM_BLOCK_BITS
+    }
+
+    /// Whether bit `bit` of the array is set (false past its end).
+    fn bit(&self, bit: usize) -> bool {
+        self.lines
+            .get(bit / 8 / LINE_BYTES)
+            .is_some_and(|line| line.0[bit / 8 % LINE_BYTES] & (1 << (bit % 8)) != 0)
     }
 
     /// False when `key` is certainly not in the set; true when it may be.
@@ -152,27 +257,35 @@ impl BloomFilter {
 
     /// [`Self::may_contain`] for a precomputed [`bloom_hash`].
     pub(crate) fn may_contain_hash(&self, h1: u64) -> bool {
-        let h2 = fmix64(h1) | 1;
-        let mut g = h1;
-        for _ in 0..self.hash_count {
-            let bit = fast_range(g, self.bit_count);
-            let byte = self.bits.get((bit / 8) as usize).copied().unwrap_or(0);
-            if byte & (1 << (bit % 8)) == 0 {
-                return false;
+        match self.layout {
+            BloomLayout::Blocked => {
+                let Some(line) = self.lines.get(fast_range(h1, self.blocks()) as usize) else {
+                    return true;
+                };
+                let mut all = true;
+                blocked_probes(h1, self.hash_count, |bit| {
+                    all &= line.0[bit / 8] & (1 << (bit % 8)) != 0
+                });
+                all
             }
-            g = g.wrapping_add(h2);
+            BloomLayout::Spread => {
+                let mut all = true;
+                spread_probes(h1, self.hash_count, self.bit_count, |bit| {
+                    all &= self.bit(bit)
+                });
+                all
+            }
         }
-        true
     }
 
     /// Bytes of memory the filter holds.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.bits.capacity() + std::mem::size_of::<Self>()
+        self.lines.capacity() * LINE_BYTES + std::mem::size_of::<Self>()
     }
 
     /// Bytes [`Self::encode`] appends.
     pub(crate) fn encoded_bytes(&self) -> usize {
-        BLOOM_HEADER_BYTES + self.bits.len()
+        BLOOM_HEADER_BYTES + self.byte_len
     }
 
     /// Appends the encoding to `out`.
@@ -180,14 +293,23 @@ impl BloomFilter {
         let start = out.len();
         out.extend_from_slice(&self.hash_count.to_le_bytes());
         out.extend_from_slice(&self.bit_count.to_le_bytes());
-        out.extend_from_slice(&self.bits);
+        let bits_start = out.len();
+        for line in &self.lines {
+            out.extend_from_slice(&line.0);
+        }
+        out.truncate(bits_start + self.byte_len);
         debug_assert_eq!(out.len() - start, self.encoded_bytes());
     }
 
-    /// Decodes a filter from exactly the bytes [`Self::encode`] wrote, found at
-    /// byte `offset` of `file`. The caller has verified the bytes' checksum;
-    /// this checks the fields against the limits.
-    pub(crate) fn decode(bytes: &[u8], file: &Path, offset: u64) -> Result<Self> {
+    /// Decodes a filter in `layout` from exactly the bytes [`Self::encode`]
+    /// wrote, found at byte `offset` of `file`. The caller has verified the
+    /// bytes' checksum; this checks the fields against the limits.
+    pub(crate) fn decode(
+        bytes: &[u8],
+        layout: BloomLayout,
+        file: &Path,
+        offset: u64,
+    ) -> Result<Self> {
         let corrupt = |at: usize, what: String| Corruption::new(file, offset + at as u64, what);
         if bytes.len() < BLOOM_HEADER_BYTES {
             return Err(corrupt(
@@ -225,11 +347,46 @@ impl BloomFilter {
             )
             .into());
         }
+        if layout == BloomLayout::Blocked && bit_count % BLOOM_BLOCK_BITS != 0 {
+            return Err(corrupt(
+                BLOOM_BIT_COUNT_OFFSET,
+                format!(
+                    "blocked bloom filter bit count {bit_count} is not a multiple of {BLOOM_BLOCK_BITS}"
+                ),
+            )
+            .into());
+        }
+        let mut lines = vec![Line([0; LINE_BYTES]); bits.len().div_ceil(LINE_BYTES)];
+        for (line, chunk) in lines.iter_mut().zip(bits.chunks(LINE_BYTES)) {
+            line.0[..chunk.len()].copy_from_slice(chunk);
+        }
         Ok(BloomFilter {
-            bits: bits.to_vec(),
+            lines,
+            byte_len: bits.len(),
             bit_count,
             hash_count,
+            layout,
         })
+    }
+}
+
+/// The blocked layout's probes of `h1`: `hash_count` bits within a block.
+fn blocked_probes(h1: u64, hash_count: u32, mut f: impl FnMut(usize)) {
+    let mut g = fmix64(h1);
+    for _ in 0..hash_count {
+        f((g >> 55) as usize); // < 512
+        g = g.wrapping_mul(BLOOM_PROBE_MULTIPLIER);
+    }
+}
+
+/// The spread layout's probes of `h1` over `bit_count` bits.
+fn spread_probes(h1: u64, hash_count: u32, bit_count: u64, mut f: impl FnMut(usize)) {
+    let h2 = fmix64(h1) | 1;
+    let mut g = h1;
+    for _ in 0..hash_count {
+        // bit < bit_count <= 8 * (bytes held), so it fits in usize.
+        f(fast_range(g, bit_count) as usize);
+        g = g.wrapping_add(h2);
     }
 }
 
@@ -243,67 +400,114 @@ mod tests {
         k
     }
 
+    const LAYOUTS: [BloomLayout; 2] = [BloomLayout::Blocked, BloomLayout::Spread];
+
     #[test]
     fn bloom_has_no_false_negatives() {
-        for n in [0u64, 1, 7, 100, 5000] {
-            let keys: Vec<Vec<u8>> = (0..n).map(|i| key(i, b'a')).collect();
-            let hashes: Vec<u64> = keys.iter().map(|k| bloom_hash(k)).collect();
-            let filter = BloomFilter::build(&hashes);
-            for k in &keys {
-                assert!(
-                    filter.may_contain(k),
-                    "false negative for {k:?} with n = {n}"
-                );
+        for layout in LAYOUTS {
+            for n in [0u64, 1, 7, 100, 5000] {
+                let keys: Vec<Vec<u8>> = (0..n).map(|i| key(i, b'a')).collect();
+                let hashes: Vec<u64> = keys.iter().map(|k| bloom_hash(k)).collect();
+                let filter = BloomFilter::build(layout, &hashes);
+                for k in &keys {
+                    assert!(
+                        filter.may_contain(k),
+                        "{layout:?}: false negative for {k:?} with n = {n}"
+                    );
+                }
             }
         }
     }
 
     #[test]
     fn bloom_false_positive_rate_is_near_target() {
-        let n = 20_000u64;
-        let hashes: Vec<u64> = (0..n).map(|i| bloom_hash(&key(i, b'a'))).collect();
-        let filter = BloomFilter::build(&hashes);
-        let probes = 200_000u64;
-        let false_positives = (0..probes)
-            .filter(|&i| filter.may_contain(&key(i, b'b')))
-            .count();
-        let rate = false_positives as f64 / probes as f64;
-        assert!(
-            rate > BLOOM_FALSE_POSITIVE_RATE_TARGET / 2.0
-                && rate < BLOOM_FALSE_POSITIVE_RATE_TARGET * 1.5,
-            "false-positive rate {rate} is not near the target {BLOOM_FALSE_POSITIVE_RATE_TARGET}"
-        );
+        for (layout, target, n, probes) in [
+            (
+                BloomLayout::Blocked,
+                BLOOM_FALSE_POSITIVE_RATE_TARGET,
+                100_000u64,
+                2_000_000u64,
+            ),
+            (
+                BloomLayout::Spread,
+                BLOOM_SPREAD_FALSE_POSITIVE_RATE_TARGET,
+                20_000,
+                200_000,
+            ),
+        ] {
+            let hashes: Vec<u64> = (0..n).map(|i| bloom_hash(&key(i, b'a'))).collect();
+            let filter = BloomFilter::build(layout, &hashes);
+            let false_positives = (0..probes)
+                .filter(|&i| filter.may_contain(&key(i, b'b')))
+                .count();
+            let rate = false_positives as f64 / probes as f64;
+            assert!(
+                rate > target / 2.0 && rate < target * 1.5,
+                "{layout:?}: false-positive rate {rate} is not near the target {target}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_blocked_lookup_reads_one_cache_line() {
+        let hashes: Vec<u64> = (0..1000).map(|i| bloom_hash(&key(i, b'a'))).collect();
+        let filter = BloomFilter::build(BloomLayout::Blocked, &hashes);
+        assert_eq!(std::mem::align_of::<Line>(), 64);
+        assert_eq!(filter.bit_count % BLOOM_BLOCK_BITS, 0);
+        // Every key's bits lie in the block its hash picks.
+        for &h in &hashes {
+            let block = fast_range(h, filter.blocks()) as usize;
+            let mut alone = filter.clone();
+            for (i, line) in alone.lines.iter_mut().enumerate() {
+                if i != block {
+                    line.0 = [0; LINE_BYTES];
+                }
+            }
+            assert!(alone.may_contain_hash(h));
+        }
     }
 
     #[test]
     fn bloom_encoding_round_trips() {
-        let hashes: Vec<u64> = (0..300).map(|i| bloom_hash(&key(i, b'x'))).collect();
-        let filter = BloomFilter::build(&hashes);
-        let mut out = vec![];
-        filter.encode(&mut out);
-        assert_eq!(out.len(), filter.encoded_bytes());
-        let decoded = BloomFilter::decode(&out, Path::new("f"), 0).expect("decodes");
-        assert_eq!(decoded, filter);
+        for layout in LAYOUTS {
+            for n in [0u64, 1, 300, 1001] {
+                let hashes: Vec<u64> = (0..n).map(|i| bloom_hash(&key(i, b'x'))).collect();
+                let filter = BloomFilter::build(layout, &hashes);
+                let mut out = vec![];
+                filter.encode(&mut out);
+                assert_eq!(out.len(), filter.encoded_bytes());
+                let decoded =
+                    BloomFilter::decode(&out, layout, Path::new("f"), 0).expect("decodes");
+                assert_eq!(decoded, filter, "{layout:?}, {n} keys");
+            }
+        }
     }
 
     #[test]
     fn bloom_decode_rejects_bad_fields_without_panicking() {
-        let filter = BloomFilter::build(&[1, 2, 3]);
-        let mut good = vec![];
-        filter.encode(&mut good);
-        for cut in 0..good.len() {
-            assert!(
-                BloomFilter::decode(&good[..cut], Path::new("f"), 0).is_err(),
-                "cut at {cut}"
-            );
+        for layout in LAYOUTS {
+            let filter = BloomFilter::build(layout, &[1, 2, 3]);
+            let mut good = vec![];
+            filter.encode(&mut good);
+            let decode =
+                |bytes: &[u8], offset| BloomFilter::decode(bytes, layout, Path::new("f"), offset);
+            for cut in 0..good.len() {
+                assert!(decode(&good[..cut], 0).is_err(), "{layout:?}: cut at {cut}");
+            }
+            let mut zero_hashes = good.clone();
+            zero_hashes[0..4].copy_from_slice(&0u32.to_le_bytes());
+            assert!(decode(&zero_hashes, 0).is_err());
+            let mut huge_bits = good.clone();
+            huge_bits[4..12].copy_from_slice(&u64::MAX.to_le_bytes());
+            let err = decode(&huge_bits, 100).expect_err("rejects");
+            assert!(err.to_string().contains("offset 104"), "{err}");
         }
-        let mut zero_hashes = good.clone();
-        zero_hashes[0..4].copy_from_slice(&0u32.to_le_bytes());
-        assert!(BloomFilter::decode(&zero_hashes, Path::new("f"), 0).is_err());
-        let mut huge_bits = good.clone();
-        huge_bits[4..12].copy_from_slice(&u64::MAX.to_le_bytes());
-        let err = BloomFilter::decode(&huge_bits, Path::new("f"), 100).expect_err("rejects");
-        assert!(err.to_string().contains("offset 104"), "{err}");
+        // A blocked filter's bit count is whole blocks.
+        let mut ragged = vec![];
+        BloomFilter::build(BloomLayout::Spread, &[1, 2, 3]).encode(&mut ragged);
+        let err = BloomFilter::decode(&ragged, BloomLayout::Blocked, Path::new("f"), 0)
+            .expect_err("not whole blocks");
+        assert!(err.to_string().contains("multiple of 512"), "{err}");
     }
 
     #[test]

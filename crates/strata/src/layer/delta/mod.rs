@@ -133,9 +133,10 @@ pub(crate) struct DeltaLayerSummary {
 
 /// The format version this build writes and the newest it reads.
 /// Version 2 pads data blocks to the page (see `BLOCK_ALIGN_BYTES`);
-/// version 3 adds value blocks (see `INDEX_VALUE_BLOCK_FLAG`), and version 2
-/// files read as they are.
-pub(crate) const DELTA_FORMAT_VERSION: u32 = 3;
+/// version 3 adds value blocks (see `INDEX_VALUE_BLOCK_FLAG`); version 4
+/// blocks the bloom filter (every probe of a key in one cache line, see
+/// `bloom::BloomLayout`). Versions 2 and 3 read as they are.
+pub(crate) const DELTA_FORMAT_VERSION: u32 = 4;
 /// The oldest format version a reader opens.
 pub(crate) const DELTA_FORMAT_VERSION_MIN: u32 = 2;
 /// Longest key.

@@ -49,7 +49,7 @@ use super::{
 };
 use crate::cache::{Block, BlockCache};
 use crate::error::{Corruption, Error, Result};
-use crate::layer::bloom::BloomFilter;
+use crate::layer::bloom::{BloomFilter, BloomLayout};
 
 /// One entry of a range scan: key, lsn, kind, value.
 pub(crate) type DeltaEntry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
@@ -390,7 +390,12 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             f32_(FOOTER_BLOOM_CRC_OFFSET),
             crc32c::crc32c(bloom_bytes),
         )?;
-        let bloom = BloomFilter::decode(bloom_bytes, path, bloom_offset)?;
+        let bloom = BloomFilter::decode(
+            bloom_bytes,
+            BloomLayout::of_format_version(version),
+            path,
+            bloom_offset,
+        )?;
 
         // Key range.
         check_crc(

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -154,6 +154,17 @@ fn write_layer<S: LayerSink>(sink: S, model: &Model, block_bytes: usize) -> (S, 
 
 fn build(model: &Model, block_bytes: usize) -> (Vec<u8>, DeltaLayerSummary) {
     write_layer(Vec::new(), model, block_bytes)
+}
+
+/// [`build`] in format version 3 (the spread bloom filter), the base of the
+/// older files the tests make.
+fn build_v3(model: &Model, block_bytes: usize) -> Vec<u8> {
+    let mut writer =
+        DeltaLayerWriter::with_format_version(Vec::new(), block_bytes, 3).expect("writer");
+    for ((key, lsn), (kind, value)) in model {
+        writer.add(key, *lsn, *kind, value).expect("add");
+    }
+    writer.finish().expect("finish").0
 }
 
 fn open_mem(bytes: Vec<u8>) -> DeltaLayerReader<MemFile> {
@@ -1407,22 +1418,40 @@ fn a_4_kib_value_is_one_aligned_4_kib_read() {
     );
     // The same layer without value blocks is what format version 2 reads;
     // with them, version 2 is refused as corrupt (an impossible key length).
+    let file = build_v3(&model, BLOCK_ALIGN_BYTES);
     let err = DeltaLayerReader::open(MemFile::new(as_version(file, 2))).expect_err("v2");
     assert!(err.is_corruption(), "{err}");
 }
 
 #[test]
-fn a_version_2_layer_still_reads() {
+fn layers_of_versions_2_and_3_still_read_beside_version_4() {
     let model = small_model();
-    let (file, _) = build(&model, BLOCK_ALIGN_BYTES);
-    let reader = open_mem(as_version(file.clone(), 2));
-    for (key, lsn) in model.keys() {
-        assert_eq!(
-            reader.get(key, *lsn).expect("get"),
-            model_get(&model, key, *lsn)
+    let v3 = build_v3(&model, BLOCK_ALIGN_BYTES);
+    let (v4, _) = build(&model, BLOCK_ALIGN_BYTES);
+    for (version, file) in [(4, v4), (3, v3.clone()), (2, as_version(v3.clone(), 2))] {
+        let mut reader = open_mem(file);
+        let reads = Arc::new(AtomicU64::new(0));
+        reader.count_point_reads(Arc::clone(&reads));
+        for (key, lsn) in model.keys() {
+            assert_eq!(
+                reader.get(key, *lsn).expect("get"),
+                model_get(&model, key, *lsn),
+                "version {version}"
+            );
+        }
+        // The spread filter still rules out keys within the key range.
+        let before = reads.load(AtomicOrdering::Relaxed);
+        for i in 0..1000 {
+            let key = format!("key-050-{i}");
+            assert_eq!(reader.get(key.as_bytes(), Lsn::MAX).expect("get"), None);
+        }
+        let false_positives = reads.load(AtomicOrdering::Relaxed) - before;
+        assert!(
+            false_positives < 40,
+            "version {version}: {false_positives} reads for 1000 absent keys"
         );
     }
-    let err = DeltaLayerReader::open(MemFile::new(as_version(file, 1))).expect_err("v1");
+    let err = DeltaLayerReader::open(MemFile::new(as_version(v3, 1))).expect_err("v1");
     assert!(err.is_corruption(), "{err}");
 }
 

@@ -35,7 +35,7 @@ use super::{
     HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, INDEX_VALUE_BLOCK_FLAG, VALUE_BYTES_MAX,
 };
 use crate::error::{Error, InvalidInput, Result};
-use crate::layer::bloom::{bloom_hash, BloomFilter};
+use crate::layer::bloom::{bloom_hash, BloomFilter, BloomLayout};
 
 /// Writes one delta layer file. See the module documentation.
 pub(crate) struct DeltaLayerWriter<S: LayerSink> {
@@ -72,12 +72,25 @@ pub(crate) struct DeltaLayerWriter<S: LayerSink> {
     key_hashes: Vec<u64>,
     /// Set when the sink failed: the file is incomplete.
     failed: bool,
+    /// The format version written: `DELTA_FORMAT_VERSION`, or an older one
+    /// (its bloom filter layout) for tests that make older files.
+    format_version: u32,
 }
 
 impl<S: LayerSink> DeltaLayerWriter<S> {
     /// Starts a file on `sink` (appends its header) with data blocks of about
     /// `block_size_bytes`.
-    pub(crate) fn new(mut sink: S, block_size_bytes: usize) -> Result<Self> {
+    pub(crate) fn new(sink: S, block_size_bytes: usize) -> Result<Self> {
+        Self::with_format_version(sink, block_size_bytes, DELTA_FORMAT_VERSION)
+    }
+
+    /// [`Self::new`] writing format `version` (3 or 4: the bloom filter's
+    /// layout; what else a version changes, tests patch in themselves).
+    pub(crate) fn with_format_version(
+        mut sink: S,
+        block_size_bytes: usize,
+        format_version: u32,
+    ) -> Result<Self> {
         if !(BLOCK_BYTES_TARGET_MIN..=BLOCK_BYTES_TARGET_MAX).contains(&block_size_bytes) {
             return Err(InvalidInput::OptionOutOfRange {
                 option: "block_size_bytes",
@@ -88,7 +101,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         }
         let mut header = Vec::with_capacity(HEADER_BYTES);
         header.extend_from_slice(&HEADER_MAGIC);
-        header.extend_from_slice(&DELTA_FORMAT_VERSION.to_le_bytes());
+        header.extend_from_slice(&format_version.to_le_bytes());
         header.extend_from_slice(&0u32.to_le_bytes()); // flags
         header.extend_from_slice(&(block_size_bytes as u32).to_le_bytes()); // <= BLOCK_BYTES_TARGET_MAX
         debug_assert_eq!(header.len(), HEADER_CRC_OFFSET);
@@ -118,6 +131,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             entries: 0,
             key_hashes: Vec::new(),
             failed: false,
+            format_version,
         })
     }
 
@@ -228,7 +242,11 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
 
         let bloom_offset = self.offset;
         let mut bloom = Vec::new();
-        BloomFilter::build(&self.key_hashes).encode(&mut bloom);
+        BloomFilter::build(
+            BloomLayout::of_format_version(self.format_version),
+            &self.key_hashes,
+        )
+        .encode(&mut bloom);
         let bloom_crc = crc32c::crc32c(&bloom);
         self.append(&bloom)?;
 
@@ -268,7 +286,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             keys_crc,
             0, /* flags */
             FOOTER_BYTES as u32,
-            DELTA_FORMAT_VERSION,
+            self.format_version,
         ] {
             footer.extend_from_slice(&field.to_le_bytes());
         }
