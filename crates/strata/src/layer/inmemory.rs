@@ -74,12 +74,14 @@ impl Versions {
 }
 
 /// Keys up to this length are stored inline in the index, without an
-/// allocation of their own.
-const INLINE_KEY_BYTES: usize = 24;
+/// allocation of their own: 16-byte page keys and 32-byte hashes.
+const INLINE_KEY_BYTES: usize = 32;
 
-/// A key of the in-memory index. Short keys (the common case: 16-byte page
-/// keys) live inline and compare as three big-endian words, which is what
-/// makes ingest of short keys fast; longer keys are boxed. Invariants: a key
+/// A key of the in-memory index. Short keys (the common cases: 16-byte page
+/// keys, 32-byte hashes) live inline and compare as four big-endian words
+/// with no pointer to follow, which is what makes ingest of short keys fast
+/// and keeps a lookup's cache misses to the B-tree's nodes; longer keys are
+/// boxed. Invariants: a key
 /// is inline exactly when it is at most `INLINE_KEY_BYTES` long, and inline
 /// bytes past `len` are zero, so zero-padded word comparison followed by a
 /// length comparison is bytewise order.
@@ -121,10 +123,11 @@ impl Ord for IndexKey {
                 let word = |x: &[u8; INLINE_KEY_BYTES], i: usize| {
                     u64::from_be_bytes(x[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
                 };
-                (word(a, 0), word(a, 1), word(a, 2), la).cmp(&(
+                (word(a, 0), word(a, 1), word(a, 2), word(a, 3), la).cmp(&(
                     word(b, 0),
                     word(b, 1),
                     word(b, 2),
+                    word(b, 3),
                     lb,
                 ))
             }
@@ -466,7 +469,14 @@ impl InMemoryLayer {
                 .index
                 .read()
                 .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
-            index.get(key).and_then(|vs| vs.at(lsn))
+            // A short key is looked up as an index key (on the stack): the
+            // search compares words, not slices behind pointers.
+            let versions = if key.len() <= INLINE_KEY_BYTES {
+                index.get(&IndexKey::new(key))
+            } else {
+                index.get(key)
+            };
+            versions.and_then(|vs| vs.at(lsn))
         };
         match found {
             None => Ok(None),
