@@ -28,6 +28,7 @@
 //!   BLOOM_PROBE_MULTIPLIER`.
 //! - Spread: probe `i` tests bit `fast_range(h1 + i * (h2 | 1), bit_count)`
 //!   (Kirsch–Mitzenmacher double hashing).
+//!
 //! The hash is part of the file format: changing it needs a new format version.
 //!
 //! Encoding (all little-endian, see `docs/format.md`):
