@@ -60,6 +60,7 @@ pub fn to_json(stats: &Stats) -> Value {
         "l1_layers": stats.l1_layers,
         "compactions": stats.compactions,
         "compaction_error": stats.compaction_error,
+        "flush_error": stats.flush_error,
         "block_cache_bytes": stats.block_cache_bytes,
         "block_cache_hits": stats.block_cache_hits,
         "block_cache_misses": stats.block_cache_misses,
@@ -118,6 +119,10 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
                 .compaction_error
                 .clone()
                 .unwrap_or_else(|| "none".into()),
+        ),
+        (
+            "flush error",
+            stats.flush_error.clone().unwrap_or_else(|| "none".into()),
         ),
         (
             "block cache",

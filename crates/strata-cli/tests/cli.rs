@@ -130,7 +130,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let summary = &lines[..11];
+    let summary = &lines[..12];
     let labels: Vec<&str> = summary
         .iter()
         .map(|l| l[..l.find("  ").unwrap()].trim())
@@ -146,6 +146,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "levels",
             "compactions",
             "compaction error",
+            "flush error",
             "block cache",
             "index memory",
             "point lookups"
@@ -177,19 +178,20 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(&summary[5][column..], "L0 3, L1 0 in 0 runs");
     assert_eq!(&summary[6][column..], "0");
     assert_eq!(&summary[7][column..], "none");
-    assert_eq!(&summary[8][column..], "0 B (0 hits, 0 misses)");
+    assert_eq!(&summary[8][column..], "none");
+    assert_eq!(&summary[9][column..], "0 B (0 hits, 0 misses)");
     // "1.2 KiB (0 layer files open, 0 closed to stay within the budget)"
-    let index = &summary[9][column..];
+    let index = &summary[10][column..];
     assert!(
         index.ends_with(" layer files open, 0 closed to stay within the budget)"),
         "{}",
         run.stdout
     );
     assert!(index.split(" (").next().unwrap().ends_with('B'), "{index}");
-    assert_eq!(&summary[10][column..], "0 (0 data blocks read)");
+    assert_eq!(&summary[11][column..], "0 (0 data blocks read)");
 
-    assert_eq!(lines[11], "");
-    let header: Vec<&str> = lines[12]
+    assert_eq!(lines[12], "");
+    let header: Vec<&str> = lines[13]
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -205,7 +207,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "syncs"
         ]
     );
-    let rows: Vec<&str> = lines[13..]
+    let rows: Vec<&str> = lines[14..]
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
@@ -215,7 +217,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     );
     // Right-aligned: every row of the table ends at the same column.
     assert!(
-        lines[12..].iter().all(|l| l.len() == lines[12].len()),
+        lines[13..].iter().all(|l| l.len() == lines[13].len()),
         "{}",
         run.stdout
     );
@@ -246,6 +248,7 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "compactions",
             "delta_bytes",
             "delta_layers",
+            "flush_error",
             "frozen_layers",
             "index_memory_bytes",
             "io",
@@ -274,6 +277,7 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
     assert_eq!(number("l0_layers"), 3, "{stats}");
     assert_eq!(number("compactions"), 0, "{stats}");
     assert!(stats["compaction_error"].is_null(), "{stats}");
+    assert!(stats["flush_error"].is_null(), "{stats}");
     number("open_layer_bytes");
     number("frozen_layers");
     assert!(

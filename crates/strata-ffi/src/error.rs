@@ -78,7 +78,10 @@ impl fmt::Display for FfiError {
 impl From<strata::Error> for FfiError {
     fn from(e: strata::Error) -> Self {
         let code = match &e {
-            strata::Error::Io { .. } | strata::Error::DirectIoUnsupported { .. } => STRATA_IO_ERROR,
+            // A write refused while the flush fails: nothing was written.
+            strata::Error::Io { .. }
+            | strata::Error::DirectIoUnsupported { .. }
+            | strata::Error::FlushBacklog { .. } => STRATA_IO_ERROR,
             strata::Error::Corruption(_) => STRATA_CORRUPTION,
             strata::Error::InvalidInput(_) | strata::Error::BelowHorizon { .. } => {
                 STRATA_INVALID_ARGUMENT

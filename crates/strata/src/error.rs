@@ -140,6 +140,12 @@ pub enum Error {
     /// A background thread (flusher, compactor) failed earlier; the engine refuses further writes.
     #[error("the engine stopped after an earlier background error: {0}")]
     Poisoned(String),
+    /// A write refused while the frozen layers waiting for their flush are
+    /// at `Options::frozen_layers_max` and the flush keeps failing (a full
+    /// disk, say): nothing was written. The background thread retries the
+    /// flush; writes go through again once it succeeds.
+    #[error("write refused: {frozen} frozen layers wait for a flush that fails: {error}")]
+    FlushBacklog { frozen: usize, error: String },
     /// The database is closed or closing.
     #[error("the database is closed")]
     Closed,

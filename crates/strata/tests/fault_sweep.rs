@@ -6,7 +6,8 @@
 //!   ENOSPC from N on, and with EIO from N on followed by a power loss;
 //! - `every_failed_operation_stops_acknowledgements`: the same faults, the
 //!   workload going on after errors: no write is acknowledged after one
-//!   failed, and no read returns a wrong value;
+//!   failed (or a freeze), and no read returns a wrong value; a failed
+//!   flush or compaction changes nothing, and writes may go on after it;
 //! - `power_loss_at_every_step_loses_nothing_acknowledged`: a power loss
 //!   after every step of the workload, 8 seeds each (2,000 power losses).
 //!
@@ -147,6 +148,9 @@ fn workload_in(
                     o.durable = lsn;
                 }
             }
+            // Refused before anything was written (the flush backlog is
+            // full and its flush failed): the database goes on.
+            Err(strata::Error::FlushBacklog { .. }) if !failed => {}
             Err(_) => {
                 if !failed {
                     o.writes.push((lsn, es));
@@ -167,7 +171,14 @@ fn workload_in(
             Ok(()) if matches!(i % 100, 30 | 60 | 90) && !failed => o.durable = o.acked,
             Ok(()) => {}
             Err(_) if !go_on => return (o, None),
-            Err(_) => failed = true,
+            // A failed flush changes nothing (the log stays listed, the
+            // flush is tried again): like a failed compaction, writes may go
+            // on after it. A failed freeze (alone, or the start of a flush
+            // that poisoned the database) leaves the log's state unknown:
+            // no write may be acknowledged after it.
+            Err(strata::Error::Poisoned(_)) => failed = true,
+            Err(_) if i % 100 == 30 => failed = true,
+            Err(_) => {}
         }
         // A failed compaction changes nothing (its outputs are not listed,
         // its inputs stay): like a failed read, writes go on after it.

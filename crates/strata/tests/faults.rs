@@ -553,3 +553,82 @@ fn a_damaged_last_record_after_a_close_is_an_error_not_a_torn_tail() {
     let err = Db::open(DIR, options(Arc::new(sim.clone()))).err().unwrap();
     assert!(err.is_corruption(), "{err}");
 }
+
+#[test]
+fn a_flush_that_fails_for_good_poisons_nothing_and_passes_once_the_fault_clears() {
+    let sim = SimStorage::new(11);
+    let db = Db::open(DIR, options(Arc::new(sim.clone()))).unwrap();
+    for i in 0..10 {
+        db.put(format!("k{i}"), value(i, 3000), WriteOptions { sync: true })
+            .unwrap();
+    }
+    db.freeze().unwrap();
+    // The disk is full from here: every try of the flush fails.
+    sim.inject(Fault::from_op(sim.ops() + 1, FaultError::Enospc));
+    let err = db.flush().expect_err("a flush onto a full disk");
+    assert!(!matches!(err, Error::Poisoned(_)), "{err}");
+    // Space comes back: nothing was poisoned, writes and the flush go on.
+    sim.clear_faults();
+    db.put(b"after", b"x", WriteOptions { sync: true })
+        .expect("a write after a failed flush");
+    db.flush().expect("the flush once the disk has room");
+    assert_eq!(db.stats().frozen_layers, 0);
+    for i in 0..10 {
+        assert_eq!(db.get(format!("k{i}")).unwrap(), Some(value(i, 3000)));
+    }
+    drop(db);
+    let db = Db::open(DIR, options(Arc::new(sim.clone()))).unwrap();
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"x"[..]));
+    for i in 0..10 {
+        assert_eq!(db.get(format!("k{i}")).unwrap(), Some(value(i, 3000)));
+    }
+    assert_eq!(
+        files_with_ext(&sim, "delta").len(),
+        db.stats().delta_layers,
+        "a failed try left a delta file behind"
+    );
+}
+
+#[test]
+fn a_background_flush_that_keeps_failing_refuses_writes_past_the_backlog() {
+    let sim = SimStorage::new(12);
+    let opts = Options {
+        background_flush: true,
+        frozen_layers_max: 1,
+        ..options(Arc::new(sim.clone()))
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    for i in 0..10 {
+        db.put(format!("r{i}"), value(i, 3000), WriteOptions { sync: true })
+            .unwrap();
+    }
+    // The log rots on the disk before it is frozen: its flush fails every try.
+    let log = files_with_ext(&sim, "log").remove(0);
+    assert!(sim.rot(&log, |b| b[700] ^= 0x40));
+    db.freeze().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let error = loop {
+        if let Some(e) = db.stats().flush_error {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "no flush error");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(error.contains(&*log.to_string_lossy()), "{error}");
+    // Writes go on into the open layer while one frozen layer waits...
+    db.put(b"s", b"1", WriteOptions { sync: true })
+        .expect("a write within the backlog");
+    // ...and past the backlog they are refused, not left waiting.
+    db.freeze().unwrap();
+    let err = db
+        .put(b"t", b"2", WriteOptions { sync: true })
+        .expect_err("a write past the backlog");
+    assert!(
+        matches!(err, Error::FlushBacklog { frozen: 2, .. }),
+        "{err}"
+    );
+    // Nothing is poisoned: what was written reads back.
+    assert_eq!(db.get(b"s").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"t").unwrap(), None);
+    assert!(db.stats().flush_error.is_some());
+}

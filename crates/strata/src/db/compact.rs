@@ -42,9 +42,6 @@ fn release_when_unread(layers: Vec<Arc<Layer>>) {
     }
 }
 
-const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl DbInner {
     fn policy(&self) -> Policy {
         Policy {

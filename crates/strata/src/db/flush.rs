@@ -1,11 +1,25 @@
 //! Flush: frozen in-memory layers written out as L0 delta layers, oldest
 //! first, by the background thread or inline; the flush backlog's write
 //! stall; the retry policy of a failed flush.
+//!
+//! Error policy (the same as compaction's, see `RETRY_FIRST`): a failed
+//! flush changed nothing the database relies on (the log stays listed until
+//! a manifest edit says otherwise; a delta file not yet listed is garbage
+//! the next open removes), so it never poisons the database. One layer's
+//! flush is tried `FLUSH_ATTEMPTS` times at once (a one-off error or a read
+//! that came back wrong passes); after that the background thread keeps the
+//! error for `stats()` and tries again after a backoff, for as long as it
+//! fails, and `Db::flush` returns the error. Writes go on into the open
+//! layer; a writer that finds the backlog at `frozen_layers_max` while the
+//! background flush fails is refused with `Error::FlushBacklog` (nothing
+//! written) rather than kept waiting (without a background thread, it
+//! flushes inline, and a failure refuses it the same way).
 
 use super::*;
 
-/// Tries of one layer's flush before its error poisons the database: the
-/// second at once, the third after `FLUSH_RETRY_DELAY`.
+/// Tries of one layer's flush before its error is returned (and the
+/// background thread backs off): the second at once, the third after
+/// `FLUSH_RETRY_DELAY`.
 const FLUSH_ATTEMPTS: u32 = 3;
 const FLUSH_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
@@ -18,6 +32,7 @@ impl DbInner {
     }
 
     pub(super) fn flush_loop(&self) {
+        let mut backoff = RETRY_FIRST;
         loop {
             {
                 let Ok(mut s) = self.flush_signal.lock() else {
@@ -34,10 +49,36 @@ impl DbInner {
                 }
                 s.pending = false;
             }
-            if let Err(e) = self.flush_pending(true) {
-                self.poison(&e);
-                self.flush_cv.notify_all();
-                return;
+            match self.flush_pending(true) {
+                Ok(()) => {
+                    backoff = RETRY_FIRST;
+                    if let Ok(mut s) = self.flush_signal.lock() {
+                        s.error = None;
+                    }
+                }
+                Err(e) => {
+                    if self.check_poisoned().is_err() {
+                        self.flush_cv.notify_all();
+                        return;
+                    }
+                    let Ok(mut s) = self.flush_signal.lock() else {
+                        return;
+                    };
+                    s.error = Some(e.to_string());
+                    // Writers waiting on the backlog see the error now.
+                    self.flush_cv.notify_all();
+                    let waited = self
+                        .flush_cv
+                        .wait_timeout_while(s, backoff, |s| !s.shutdown);
+                    let Ok((mut s, _)) = waited else {
+                        return;
+                    };
+                    if s.shutdown {
+                        return;
+                    }
+                    s.pending = true;
+                    backoff = (backoff * 2).min(RETRY_MAX);
+                }
             }
         }
     }
@@ -60,38 +101,54 @@ impl DbInner {
             let Some(layer) = self.version()?.frozen.first().cloned() else {
                 return Ok(());
             };
-            // A failed flush changed nothing the database relies on (the
-            // log stays listed until the manifest says otherwise, and a
-            // partial delta file is garbage), so it is tried again: a
-            // one-off I/O error or a read that came back wrong passes.
+            // A failed flush changed nothing the database relies on (see
+            // the module documentation), so it is tried again: a one-off
+            // I/O error or a read that came back wrong passes.
             let mut attempt = 1;
             while let Err(e) = self.flush_one(&layer) {
                 let transient = matches!(e, Error::Io { .. } | Error::Corruption(_));
                 if !transient || attempt == FLUSH_ATTEMPTS {
-                    self.poison(&e);
                     return Err(e);
                 }
                 std::thread::sleep(FLUSH_RETRY_DELAY * (attempt - 1));
                 attempt += 1;
             }
+            // A flush passed (here or in `Db::flush`): the error is history.
+            if let Ok(mut s) = self.flush_signal.lock() {
+                s.error = None;
+            }
             self.flush_cv.notify_all();
         }
     }
 
-    /// Write stall: while more than `frozen_layers_max` frozen layers wait
-    /// for their flush, a writer waits (or, without a background thread,
-    /// flushes them itself), so memory and unflushed logs stay bounded.
+    /// Write stall, before a write: while more than `frozen_layers_max`
+    /// frozen layers wait for their flush, a writer waits (or, without a
+    /// background thread, flushes them itself), so memory and unflushed
+    /// logs stay bounded; while the flush fails, it is refused.
     pub(super) fn wait_for_flush_backlog(&self) -> Result<()> {
         let backlog = || self.version().map(|v| v.frozen.len());
         if backlog()? <= self.opts.frozen_layers_max {
             return Ok(());
         }
         if !self.opts.background_flush {
-            return self.flush_pending(false);
+            // The flush's error refuses this write, which wrote nothing.
+            return self.flush_pending(false).map_err(|e| match e {
+                Error::Poisoned(_) => e,
+                e => Error::FlushBacklog {
+                    frozen: backlog().unwrap_or(0),
+                    error: e.to_string(),
+                },
+            });
         }
         let mut s = lock(&self.flush_signal)?;
         while backlog()? > self.opts.frozen_layers_max && !s.shutdown {
             self.check_poisoned()?;
+            if let Some(error) = &s.error {
+                return Err(Error::FlushBacklog {
+                    frozen: backlog()?,
+                    error: error.clone(),
+                });
+            }
             s.pending = true;
             self.flush_cv.notify_all();
             s = self
@@ -166,7 +223,12 @@ impl DbInner {
             layer: desc.clone(),
         })?;
         let delta = Layer::with_reader(desc, Arc::clone(&self.layer_io), reader);
-        self.install(|v| v.with_flushed(layer, delta))?;
+        // The manifest says it happened: a version that cannot show it is a
+        // bug, and the database stops taking writes.
+        if let Err(e) = self.install(|v| v.with_flushed(layer, delta)) {
+            self.poison(&e);
+            return Err(e);
+        }
         // A job running in the idle I/O class while L0 piles up would let
         // the L0 layers' indexes and filters, and every read's layer
         // count, grow: it hurries from here.

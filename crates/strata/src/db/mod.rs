@@ -15,8 +15,11 @@
 //! whole or not at all); the layers of a `Version` cover disjoint LSN ranges,
 //! newest last (`Version::check`); a log is deleted only after the delta
 //! layer holding its data is durable and listed in a durable manifest; after
-//! any write or sync error the database is poisoned and refuses writes (it
-//! cannot know what reached the disk), reads still work.
+//! any write or sync error of the log the database is poisoned and refuses
+//! writes (it cannot know what reached the disk), reads still work. A failed
+//! flush or compaction poisons nothing: its inputs stay, it is retried
+//! (`RETRY_FIRST`), and only writers that would grow the flush backlog past
+//! its limit are refused meanwhile (`Error::FlushBacklog`).
 
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -57,6 +60,13 @@ use recovery::read_whole;
 use write::create_log;
 
 const LOCK_NAME: &str = "LOCK";
+/// The background threads' one error policy (flush and compaction alike):
+/// a failed job changed nothing acknowledged, so the thread keeps its error
+/// for `stats()`, waits `RETRY_FIRST`, doubling up to `RETRY_MAX`, and tries
+/// again. It never poisons the database (only a version that cannot show
+/// what the manifest recorded does).
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 /// Most bytes a scan reads ahead in a layer file at once (it starts small
 /// and doubles up to this).
 const SCAN_READAHEAD_BYTES: usize = 1 << 20;
@@ -75,6 +85,8 @@ struct SyncState {
 struct FlushSignal {
     pending: bool,
     shutdown: bool,
+    /// The background flush's last error, until a flush succeeds.
+    error: Option<String>,
 }
 
 struct DbInner {
@@ -154,6 +166,8 @@ pub struct Stats {
     pub compactions: u64,
     /// The last background compaction's error, until one succeeds.
     pub compaction_error: Option<String>,
+    /// The last background flush's error, until one succeeds.
+    pub flush_error: Option<String>,
     /// Memory of in-memory indexes, delta block indexes and bloom filters.
     pub index_memory_bytes: usize,
     /// Layer files whose reader (index and bloom filter) is open, and
@@ -662,6 +676,7 @@ impl DbInner {
                 .lock()
                 .ok()
                 .and_then(|s| s.error.clone()),
+            flush_error: self.flush_signal.lock().ok().and_then(|s| s.error.clone()),
             index_memory_bytes: 0,
             layer_readers_open: 0,
             layer_readers_closed: self.layer_io.readers.closed(),

@@ -47,6 +47,10 @@ impl DbInner {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        // Before anything is written: a writer waits out the flush backlog,
+        // or is refused (`Error::FlushBacklog`, nothing written) while the
+        // flush fails.
+        self.wait_for_flush_backlog()?;
         let lsn = {
             let mut ws = lock(&self.write)?;
             self.check_poisoned()?;
@@ -93,11 +97,11 @@ impl DbInner {
                 source: Box::new(e),
             })?;
         }
-        // The batch is applied (and durable if asked): a failure while
-        // waiting out the flush backlog poisons the database and is reported
-        // by the next call, not as a failure of this write.
+        // The batch is applied (and durable if asked): the backlog this
+        // write may have grown is waited out here too, so it stays within
+        // its limit between writes; a failure is the next call's (which is
+        // refused before it writes), not this write's. Likewise for L0.
         let _ = self.wait_for_flush_backlog();
-        // Likewise for the L0 backlog: a failure is the next call's.
         let _ = self.wait_for_l0_backlog();
         Ok(lsn)
     }
