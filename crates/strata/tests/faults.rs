@@ -632,3 +632,43 @@ fn a_background_flush_that_keeps_failing_refuses_writes_past_the_backlog() {
     assert_eq!(db.get(b"t").unwrap(), None);
     assert!(db.stats().flush_error.is_some());
 }
+
+#[test]
+fn a_background_compaction_that_keeps_failing_poisons_nothing() {
+    let sim = SimStorage::new(13);
+    let opts = Options {
+        background_flush: true,
+        l0_compaction_trigger: 2,
+        ..options(Arc::new(sim.clone()))
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    for i in 0..10 {
+        db.put(format!("a{i}"), value(i, 3000), WriteOptions::default())
+            .unwrap();
+    }
+    db.flush().unwrap();
+    // The first L0 layer rots on the disk: every merge of it fails.
+    let delta = files_with_ext(&sim, "delta").remove(0);
+    assert!(sim.rot(&delta, |b| b[100] ^= 0x40));
+    for i in 0..10 {
+        db.put(format!("b{i}"), value(i, 3000), WriteOptions::default())
+            .unwrap();
+    }
+    db.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let error = loop {
+        if let Some(e) = db.stats().compaction_error {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "no compaction error");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(error.contains(&*delta.to_string_lossy()), "{error}");
+    // Nothing changed and nothing is poisoned: writes and reads go on.
+    assert_eq!(db.stats().l0_layers, 2);
+    db.put(b"after", b"x", WriteOptions { sync: true })
+        .expect("a write while compaction fails");
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(db.get("b3").unwrap(), Some(value(3, 3000)));
+    assert_eq!(db.stats().compactions, 0);
+}

@@ -16,6 +16,15 @@ use crate::compaction::{
     gc_plan, image_plan, merge_into_run, plan, write_image, JobOptions, Policy, RunView,
 };
 
+impl BackgroundSignal for CompactSignal {
+    fn error_mut(&mut self) -> &mut Option<String> {
+        &mut self.error
+    }
+    fn shutdown(&self) -> bool {
+        self.shutdown
+    }
+}
+
 /// The background compaction thread's wake-up state.
 #[derive(Default)]
 pub(super) struct CompactSignal {
@@ -255,19 +264,11 @@ impl DbInner {
                         if self.compaction_cancelled() || self.check_poisoned().is_err() {
                             return;
                         }
-                        let Ok(mut s) = self.compact_signal.lock() else {
-                            return;
-                        };
-                        s.error = Some(e.to_string());
-                        self.compact_cv.notify_all();
-                        // Wait out the backoff, or until shutdown.
-                        let waited = self
-                            .compact_cv
-                            .wait_timeout_while(s, backoff, |s| !s.shutdown);
-                        if waited.map_or(true, |(s, _)| s.shutdown) {
+                        if back_off(&self.compact_signal, &self.compact_cv, &e, &mut backoff)
+                            .is_none()
+                        {
                             return;
                         }
-                        backoff = (backoff * 2).min(RETRY_MAX);
                     }
                 }
             }

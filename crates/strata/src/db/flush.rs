@@ -61,23 +61,13 @@ impl DbInner {
                         self.flush_cv.notify_all();
                         return;
                     }
-                    let Ok(mut s) = self.flush_signal.lock() else {
+                    // Writers waiting on the backlog see the error at once.
+                    let Some(mut s) =
+                        back_off(&self.flush_signal, &self.flush_cv, &e, &mut backoff)
+                    else {
                         return;
                     };
-                    s.error = Some(e.to_string());
-                    // Writers waiting on the backlog see the error now.
-                    self.flush_cv.notify_all();
-                    let waited = self
-                        .flush_cv
-                        .wait_timeout_while(s, backoff, |s| !s.shutdown);
-                    let Ok((mut s, _)) = waited else {
-                        return;
-                    };
-                    if s.shutdown {
-                        return;
-                    }
                     s.pending = true;
-                    backoff = (backoff * 2).min(RETRY_MAX);
                 }
             }
         }

@@ -67,6 +67,39 @@ const LOCK_NAME: &str = "LOCK";
 /// what the manifest recorded does).
 const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
 const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a background thread's wake-up state holds for the error policy.
+trait BackgroundSignal {
+    fn error_mut(&mut self) -> &mut Option<String>;
+    fn shutdown(&self) -> bool;
+}
+
+impl BackgroundSignal for FlushSignal {
+    fn error_mut(&mut self) -> &mut Option<String> {
+        &mut self.error
+    }
+    fn shutdown(&self) -> bool {
+        self.shutdown
+    }
+}
+
+/// The error policy's step after a failed job: keeps `error` in the
+/// thread's signal (for `stats()`), wakes whoever waits on `cv`, and waits
+/// out `backoff` (then doubles it, up to `RETRY_MAX`) or until shutdown.
+/// Returns the signal's guard, or `None` when the thread should stop.
+fn back_off<'a, S: BackgroundSignal>(
+    signal: &'a Mutex<S>,
+    cv: &Condvar,
+    error: &Error,
+    backoff: &mut std::time::Duration,
+) -> Option<MutexGuard<'a, S>> {
+    let mut s = signal.lock().ok()?;
+    *s.error_mut() = Some(error.to_string());
+    cv.notify_all();
+    let (s, _) = cv.wait_timeout_while(s, *backoff, |s| !s.shutdown()).ok()?;
+    *backoff = (*backoff * 2).min(RETRY_MAX);
+    (!s.shutdown()).then_some(s)
+}
 /// Most bytes a scan reads ahead in a layer file at once (it starts small
 /// and doubles up to this).
 const SCAN_READAHEAD_BYTES: usize = 1 << 20;
