@@ -30,7 +30,7 @@ impl Weighter<(u64, u64), Block> for BlockWeight {
 }
 
 /// A verified block, shared by the cache and the reads using it (no copy).
-pub(crate) type Block = Arc<Vec<u8>>;
+pub(crate) type Block = Arc<[u8]>;
 
 /// Verified blocks by (file id, offset).
 pub(crate) struct BlockCache {
@@ -98,14 +98,14 @@ mod tests {
         assert!(BlockCache::new(0).is_none());
         let cache = BlockCache::new(64 << 10).unwrap();
         assert!(cache.get(1, 0).is_none());
-        cache.insert(1, 0, Arc::new(vec![7; 4096]));
+        cache.insert(1, 0, Block::from(vec![7; 4096]));
         assert_eq!(
-            cache.get(1, 0).as_deref().map(|b| &b[..]),
+            cache.get(1, 0).as_deref(),
             Some(&[7u8; 4096][..])
         );
         assert!(cache.get(2, 0).is_none(), "another file's block");
         for i in 0..100 {
-            cache.insert(3, i * 4096, Arc::new(vec![i as u8; 4096]));
+            cache.insert(3, i * 4096, Block::from(vec![i as u8; 4096]));
         }
         let (bytes, hits, misses) = cache.stats();
         assert!(bytes <= 64 << 10, "{bytes}");

@@ -20,6 +20,7 @@
 use crate::cache::BlockCache;
 use crate::error::{Corruption, Error, Result};
 use crate::io::{FileOptions, IoStats, Storage};
+use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::Lsn;
 use crate::layer::file::LayerFile;
@@ -202,6 +203,18 @@ impl Layer {
     /// index and bloom filter are read and checked, and the file must be
     /// what the manifest says it is. A failed open is not kept: the next
     /// read tries again.
+    /// Starts loading the filter line a point read of `point` will test,
+    /// if the reader is open (see [`BloomFilter::prefetch_hash`]).
+    ///
+    /// [`BloomFilter::prefetch_hash`]: crate::layer::bloom::BloomFilter::prefetch_hash
+    pub(crate) fn prefetch_filter(&self, point: PointKey<'_>) {
+        if let Ok(reader) = self.reader.read() {
+            if let Some(reader) = &*reader {
+                reader.prefetch_filter(point);
+            }
+        }
+    }
+
     pub(crate) fn reader(self: &Arc<Self>) -> Result<Arc<DeltaLayerReader<LayerFile>>> {
         let now = self.io.readers.clock.load(Ordering::Relaxed);
         if self.last_read.load(Ordering::Relaxed) != now {
@@ -659,7 +672,7 @@ mod tests {
                 .unwrap();
             let mut writer = BufferedWriter::with_shared(file, 1 << 16, 0).unwrap();
             writer.write(&encode_log_header(id, None)).unwrap();
-            let layer = InMemoryLayer::new_open(id, writer);
+            let layer = InMemoryLayer::new_open(id, writer, 1 << 20);
             for (k, lsn) in writes {
                 let mut b = WriteBatch::new();
                 b.put(k, b"v");

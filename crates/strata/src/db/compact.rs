@@ -282,8 +282,8 @@ impl DbInner {
         if self.opts.l0_compaction_trigger == 0 {
             return Ok(());
         }
-        let l0 = || self.version().map(|v| v.l0.len());
-        let n = l0()?;
+        let l0 = || self.l0_layers.load(Ordering::Acquire);
+        let n = l0();
         if n < self.opts.l0_slowdown_layers {
             return Ok(());
         }
@@ -298,7 +298,7 @@ impl DbInner {
         }
         self.signal_compaction();
         let mut s = lock(&self.compact_signal)?;
-        while l0()? >= self.opts.l0_stop_layers && !s.shutdown {
+        while l0() >= self.opts.l0_stop_layers && !s.shutdown {
             self.check_poisoned()?;
             if let Some(e) = &s.error {
                 return Err(Error::Poisoned(format!(

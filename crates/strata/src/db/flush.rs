@@ -116,8 +116,8 @@ impl DbInner {
     /// background thread, flushes them itself), so memory and unflushed
     /// logs stay bounded; while the flush fails, it is refused.
     pub(super) fn wait_for_flush_backlog(&self) -> Result<()> {
-        let backlog = || self.version().map(|v| v.frozen.len());
-        if backlog()? <= self.opts.frozen_layers_max {
+        let backlog = || self.frozen_layers.load(Ordering::Acquire);
+        if backlog() <= self.opts.frozen_layers_max {
             return Ok(());
         }
         if !self.opts.background_flush {
@@ -125,17 +125,17 @@ impl DbInner {
             return self.flush_pending(false).map_err(|e| match e {
                 Error::Poisoned(_) => e,
                 e => Error::FlushBacklog {
-                    frozen: backlog().unwrap_or(0),
+                    frozen: backlog(),
                     error: e.to_string(),
                 },
             });
         }
         let mut s = lock(&self.flush_signal)?;
-        while backlog()? > self.opts.frozen_layers_max && !s.shutdown {
+        while backlog() > self.opts.frozen_layers_max && !s.shutdown {
             self.check_poisoned()?;
             if let Some(error) = &s.error {
                 return Err(Error::FlushBacklog {
-                    frozen: backlog()?,
+                    frozen: backlog(),
                     error: error.clone(),
                 });
             }

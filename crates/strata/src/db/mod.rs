@@ -28,6 +28,7 @@ use crate::io::{
     AlignedBuf, BufferedWriter, EntryKind, FileClass, FileOptions, IoMode, IoStats,
     IoStatsSnapshot, OsStorage, ReadRequest, ShutdownMode, Storage, StorageFile, StorageLock,
 };
+use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
 use crate::layer::delta::{Lsn, ValueKind};
@@ -47,7 +48,7 @@ use crate::version::{Candidate, Keys, Layer, LayerIo, OpenReaders, Version};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
@@ -133,6 +134,11 @@ struct DbInner {
     stats: IoStats,
     write: Mutex<WriteState>,
     version: RwLock<Arc<Version>>,
+    /// The current version's frozen-layer and L0 counts, kept with it by
+    /// `install`: the write path's backlog checks read these, not the
+    /// version (no lock, no `Arc` clone per write).
+    frozen_layers: AtomicUsize,
+    l0_layers: AtomicUsize,
     visible_lsn: AtomicU64,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
@@ -531,7 +537,11 @@ impl DbInner {
             .version
             .write()
             .map_err(|_| Error::Poisoned("version lock poisoned".into()))?;
-        *guard = Arc::new(next(&guard)?);
+        let version = next(&guard)?;
+        self.frozen_layers
+            .store(version.frozen.len(), Ordering::Release);
+        self.l0_layers.store(version.l0.len(), Ordering::Release);
+        *guard = Arc::new(version);
         Ok(())
     }
 
@@ -542,10 +552,19 @@ impl DbInner {
         let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
         let version = self.version()?;
         check_horizon(&version, lsn)?;
+        let point = PointKey::new(key);
+        // The filter lines of every layer file this read may pass start
+        // loading now, together, instead of one cache miss per layer in
+        // turn while the walk below tests them.
+        for layer in version.candidates(Keys::Point(key), lsn) {
+            if let Candidate::Disk(d) = layer {
+                d.prefetch_filter(point);
+            }
+        }
         for layer in version.candidates(Keys::Point(key), lsn) {
             let found = match layer {
-                Candidate::Memory(m) => m.get(key, lsn)?,
-                Candidate::Disk(d) => d.reader()?.get(key, lsn)?,
+                Candidate::Memory(m) => m.get(point, lsn)?,
+                Candidate::Disk(d) => d.reader()?.get_point(point, lsn)?,
             };
             if let Some((_, kind, value)) = found {
                 return Ok(live(kind, value));
@@ -591,24 +610,24 @@ impl DbInner {
         // one batch, and answers each key as its read completes (a bloom
         // false positive sends the key on to the next round).
         let mut next: Vec<Option<usize>> = vec![Some(0); keys.len()];
+        let points: Vec<PointKey<'_>> = keys.iter().map(|k| PointKey::new(k.as_ref())).collect();
         loop {
             let mut plans = Vec::new();
-            for (i, key) in keys.iter().enumerate() {
-                let key = key.as_ref();
+            for (i, &point) in points.iter().enumerate() {
                 while let Some(at) = next[i] {
                     let answer = match candidates[i].get(at) {
                         None => Some(None),
                         Some(Candidate::Memory(m)) => {
-                            m.get(key, lsn)?.map(|(_, kind, v)| live(kind, v))
+                            m.get(point, lsn)?.map(|(_, kind, v)| live(kind, v))
                         }
                         Some(Candidate::Disk(d)) => {
                             let reader = d.reader()?;
-                            match reader.point_read_plan(key, lsn) {
+                            match reader.point_read_plan(point, lsn) {
                                 // A cached block answers now, without a read
                                 // (looked up once: a lookup counts a hit).
                                 Some((block, offset, len)) => match reader.cached_block(block) {
                                     Some(bytes) => reader
-                                        .get_in_cached_block(block, bytes, key, lsn)?
+                                        .get_in_cached_block(block, bytes, point.key, lsn)?
                                         .map(|(_, kind, v)| live(kind, v)),
                                     None => {
                                         plans.push((i, Arc::clone(&reader), block, offset, len));

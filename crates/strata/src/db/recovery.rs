@@ -158,12 +158,13 @@ impl Db {
             &*storage,
             &dir,
             &log_opts,
-            opts.writer_buffer_bytes,
+            &opts,
             &stats,
             &mut manifest,
             newest,
         )?;
         let foreground_reads = Arc::clone(&layer_io.point_reads);
+        let version = Version::new(open, frozen, deltas)?;
         let inner = DbInner {
             dir: dir.clone(),
             storage: Arc::clone(&storage),
@@ -172,7 +173,9 @@ impl Db {
             layer_io,
             stats,
             write: Mutex::new(WriteState { last_lsn }),
-            version: RwLock::new(Arc::new(Version::new(open, frozen, deltas)?)),
+            frozen_layers: AtomicUsize::new(version.frozen.len()),
+            l0_layers: AtomicUsize::new(version.l0.len()),
+            version: RwLock::new(Arc::new(version)),
             visible_lsn: AtomicU64::new(last_lsn),
             sync: Mutex::new(SyncState {
                 synced_lsn: last_lsn,

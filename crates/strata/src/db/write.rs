@@ -11,7 +11,7 @@ pub(super) fn create_log(
     storage: &dyn Storage,
     dir: &Path,
     log_opts: &FileOptions,
-    writer_buffer_bytes: usize,
+    opts: &Options,
     stats: &IoStats,
     m: &mut ManifestLog,
     prev: Option<PrevLog>,
@@ -19,12 +19,16 @@ pub(super) fn create_log(
     let id = m.take_file_id();
     let path = dir.join(log_name(id));
     let file = storage.create(&path, log_opts, stats)?;
-    let mut writer = BufferedWriter::with_shared(file, writer_buffer_bytes, 0)?;
+    let mut writer = BufferedWriter::with_shared(file, opts.writer_buffer_bytes, 0)?;
     writer.write(&encode_log_header(id, prev))?;
     writer.sync()?;
     storage.sync_dir(dir)?;
     m.apply(Edit::AddLog(id))?;
-    Ok(Arc::new(InMemoryLayer::new_open(id, writer)))
+    Ok(Arc::new(InMemoryLayer::new_open(
+        id,
+        writer,
+        opts.layer_size_bytes_max,
+    )))
 }
 
 impl DbInner {
@@ -203,7 +207,7 @@ impl DbInner {
             &*self.storage,
             &self.dir,
             &self.log_opts,
-            self.opts.writer_buffer_bytes,
+            &self.opts,
             &self.stats,
             &mut m,
             prev,

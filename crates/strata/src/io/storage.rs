@@ -102,55 +102,76 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
     /// out, in steps (`read_at_in_steps`). Reading past the end of the file
     /// is an error.
     fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        if !self.mode().direct_reads() {
-            let mut out = vec![0u8; len];
-            self.read_exact_at(&mut out, offset)?;
-            return Ok(out);
-        }
-        let alignment = self.alignment();
-        let start = align_down(offset, alignment);
-        let end = align_up(offset + len as u64, alignment);
-        let span = (end - start) as usize;
-        let head = (offset - start) as usize;
-        let check = |n: usize| {
-            if n < head + len {
-                return Err(short_read(
-                    self.path(),
-                    format!(
-                        "wanted {len} bytes at offset {offset}, the file ends at {}",
-                        start + n as u64
-                    ),
-                ));
-            }
-            Ok(())
-        };
-        // A point read goes through this thread's bounce buffer: no
-        // allocation, no zeroing and no fresh page to fault in per read.
-        let bounced = BOUNCE.with(|cell| {
-            let mut buf = match cell.try_borrow_mut() {
-                Ok(buf) if span <= BOUNCE_BYTES_MAX && alignment <= BOUNCE_ALIGNMENT => buf,
-                _ => return None, // too large, or a read inside a read
-            };
-            if buf.capacity() < span {
-                *buf = AlignedBuf::with_capacity(span.next_power_of_two(), BOUNCE_ALIGNMENT);
-            }
-            let area = &mut buf.spare_capacity_full()[..span];
-            let read = self.read_at(area, start);
-            let out = read.and_then(|n| {
-                check(n)?;
-                Ok(area[head..head + len].to_vec())
-            });
-            area.fill(0); // AlignedBuf: bytes past its length stay zero
-            Some(out)
-        });
-        if let Some(out) = bounced {
-            return out;
-        }
-        let mut buf = AlignedBuf::zeroed(span, alignment);
-        let n = self.read_at_in_steps(&mut buf.spare_capacity_full()[..span], start)?;
-        check(n)?;
-        Ok(buf.spare_capacity_full()[head..head + len].to_vec())
+        read_range_with(self, offset, len, <[u8]>::to_vec)
     }
+
+    /// [`Self::read_range`] into a shared buffer (one allocation, one copy
+    /// out of the bounce buffer): what a block cache keeps.
+    fn read_range_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
+        read_range_with(self, offset, len, |b| std::sync::Arc::<[u8]>::from(b))
+    }
+}
+
+/// `StorageFile::read_range`, handing the bytes read to `out` (which copies
+/// them where they are to live).
+fn read_range_with<F: StorageFile + ?Sized, T>(
+    file: &F,
+    offset: u64,
+    len: usize,
+    out: impl FnOnce(&[u8]) -> T,
+) -> Result<T> {
+    if !file.mode().direct_reads() {
+        let mut buf = vec![0u8; len];
+        file.read_exact_at(&mut buf, offset)?;
+        return Ok(out(&buf));
+    }
+    let alignment = file.alignment();
+    let start = align_down(offset, alignment);
+    let end = align_up(offset + len as u64, alignment);
+    let span = (end - start) as usize;
+    let head = (offset - start) as usize;
+    let check = |n: usize| {
+        if n < head + len {
+            return Err(short_read(
+                file.path(),
+                format!(
+                    "wanted {len} bytes at offset {offset}, the file ends at {}",
+                    start + n as u64
+                ),
+            ));
+        }
+        Ok(())
+    };
+    // A point read goes through this thread's bounce buffer: no
+    // allocation, no zeroing and no fresh page to fault in per read. The
+    // bounce is only ever read into, so its bytes past the length need not
+    // stay zero (as they must in a buffer that is written out): they are
+    // not cleared after each read.
+    let mut out = Some(out);
+    let bounced = BOUNCE.with(|cell| {
+        let mut buf = match cell.try_borrow_mut() {
+            Ok(buf) if span <= BOUNCE_BYTES_MAX && alignment <= BOUNCE_ALIGNMENT => buf,
+            _ => return None, // too large, or a read inside a read
+        };
+        if buf.capacity() < span {
+            *buf = AlignedBuf::with_capacity(span.next_power_of_two(), BOUNCE_ALIGNMENT);
+        }
+        let area = &mut buf.spare_capacity_full()[..span];
+        let read = file.read_at(area, start);
+        let out = out.take().expect("taken once");
+        Some(read.and_then(|n| {
+            check(n)?;
+            Ok(out(&area[head..head + len]))
+        }))
+    });
+    if let Some(result) = bounced {
+        return result;
+    }
+    let mut buf = AlignedBuf::zeroed(span, alignment);
+    let n = file.read_at_in_steps(&mut buf.spare_capacity_full()[..span], start)?;
+    check(n)?;
+    let out = out.take().expect("not taken by the bounce");
+    Ok(out(&buf.spare_capacity_full()[head..head + len]))
 }
 
 /// Largest read (widened to the alignment) that goes through the bounce

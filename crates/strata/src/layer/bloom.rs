@@ -252,6 +252,7 @@ impl BloomFilter {
     }
 
     /// False when `key` is certainly not in the set; true when it may be.
+    #[cfg_attr(not(any(test, feature = "fuzzing")), allow(dead_code))] // tests, fuzzing
     pub(crate) fn may_contain(&self, key: &[u8]) -> bool {
         self.may_contain_hash(bloom_hash(key))
     }
@@ -371,6 +372,143 @@ impl BloomFilter {
     }
 }
 
+/// A key and its [`bloom_hash`], computed once per point read and handed to
+/// every layer the read passes (each would otherwise hash the key again).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PointKey<'a> {
+    pub key: &'a [u8],
+    pub hash: u64,
+}
+
+impl<'a> PointKey<'a> {
+    pub(crate) fn new(key: &'a [u8]) -> Self {
+        PointKey {
+            key,
+            hash: bloom_hash(key),
+        }
+    }
+}
+
+impl BloomFilter {
+    /// Asks the CPU to load the cache line a lookup of `h1` will test, so
+    /// that a read passing several layers waits for their filters' misses
+    /// together, not one after another. Only a hint: it never faults and
+    /// changes nothing.
+    pub(crate) fn prefetch_hash(&self, h1: u64) {
+        if self.layout == BloomLayout::Blocked {
+            if let Some(line) = self.lines.get(fast_range(h1, self.blocks()) as usize) {
+                prefetch_line(line);
+            }
+        }
+    }
+}
+
+fn prefetch_line(line: &Line) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults, and the address is
+    // that of a live reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            line.0.as_ptr().cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = line;
+}
+
+/// The filter of an in-memory layer: the blocked layout, built as keys are
+/// appended, so that a get of a key the layer does not hold skips its
+/// B-tree (whose cold nodes cost a microsecond per lookup). The bits live
+/// beside the index, under the same lock.
+///
+/// It cannot know how many keys are coming, so it is a list of segments:
+/// the first sized for the caller's estimate, each next one for twice the
+/// keys of all before it. A key is set in the newest segment only and looked
+/// up in all of them (a handful even when the estimate was far too low).
+#[derive(Debug, Default)]
+pub(crate) struct GrowingFilter {
+    segments: Vec<Segment>,
+}
+
+#[derive(Debug)]
+struct Segment {
+    lines: Vec<Line>,
+    keys: usize,
+    keys_max: usize,
+}
+
+impl Segment {
+    fn new(keys_max: usize) -> Segment {
+        let bits = (keys_max as u64).saturating_mul(BLOOM_BITS_PER_KEY);
+        let blocks = bits.div_ceil(BLOOM_BLOCK_BITS).max(1);
+        Segment {
+            lines: vec![Line([0; LINE_BYTES]); usize::try_from(blocks).unwrap_or(usize::MAX)],
+            keys: 0,
+            keys_max,
+        }
+    }
+
+    fn line(&self, h1: u64) -> usize {
+        fast_range(h1, self.lines.len() as u64) as usize
+    }
+}
+
+impl std::fmt::Debug for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Line")
+    }
+}
+
+impl GrowingFilter {
+    /// A filter whose first segment holds `keys` keys at the blocked
+    /// layout's false-positive rate.
+    pub(crate) fn with_capacity(keys: usize) -> GrowingFilter {
+        GrowingFilter {
+            segments: vec![Segment::new(keys.max(64))],
+        }
+    }
+
+    /// Adds a key (its [`bloom_hash`]) that was not in the set.
+    pub(crate) fn insert(&mut self, h1: u64) {
+        let full = self.segments.last().is_none_or(|s| s.keys >= s.keys_max);
+        if full {
+            let held: usize = self.segments.iter().map(|s| s.keys_max).sum();
+            self.segments
+                .push(Segment::new(held.max(64).saturating_mul(2)));
+        }
+        let segment = self
+            .segments
+            .last_mut()
+            .expect("a segment was just ensured");
+        let at = segment.line(h1);
+        let line = &mut segment.lines[at];
+        blocked_probes(h1, BLOOM_HASH_COUNT, |bit| {
+            line.0[bit / 8] |= 1 << (bit % 8)
+        });
+        segment.keys += 1;
+    }
+
+    /// False when the key of hash `h1` was certainly never inserted.
+    pub(crate) fn may_contain_hash(&self, h1: u64) -> bool {
+        self.segments.iter().any(|s| {
+            let line = &s.lines[s.line(h1)];
+            let mut all = true;
+            blocked_probes(h1, BLOOM_HASH_COUNT, |bit| {
+                all &= line.0[bit / 8] & (1 << (bit % 8)) != 0
+            });
+            all
+        })
+    }
+
+    /// Bytes of memory the filter holds.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.segments
+            .iter()
+            .map(|s| s.lines.capacity() * LINE_BYTES)
+            .sum()
+    }
+}
+
 /// The blocked layout's probes of `h1`: `hash_count` bits within a block.
 fn blocked_probes(h1: u64, hash_count: u32, mut f: impl FnMut(usize)) {
     let mut g = fmix64(h1);
@@ -447,6 +585,52 @@ mod tests {
                 "{layout:?}: false-positive rate {rate} is not near the target {target}"
             );
         }
+    }
+
+    #[test]
+    fn a_growing_filter_has_no_false_negatives_and_keeps_its_rate() {
+        // Within its estimate: one segment, the blocked layout's rate.
+        let mut filter = GrowingFilter::with_capacity(50_000);
+        for i in 0..50_000 {
+            filter.insert(bloom_hash(&key(i, b'a')));
+        }
+        assert_eq!(filter.segments.len(), 1);
+        let probes = 1_000_000u64;
+        let false_positives = (0..probes)
+            .filter(|&i| filter.may_contain_hash(bloom_hash(&key(i, b'b'))))
+            .count();
+        let rate = false_positives as f64 / probes as f64;
+        let target = BLOOM_FALSE_POSITIVE_RATE_TARGET;
+        assert!(
+            rate > target / 2.0 && rate < target * 1.5,
+            "false-positive rate {rate} is not near the target {target}"
+        );
+        // Far past it: segments are added (each twice what came before, so
+        // a handful), and every key inserted is still found.
+        let mut filter = GrowingFilter::with_capacity(100);
+        for i in 0..100_000 {
+            filter.insert(bloom_hash(&key(i, b'a')));
+        }
+        assert!(
+            (5..=12).contains(&filter.segments.len()),
+            "{} segments",
+            filter.segments.len()
+        );
+        for i in 0..100_000 {
+            assert!(
+                filter.may_contain_hash(bloom_hash(&key(i, b'a'))),
+                "key {i}"
+            );
+        }
+        let false_positives = (0..100_000u64)
+            .filter(|&i| filter.may_contain_hash(bloom_hash(&key(i, b'b'))))
+            .count();
+        // At most one segment's rate per segment.
+        assert!(
+            (false_positives as f64) < 100_000.0 * target * filter.segments.len() as f64 * 1.5,
+            "{false_positives} false positives in 100,000"
+        );
+        assert!(filter.memory_bytes() >= 100_000 * BLOOM_BITS_PER_KEY as usize / 8);
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub(crate) trait LayerSink {
 /// length the writer produced (not padded to the direct-I/O alignment).
 pub(crate) trait ReadAt {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// [`Self::read_at`] into a shared buffer, as the block cache keeps it.
+    fn read_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
+        self.read_at(offset, len).map(Into::into)
+    }
     fn file_len(&self) -> u64;
     fn path(&self) -> &Path;
 }
@@ -95,6 +99,9 @@ pub(crate) trait ReadAt {
 impl<T: ReadAt + ?Sized> ReadAt for std::sync::Arc<T> {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         (**self).read_at(offset, len)
+    }
+    fn read_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
+        (**self).read_shared(offset, len)
     }
     fn file_len(&self) -> u64 {
         (**self).file_len()

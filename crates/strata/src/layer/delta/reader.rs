@@ -49,7 +49,7 @@ use super::{
 };
 use crate::cache::{Block, BlockCache};
 use crate::error::{Corruption, Error, Result};
-use crate::layer::bloom::{BloomFilter, BloomLayout};
+use crate::layer::bloom::{BloomFilter, BloomLayout, PointKey};
 
 /// One entry of a range scan: key, lsn, kind, value.
 pub(crate) type DeltaEntry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
@@ -57,7 +57,9 @@ pub(crate) type DeltaEntry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
 /// Where a data block is and what it starts with.
 #[derive(Debug)]
 pub(crate) struct BlockHandle {
-    pub(crate) first_key: Box<[u8]>,
+    /// Shared (not boxed): a block cursor keeps it to check the block's
+    /// entries against, and cloning it then costs no allocation.
+    pub(crate) first_key: Arc<[u8]>,
     pub(crate) first_lsn: Lsn,
     pub(crate) offset: u64,
     pub(crate) len_bytes: u64,
@@ -70,6 +72,8 @@ pub(crate) struct BlockHandle {
 #[derive(Debug)]
 pub(crate) struct DeltaLayerReader<R: ReadAt> {
     file: R,
+    /// The file's path, shared with the block cursors (for their errors).
+    path: Arc<Path>,
     summary: DeltaLayerSummary,
     /// One handle per data block, ascending by (first_key, first_lsn), blocks contiguous.
     index: Vec<BlockHandle>,
@@ -102,6 +106,17 @@ fn check_crc(file: &Path, offset: u64, what: &str, expected: u32, found: u32) ->
 
 /// Reads exactly `len` bytes at `offset`, checking the range lies inside the file first.
 fn read_checked<R: ReadAt>(file: &R, offset: u64, len: u64, what: &str) -> Result<Vec<u8>> {
+    read_checked_with(file, offset, len, what, R::read_at)
+}
+
+/// [`read_checked`] through `read` (e.g. into a shared block).
+fn read_checked_with<R: ReadAt, B: AsRef<[u8]>>(
+    file: &R,
+    offset: u64,
+    len: u64,
+    what: &str,
+    read: impl FnOnce(&R, u64, usize) -> Result<B>,
+) -> Result<B> {
     let path = file.path();
     let end = offset.checked_add(len);
     if !matches!(end, Some(end) if end <= file.file_len()) {
@@ -115,14 +130,14 @@ fn read_checked<R: ReadAt>(file: &R, offset: u64, len: u64, what: &str) -> Resul
         ));
     }
     let len_usize = usize_from_u64(len, path, offset, what)?;
-    let bytes = file.read_at(offset, len_usize)?;
-    if bytes.len() != len_usize {
+    let bytes = read(file, offset, len_usize)?;
+    if bytes.as_ref().len() != len_usize {
         return Err(corrupt(
             path,
             offset,
             format!(
                 "short read of {what}: asked {len} bytes, got {}",
-                bytes.len()
+                bytes.as_ref().len()
             ),
         ));
     }
@@ -431,6 +446,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             file_bytes: file_len,
         };
         Ok(DeltaLayerReader {
+            path: Arc::from(file.path()),
             file,
             prefixes: PrefixIndex::new(&index, &summary.key_min, &summary.key_max),
             summary,
@@ -482,8 +498,19 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// Bloom-filtered; reads at most one data block, even when the key's
     /// versions straddle blocks: the block to read is the last one whose first
     /// (key, lsn) is <= (`key`, `lsn`), and it holds the last entry <= that.
+    #[cfg_attr(not(test), allow(dead_code))] // used by tests
     pub(crate) fn get(&self, key: &[u8], lsn: Lsn) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let Some(block) = self.locate(key, lsn) else {
+        self.get_point(PointKey::new(key), lsn)
+    }
+
+    /// [`Self::get`] of a key whose filter hash is computed.
+    pub(crate) fn get_point(
+        &self,
+        point: PointKey<'_>,
+        lsn: Lsn,
+    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        let key = point.key;
+        let Some(block) = self.locate(point, lsn) else {
             return Ok(None);
         };
         let Some(handle) = self.index.get(block) else {
@@ -492,11 +519,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         let next = self.index.get(block + 1);
         if let Some(bytes) = self.cached_block(block) {
             // Checked again on use: memory can flip bits too.
-            return Self::search_block(
-                parse_block(self.file.path(), handle, next, bytes)?,
-                key,
-                lsn,
-            );
+            return Self::search_block(parse_block(&self.path, handle, next, bytes)?, key, lsn);
         }
         if let Some(reads) = &self.point_reads {
             reads.fetch_add(1, AtomicOrdering::Relaxed);
@@ -516,13 +539,14 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// The number of the block that would hold the newest version of `key`
     /// at or below `lsn`, or `None` when the key range or the bloom filter
     /// rules it out.
-    fn locate(&self, key: &[u8], lsn: Lsn) -> Option<usize> {
+    fn locate(&self, point: PointKey<'_>, lsn: Lsn) -> Option<usize> {
+        let key = point.key;
         if key.is_empty()
             || key.len() > KEY_BYTES_MAX
             || self.index.is_empty()
             || key < self.summary.key_min.as_slice()
             || key > self.summary.key_max.as_slice()
-            || !self.bloom.may_contain(key)
+            || !self.bloom.may_contain_hash(point.hash)
         {
             return None;
         }
@@ -537,10 +561,20 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// block to read for `key` at `lsn`, or `None` when the layer cannot hold
     /// it. Read those bytes (any way, e.g. together with other reads) and
     /// hand them to [`Self::get_in_block`].
-    pub(crate) fn point_read_plan(&self, key: &[u8], lsn: Lsn) -> Option<(usize, u64, u64)> {
-        let block = self.locate(key, lsn)?;
+    pub(crate) fn point_read_plan(
+        &self,
+        point: PointKey<'_>,
+        lsn: Lsn,
+    ) -> Option<(usize, u64, u64)> {
+        let block = self.locate(point, lsn)?;
         let handle = self.index.get(block)?;
         Some((block, handle.offset, handle.len_bytes))
+    }
+
+    /// Starts loading the filter line a point read of `point` will test
+    /// (see [`BloomFilter::prefetch_hash`]).
+    pub(crate) fn prefetch_filter(&self, point: PointKey<'_>) {
+        self.bloom.prefetch_hash(point.hash);
     }
 
     /// Finishes a batched point read: verifies the block's bytes (read at the
@@ -566,7 +600,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             ));
         }
         let next = self.index.get(block + 1);
-        let cursor = parse_block(self.file.path(), handle, next, Arc::new(bytes))?;
+        let cursor = parse_block(&self.path, handle, next, Block::from(bytes))?;
         self.cache_block(handle, &cursor);
         Self::search_block(cursor, key, lsn)
     }
@@ -593,11 +627,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
         let handle = self.block_handle(block)?;
         let next = self.index.get(block + 1);
-        Self::search_block(
-            parse_block(self.file.path(), handle, next, bytes)?,
-            key,
-            lsn,
-        )
+        Self::search_block(parse_block(&self.path, handle, next, bytes)?, key, lsn)
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
@@ -646,8 +676,14 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// Reads and verifies the data block `handle` points at; `next` is the
     /// handle of the block after it, `None` for the last block.
     fn read_block(&self, handle: &BlockHandle, next: Option<&BlockHandle>) -> Result<BlockCursor> {
-        let bytes = read_checked(&self.file, handle.offset, handle.len_bytes, "data block")?;
-        parse_block(self.file.path(), handle, next, Arc::new(bytes))
+        let bytes = read_checked_with(
+            &self.file,
+            handle.offset,
+            handle.len_bytes,
+            "data block",
+            R::read_shared,
+        )?;
+        parse_block(&self.path, handle, next, bytes)
     }
 }
 
@@ -734,7 +770,7 @@ fn key_prefix(key: &[u8]) -> u64 {
 /// `handle` and `next` (the following block's handle, `None` for the last
 /// block) come from [`decode_index`].
 fn parse_block(
-    path: &Path,
+    path: &Arc<Path>,
     handle: &BlockHandle,
     next: Option<&BlockHandle>,
     bytes: Block,
@@ -786,7 +822,7 @@ fn parse_block(
     Ok(BlockCursor {
         bytes,
         end,
-        path: path.to_path_buf(),
+        path: Arc::clone(path),
         block_offset: handle.offset,
         pos: BLOCK_HEADER_BYTES,
         remaining: entry_count,
@@ -803,7 +839,7 @@ fn parse_block(
 /// against zeros; the cursor gives the one put. Its order against the
 /// blocks around it is the index's, checked by [`decode_index`].
 fn parse_value_block(
-    path: &Path,
+    path: &Arc<Path>,
     handle: &BlockHandle,
     value_len: usize,
     stored: u32,
@@ -830,7 +866,7 @@ fn parse_value_block(
     Ok(BlockCursor {
         end: value_len.min(bytes.len()),
         bytes,
-        path: path.to_path_buf(),
+        path: Arc::clone(path),
         block_offset: handle.offset,
         pos: 0,
         remaining: 1,
@@ -851,7 +887,7 @@ pub(crate) fn decode_block(
     next: Option<&BlockHandle>,
     bytes: Vec<u8>,
 ) -> Result<Vec<DeltaEntry>> {
-    let mut block = parse_block(path, handle, next, Arc::new(bytes))?;
+    let mut block = parse_block(&Arc::from(path), handle, next, Block::from(bytes))?;
     let mut entries = Vec::new();
     while let Some(entry) = block.next_entry()? {
         let value = block.bytes[entry.value].to_vec();
@@ -1005,7 +1041,7 @@ struct BlockCursor {
     bytes: Block,
     /// The end of the payload in `bytes` (the padding follows).
     end: usize,
-    path: std::path::PathBuf,
+    path: Arc<Path>,
     block_offset: u64,
     /// Position of the next entry in `bytes`.
     pos: usize,
@@ -1015,11 +1051,11 @@ struct BlockCursor {
     key: Vec<u8>,
     lsn: Lsn,
     /// The index's (first key, first lsn), until the first entry is checked against it.
-    first_expected: Option<(Box<[u8]>, Lsn)>,
+    first_expected: Option<(Arc<[u8]>, Lsn)>,
     /// The next block's (first key, first lsn) from the index: every entry of
     /// this block sorts below it, so entries ascend across blocks too. `None`
     /// for the last block.
-    next_first: Option<(Box<[u8]>, Lsn)>,
+    next_first: Option<(Arc<[u8]>, Lsn)>,
     /// A value block: one put, `key` at `lsn`, whose value is `bytes[..end]`.
     value_block: bool,
 }
@@ -1128,7 +1164,7 @@ struct Scan<P> {
     block: Option<BlockCursor>,
     /// Raw bytes of the blocks from `next_block` on, read ahead together
     /// (not yet verified: each is parsed when its turn comes).
-    ahead: std::collections::VecDeque<Vec<u8>>,
+    ahead: std::collections::VecDeque<Block>,
     /// Most bytes of blocks to read in one read; 0: one block per read.
     readahead_bytes: usize,
     /// The next read's size: from `READAHEAD_FIRST_BYTES`, doubling up to
@@ -1198,9 +1234,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                     let handle = &self.reader.index[self.next_block];
                     let next = self.reader.index.get(self.next_block + 1);
                     let block = match self.ahead.pop_front() {
-                        Some(bytes) => {
-                            parse_block(self.reader.file.path(), handle, next, Arc::new(bytes))?
-                        }
+                        Some(bytes) => parse_block(&self.reader.path, handle, next, bytes)?,
                         None => self.reader.read_block(handle, next)?,
                     };
                     self.next_block += 1;
@@ -1242,7 +1276,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
         let mut at = 0usize;
         for h in &index[self.next_block..end] {
             let len = h.len_bytes as usize;
-            self.ahead.push_back(all[at..at + len].to_vec());
+            self.ahead.push_back(Block::from(&all[at..at + len]));
             at += len;
         }
         Ok(())

@@ -14,6 +14,7 @@ use super::reader::{DeltaEntry, DeltaLayerReader, DeltaRangeIterOwned};
 use super::writer::DeltaLayerWriter;
 use super::*;
 use crate::error::{Error, InvalidInput};
+use crate::layer::bloom::PointKey;
 
 // ---------------------------------------------------------------------------
 // Sinks and files.
@@ -1389,7 +1390,9 @@ fn a_4_kib_value_is_one_aligned_4_kib_read() {
         assert_eq!(reader.file().reads() - before, 1, "one read per get");
         if *kind == ValueKind::Put && value.len() >= 4096 && *key != first_key {
             // Its own block: the value's pages, from a page boundary.
-            let (_, offset, len) = reader.point_read_plan(key, *lsn).expect("a block");
+            let (_, offset, len) = reader
+                .point_read_plan(PointKey::new(key), *lsn)
+                .expect("a block");
             assert_eq!(offset % BLOCK_ALIGN_BYTES as u64, 0, "{key:?}");
             assert_eq!(len, value.len().next_multiple_of(BLOCK_ALIGN_BYTES) as u64);
             value_blocks += 1;
@@ -1466,7 +1469,9 @@ fn a_flipped_byte_of_a_value_block_is_corruption_at_its_offset() {
         .find(|(_, (_, v))| v.len() == 4090)
         .map(|(k, _)| k.clone())
         .expect("a 4090-byte value");
-    let (_, offset, len) = reader.point_read_plan(&key, lsn).expect("a block");
+    let (_, offset, len) = reader
+        .point_read_plan(PointKey::new(&key), lsn)
+        .expect("a block");
     assert_eq!(len, 4096);
     for at in [offset as usize + 17, offset as usize + 4093] {
         let mut bytes = good.clone();
