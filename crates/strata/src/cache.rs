@@ -1,11 +1,13 @@
-//! The block cache: verified data blocks of layer files, kept in memory by
-//! (file id, block offset), weighted by their bytes, within
-//! `Options::block_cache_bytes`.
+//! The block cache: verified data blocks of layer files, and pages of
+//! in-memory layers' logs, kept in memory by (file id, offset), weighted by
+//! their bytes, within `Options::block_cache_bytes`.
 //!
 //! strata reads layer files with O_DIRECT, so this is the only cache a
 //! block read can hit. Only blocks that passed their checksum are inserted,
 //! and a cached block is checked again when it is used (a crc32c of 4 KiB
-//! costs far less than the device read it saves). Keys stay unique for the
+//! costs far less than the device read it saves). A log page has no
+//! checksum of its own: what is read out of it (an entry) is checked on
+//! every use, and a page that fails is dropped. Keys stay unique for the
 //! life of the cache: within one open, file ids only grow; an id a crashed
 //! job used may come back after a reopen, but by then the cache is new.
 //!
@@ -79,6 +81,11 @@ impl BlockCache {
         self.blocks.insert((file, offset), block);
     }
 
+    /// Drops the block of `file` at `offset`, if cached.
+    pub(crate) fn remove(&self, file: u64, offset: u64) {
+        self.blocks.remove(&(file, offset));
+    }
+
     /// (bytes held, hits, misses).
     pub(crate) fn stats(&self) -> (u64, u64, u64) {
         (
@@ -99,10 +106,7 @@ mod tests {
         let cache = BlockCache::new(64 << 10).unwrap();
         assert!(cache.get(1, 0).is_none());
         cache.insert(1, 0, Block::from(vec![7; 4096]));
-        assert_eq!(
-            cache.get(1, 0).as_deref(),
-            Some(&[7u8; 4096][..])
-        );
+        assert_eq!(cache.get(1, 0).as_deref(), Some(&[7u8; 4096][..]));
         assert!(cache.get(2, 0).is_none(), "another file's block");
         for i in 0..100 {
             cache.insert(3, i * 4096, Block::from(vec![i as u8; 4096]));

@@ -555,3 +555,55 @@ fn the_block_cache_serves_repeated_gets_and_never_keeps_a_bad_block() {
         assert!(errors >= 1, "{kind:?}: no corrupted read found");
     }
 }
+
+#[test]
+fn gets_of_the_open_layer_read_each_log_page_once_and_never_keep_a_bad_one() {
+    let sim = SimStorage::new(21);
+    let opts = Options {
+        layer_size_bytes_max: 1 << 20,
+        ..options(&sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    // Far more than the writer's buffer: most values are in the file.
+    for i in 0..400 {
+        db.put(key(i), value(i), WriteOptions::default()).unwrap();
+    }
+    assert_eq!(db.stats().delta_layers, 0, "everything in the open layer");
+    let log_reads = |db: &Db| db.stats().io.ops(FileClass::Log, OpKind::Read);
+    let before = log_reads(&db);
+    assert_eq!(db.get(key(7)).unwrap(), Some(value(7)));
+    let first = log_reads(&db);
+    assert_eq!(first, before + 1, "one read of the log");
+    assert_eq!(db.get(key(7)).unwrap(), Some(value(7)));
+    assert_eq!(log_reads(&db), first, "the second get hits the cache");
+    assert!(db.stats().block_cache_hits >= 1);
+
+    // A value whose page is not cached rots on disk: its get is an error
+    // naming the log, and the bad page is not kept, so once the bytes are
+    // right again the get is too.
+    let log = sim
+        .file_paths()
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .unwrap();
+    let bytes = sim.file_bytes(&log).unwrap();
+    let wanted = value(123);
+    let at = bytes
+        .windows(wanted.len())
+        .position(|w| w == wanted)
+        .expect("the value is in the log file");
+    let flip = |b: &mut [u8]| b[at + 3] ^= 0x10;
+    assert!(sim.rot(&log, flip));
+    let err = db.get(key(123)).unwrap_err();
+    assert!(
+        err.to_string().contains(&log.display().to_string()),
+        "{err}"
+    );
+    assert!(
+        db.get(key(123)).is_err(),
+        "still bad: read again, not cached"
+    );
+    assert!(sim.rot(&log, flip));
+    assert_eq!(db.get(key(123)).unwrap(), Some(value(123)));
+    db.close().unwrap();
+}

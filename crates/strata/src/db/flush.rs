@@ -103,6 +103,7 @@ impl DbInner {
                 std::thread::sleep(FLUSH_RETRY_DELAY * (attempt - 1));
                 attempt += 1;
             }
+            layer.forget_cached_pages();
             // A flush passed (here or in `Db::flush`): the error is history.
             if let Ok(mut s) = self.flush_signal.lock() {
                 s.error = None;

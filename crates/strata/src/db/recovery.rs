@@ -131,7 +131,8 @@ impl Db {
             // crash: make it durable before newer writes can be, so a power
             // loss later cannot leave a hole below them.
             file.sync_data()?;
-            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes)?;
+            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes)?
+                .with_cache(layer_io.cache.clone());
             let (lsn_min, lsn_max) = layer.lsn_range();
             if lsn_min <= last_lsn {
                 return Err(crate::error::Corruption::new(
@@ -163,6 +164,7 @@ impl Db {
             &mut manifest,
             newest,
         )?;
+        let open = Arc::new(open.with_cache(layer_io.cache.clone()));
         let foreground_reads = Arc::clone(&layer_io.point_reads);
         let version = Version::new(open, frozen, deltas)?;
         let inner = DbInner {

@@ -5,7 +5,7 @@ use super::*;
 
 /// Creates a new log with its header durable, lists it in the manifest
 /// (stored durably before the log takes a record), and returns its open
-/// layer. `prev`: the log before it, already durable and sealed, whose end
+/// layer (its reads not yet cached: see `InMemoryLayer::with_cache`). `prev`: the log before it, already durable and sealed, whose end
 /// the header claims.
 pub(super) fn create_log(
     storage: &dyn Storage,
@@ -15,7 +15,7 @@ pub(super) fn create_log(
     stats: &IoStats,
     m: &mut ManifestLog,
     prev: Option<PrevLog>,
-) -> Result<Arc<InMemoryLayer>> {
+) -> Result<InMemoryLayer> {
     let id = m.take_file_id();
     let path = dir.join(log_name(id));
     let file = storage.create(&path, log_opts, stats)?;
@@ -24,11 +24,11 @@ pub(super) fn create_log(
     writer.sync()?;
     storage.sync_dir(dir)?;
     m.apply(Edit::AddLog(id))?;
-    Ok(Arc::new(InMemoryLayer::new_open(
+    Ok(InMemoryLayer::new_open(
         id,
         writer,
         opts.layer_size_bytes_max,
-    )))
+    ))
 }
 
 impl DbInner {
@@ -203,7 +203,7 @@ impl DbInner {
     /// Creates a new log (see [`create_log`]).
     pub(super) fn create_log(&self, prev: Option<PrevLog>) -> Result<Arc<InMemoryLayer>> {
         let mut m = lock(&self.manifest)?;
-        create_log(
+        let layer = create_log(
             &*self.storage,
             &self.dir,
             &self.log_opts,
@@ -211,6 +211,7 @@ impl DbInner {
             &self.stats,
             &mut m,
             prev,
-        )
+        )?;
+        Ok(Arc::new(layer.with_cache(self.layer_io.cache.clone())))
     }
 }

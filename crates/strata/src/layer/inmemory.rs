@@ -19,8 +19,9 @@
 //! briefly); the writer behind a `Mutex`.
 
 use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
+use crate::cache::{Block, BlockCache};
 use crate::error::{Error, Result};
-use crate::io::{BufferedWriter, ShutdownMode, StorageFile};
+use crate::io::{align_down, align_up, BufferedWriter, ShutdownMode, StorageFile};
 use crate::layer::bloom::{bloom_hash, GrowingFilter, PointKey};
 use crate::layer::delta::{Lsn, ValueKind};
 use crate::log::record::{pad_record, PrevLog, RecordHeader, RECORD_HEADER_BYTES};
@@ -171,6 +172,9 @@ impl Index {
     }
 }
 
+/// The unit in which log bytes are kept in the block cache.
+const LOG_PAGE_BYTES: usize = 4096;
+
 /// Log bytes per key that an open layer's filter is first sized for: a
 /// 128 MiB layer's filter starts at 512 Ki keys (1 MiB) and grows if the
 /// entries are smaller.
@@ -194,6 +198,9 @@ pub(crate) struct InMemoryLayer {
     index_bytes: AtomicUsize,
     /// Bytes of the index's filter.
     filter_bytes: AtomicUsize,
+    /// Where pages of the log that reads fetched are kept (see
+    /// [`Self::read_log_range`]).
+    cache: Option<Arc<BlockCache>>,
 }
 
 impl InMemoryLayer {
@@ -219,6 +226,7 @@ impl InMemoryLayer {
             lsn_max: AtomicU64::new(0),
             index_bytes: AtomicUsize::new(0),
             filter_bytes: AtomicUsize::new(0),
+            cache: None,
         }
     }
 
@@ -242,6 +250,7 @@ impl InMemoryLayer {
             lsn_max: AtomicU64::new(0),
             index_bytes: AtomicUsize::new(0),
             filter_bytes: AtomicUsize::new(0),
+            cache: None,
         };
         for rec in &log.records {
             let start = rec.payload_offset as usize;
@@ -453,6 +462,9 @@ impl InMemoryLayer {
         })?;
         let mut entry = self.read_log_range(start, (head + u64::from(v.len)) as usize)?;
         let checked = check_entry(&entry, v.kind, key).map(|_| ());
+        if checked.is_err() {
+            self.forget_pages(start, entry.len() as u64);
+        }
         match checked {
             // The value is the entry's tail: drop the head in place rather
             // than copy the value into a second allocation.
@@ -474,11 +486,34 @@ impl InMemoryLayer {
         }
     }
 
+    /// Reads of the log's values go through `cache` (see
+    /// [`Self::read_log_range`]).
+    pub(crate) fn with_cache(mut self, cache: Option<Arc<BlockCache>>) -> Self {
+        self.cache = cache;
+        self
+    }
+
     /// `len` bytes of the log at `offset`: from the file, or, for bytes not
     /// yet written out, from the writer's buffers.
+    ///
+    /// With a block cache, whole pages of the log below `written_end` go
+    /// through it (key: the log's file id and the page's offset; ids are
+    /// unique across logs and layer files): a log is append-only, so a
+    /// byte below `written_end` never changes, and a page all below it is
+    /// final. A get of a key the open layer holds then reads the device once
+    /// per page, not once per get. The caller checks what it assembles (the
+    /// entry's checksum) on every use, and drops the pages when that fails.
     fn read_log_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let end = offset + len as u64;
-        if end <= self.written_end.load(Ordering::Acquire) {
+        let written = self.written_end.load(Ordering::Acquire);
+        if let Some(cache) = &self.cache {
+            let first = align_down(offset, LOG_PAGE_BYTES);
+            let last = align_up(end, LOG_PAGE_BYTES);
+            if last <= written {
+                return self.read_pages(cache, offset, len, first..last);
+            }
+        }
+        if end <= written {
             return self.file.read_range(offset, len);
         }
         let mut guard = self
@@ -498,6 +533,62 @@ impl InMemoryLayer {
                 self.path.display(),
                 offset
             ))),
+        }
+    }
+
+    /// [`Self::read_log_range`] through the cache: `pages` (whole log pages,
+    /// all below `written_end`) cover `offset..offset + len`. All cached:
+    /// copied out of them; else read in one request and the pages missing
+    /// kept.
+    fn read_pages(
+        &self,
+        cache: &BlockCache,
+        offset: u64,
+        len: usize,
+        pages: std::ops::Range<u64>,
+    ) -> Result<Vec<u8>> {
+        let starts = || pages.clone().step_by(LOG_PAGE_BYTES);
+        let cached: Vec<Option<Block>> = starts().map(|p| cache.get(self.file_id, p)).collect();
+        let head = (offset - pages.start) as usize;
+        if cached.iter().all(Option::is_some) {
+            // Page i holds bytes i·P..(i+1)·P of the span; the wanted ones
+            // are head..head + len.
+            let mut out = Vec::with_capacity(len);
+            for (i, page) in cached.iter().flatten().enumerate() {
+                let base = i * LOG_PAGE_BYTES;
+                let from = head.max(base) - base;
+                let to = (head + len).min(base + LOG_PAGE_BYTES) - base;
+                out.extend_from_slice(&page[from..to]);
+            }
+            return Ok(out);
+        }
+        let bytes = self
+            .file
+            .read_range(pages.start, (pages.end - pages.start) as usize)?;
+        for (i, (p, was)) in starts().zip(&cached).enumerate() {
+            if was.is_none() {
+                let page = &bytes[i * LOG_PAGE_BYTES..(i + 1) * LOG_PAGE_BYTES];
+                cache.insert(self.file_id, p, Block::from(page));
+            }
+        }
+        Ok(bytes[head..head + len].to_vec())
+    }
+
+    /// Drops every cached page of the log (flushed: its pages would only
+    /// take cache space until evicted).
+    pub(crate) fn forget_cached_pages(&self) {
+        self.forget_pages(0, self.size_bytes());
+    }
+
+    /// Drops the cached log pages under `offset..offset + len` (their bytes
+    /// failed a check: the next read goes to the file again).
+    fn forget_pages(&self, offset: u64, len: u64) {
+        if let Some(cache) = &self.cache {
+            let first = align_down(offset, LOG_PAGE_BYTES);
+            let last = align_up(offset + len, LOG_PAGE_BYTES);
+            for p in (first..last).step_by(LOG_PAGE_BYTES) {
+                cache.remove(self.file_id, p);
+            }
         }
     }
 
