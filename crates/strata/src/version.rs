@@ -199,10 +199,6 @@ impl Layer {
         self.io.dir.join(delta_name(self.desc.id))
     }
 
-    /// The reader, opening the file first if it is not open: its footer,
-    /// index and bloom filter are read and checked, and the file must be
-    /// what the manifest says it is. A failed open is not kept: the next
-    /// read tries again.
     /// Starts loading the filter line a point read of `point` will test,
     /// if the reader is open (see [`BloomFilter::prefetch_hash`]).
     ///
@@ -215,6 +211,10 @@ impl Layer {
         }
     }
 
+    /// The reader, opening the file first if it is not open: its footer,
+    /// index and bloom filter are read and checked, and the file must be
+    /// what the manifest says it is. A failed open is not kept: the next
+    /// read tries again.
     pub(crate) fn reader(self: &Arc<Self>) -> Result<Arc<DeltaLayerReader<LayerFile>>> {
         let now = self.io.readers.clock.load(Ordering::Relaxed);
         if self.last_read.load(Ordering::Relaxed) != now {

@@ -14,9 +14,10 @@
 //! duplicate LSN (within a batch the last write of a key wins); every key of
 //! the index is in the filter (set under the same lock, before the key is
 //! visible); every version's bytes lie below the writer's end offset;
-//! `written_end` only grows and bytes below it are in the file. Thread safety: the index is
-//! behind an `RwLock` (readers share it, the single appender takes it
-//! briefly); the writer behind a `Mutex`.
+//! `written_end` only grows and bytes below it are in the file and never
+//! change (so whole log pages below it may be cached). Thread safety: the
+//! index is behind an `RwLock` (readers share it, the single appender takes
+//! it briefly); the writer behind a `Mutex`.
 
 use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::cache::{Block, BlockCache};
