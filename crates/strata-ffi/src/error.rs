@@ -81,7 +81,8 @@ impl From<strata::Error> for FfiError {
             // A write refused while the flush fails: nothing was written.
             strata::Error::Io { .. }
             | strata::Error::DirectIoUnsupported { .. }
-            | strata::Error::FlushBacklog { .. } => STRATA_IO_ERROR,
+            | strata::Error::FlushBacklog { .. }
+            | strata::Error::CompactionBacklog { .. } => STRATA_IO_ERROR,
             strata::Error::Corruption(_) => STRATA_CORRUPTION,
             strata::Error::InvalidInput(_) | strata::Error::BelowHorizon { .. } => {
                 STRATA_INVALID_ARGUMENT

@@ -146,6 +146,12 @@ pub enum Error {
     /// flush; writes go through again once it succeeds.
     #[error("write refused: {frozen} frozen layers wait for a flush that fails: {error}")]
     FlushBacklog { frozen: usize, error: String },
+    /// A write refused while the L0 layers are at `Options::l0_stop_layers`
+    /// and their compaction keeps failing: nothing was written. The
+    /// background thread retries the compaction; writes go through again
+    /// once it succeeds.
+    #[error("write refused: {l0} L0 layers wait for a compaction that fails: {error}")]
+    CompactionBacklog { l0: usize, error: String },
     /// The database is closed or closing.
     #[error("the database is closed")]
     Closed,

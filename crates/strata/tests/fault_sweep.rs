@@ -149,8 +149,10 @@ fn workload_in(
                 }
             }
             // Refused before anything was written (the flush backlog is
-            // full and its flush failed): the database goes on.
-            Err(strata::Error::FlushBacklog { .. }) if !failed => {}
+            // full and its flush failed, or L0 is at its stop count and its
+            // compaction failed): the database goes on.
+            Err(strata::Error::FlushBacklog { .. } | strata::Error::CompactionBacklog { .. })
+                if !failed => {}
             Err(_) => {
                 if !failed {
                     o.writes.push((lsn, es));

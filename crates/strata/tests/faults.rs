@@ -639,6 +639,8 @@ fn a_background_compaction_that_keeps_failing_poisons_nothing() {
     let opts = Options {
         background_flush: true,
         l0_compaction_trigger: 2,
+        l0_slowdown_layers: 3,
+        l0_stop_layers: 4,
         ..options(Arc::new(sim.clone()))
     };
     let db = Db::open(DIR, opts).unwrap();
@@ -671,4 +673,25 @@ fn a_background_compaction_that_keeps_failing_poisons_nothing() {
     assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"x"[..]));
     assert_eq!(db.get("b3").unwrap(), Some(value(3, 3000)));
     assert_eq!(db.stats().compactions, 0);
+    // L0 grows to its stop count (each flush adds a layer)...
+    for layer in 0..2 {
+        db.put(format!("c{layer}"), b"y", WriteOptions::default())
+            .expect("a write below the stop count");
+        db.flush().unwrap();
+    }
+    assert_eq!(db.stats().l0_layers, 4);
+    // ...and there the next write is refused, not left waiting, and
+    // changes nothing.
+    let last = db.last_lsn();
+    let err = db
+        .put(b"refused", b"z", WriteOptions { sync: true })
+        .expect_err("a write at the L0 stop count while compaction fails");
+    assert!(
+        matches!(err, Error::CompactionBacklog { l0: 4, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&*delta.to_string_lossy()), "{err}");
+    assert_eq!(db.last_lsn(), last);
+    assert_eq!(db.get(b"refused").unwrap(), None);
+    assert_eq!(db.get("c1").unwrap().as_deref(), Some(&b"y"[..]));
 }

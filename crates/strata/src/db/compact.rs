@@ -275,6 +275,38 @@ impl DbInner {
         }
     }
 
+    /// Before a write: while the L0 layers are at `l0_stop_layers` and
+    /// their compaction fails, the write is refused
+    /// (`Error::CompactionBacklog`, nothing written) rather than let L0
+    /// grow without bound. Without a background thread, the writer compacts
+    /// first, and that compaction's failure refuses it the same way.
+    pub(super) fn check_l0_backlog(&self) -> Result<()> {
+        if self.opts.l0_compaction_trigger == 0 {
+            return Ok(());
+        }
+        if self.l0_layers.load(Ordering::Acquire) < self.opts.l0_stop_layers {
+            return Ok(());
+        }
+        let refused = |error: String| Error::CompactionBacklog {
+            l0: self.l0_layers.load(Ordering::Acquire),
+            error,
+        };
+        if !self.opts.background_flush {
+            loop {
+                match self.compact_once(false) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()),
+                    Err(e @ Error::Poisoned(_)) => return Err(e),
+                    Err(e) => return Err(refused(e.to_string())),
+                }
+            }
+        }
+        match &lock(&self.compact_signal)?.error {
+            Some(e) => Err(refused(e.clone())),
+            None => Ok(()),
+        }
+    }
+
     /// Write backpressure on L0: from `l0_slowdown_layers` each write
     /// sleeps 1 ms; from `l0_stop_layers` it waits for a compaction (or,
     /// without a background thread, compacts).
@@ -301,9 +333,10 @@ impl DbInner {
         while l0() >= self.opts.l0_stop_layers && !s.shutdown {
             self.check_poisoned()?;
             if let Some(e) = &s.error {
-                return Err(Error::Poisoned(format!(
-                    "writes stall on L0 and compaction fails: {e}"
-                )));
+                return Err(Error::CompactionBacklog {
+                    l0: l0(),
+                    error: e.clone(),
+                });
             }
             s = self
                 .compact_cv

@@ -19,7 +19,8 @@
 //! writes (it cannot know what reached the disk), reads still work. A failed
 //! flush or compaction poisons nothing: its inputs stay, it is retried
 //! (`RETRY_FIRST`), and only writers that would grow the flush backlog past
-//! its limit are refused meanwhile (`Error::FlushBacklog`).
+//! its limit, or that find L0 at its stop count, are refused meanwhile
+//! (`Error::FlushBacklog`, `Error::CompactionBacklog`).
 
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;

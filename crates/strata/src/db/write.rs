@@ -53,8 +53,10 @@ impl DbInner {
         }
         // Before anything is written: a writer waits out the flush backlog,
         // or is refused (`Error::FlushBacklog`, nothing written) while the
-        // flush fails.
+        // flush fails; likewise at the L0 stop count while compaction fails
+        // (`Error::CompactionBacklog`).
         self.wait_for_flush_backlog()?;
+        self.check_l0_backlog()?;
         let lsn = {
             let mut ws = lock(&self.write)?;
             self.check_poisoned()?;
