@@ -102,6 +102,12 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
     /// out, in steps (`read_at_in_steps`). Reading past the end of the file
     /// is an error.
     fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if !self.mode().direct_reads() {
+            // Read straight into the buffer returned: no copy.
+            let mut out = vec![0u8; len];
+            self.read_exact_at(&mut out, offset)?;
+            return Ok(out);
+        }
         read_range_with(self, offset, len, <[u8]>::to_vec)
     }
 
