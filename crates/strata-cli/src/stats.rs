@@ -58,6 +58,7 @@ pub fn to_json(stats: &Stats) -> Value {
         "l0_layers": stats.l0_layers,
         "l1_runs": stats.l1_runs,
         "l1_layers": stats.l1_layers,
+        "image_runs": stats.image_runs,
         "compactions": stats.compactions,
         "compaction_error": stats.compaction_error,
         "flush_error": stats.flush_error,
@@ -108,8 +109,8 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
         (
             "levels",
             format!(
-                "L0 {}, L1 {} in {} runs",
-                stats.l0_layers, stats.l1_layers, stats.l1_runs
+                "L0 {}, L1 {} in {} runs ({} images)",
+                stats.l0_layers, stats.l1_layers, stats.l1_runs, stats.image_runs
             ),
         ),
         ("compactions", stats.compactions.to_string()),

@@ -175,7 +175,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
         "{delta}"
     );
     // Each put was its own process, its own log: three L0 layers.
-    assert_eq!(&summary[5][column..], "L0 3, L1 0 in 0 runs");
+    assert_eq!(&summary[5][column..], "L0 3, L1 0 in 0 runs (0 images)");
     assert_eq!(&summary[6][column..], "0");
     assert_eq!(&summary[7][column..], "none");
     assert_eq!(&summary[8][column..], "none");
@@ -250,6 +250,7 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "delta_layers",
             "flush_error",
             "frozen_layers",
+            "image_runs",
             "index_memory_bytes",
             "io",
             "io_mode",

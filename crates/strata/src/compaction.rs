@@ -5,7 +5,10 @@
 //!
 //! - **L0 → L1** (`plan`, `merge_into_run`), below.
 //! - **Images** (`image_plan`, `write_image`): once `image_run_threshold`
-//!   L1 runs sit above the newest image, the state at the newest run's end
+//!   L1 runs above the newest image overlap at some key (runs of ascending
+//!   keys never do) and hold at least as many bytes as it
+//!   (`IMAGE_REWRITE_SHARE`: so the images written sum to about twice the
+//!   data, not to its square), the state at the newest run's end
 //!   is written out, one version per key, tombstones dropped, as an image
 //!   run that partitions the key space. A read at or above its LSN stops
 //!   there: it visits the L0 layers, the runs above the image and one image
@@ -497,25 +500,68 @@ pub(crate) fn write_image(
 
 /// What the image and GC policies see of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RunView {
+pub(crate) struct RunView<'a> {
     pub image: bool,
     pub lsn_max: Lsn,
+    /// Bytes of its files.
+    pub bytes: u64,
+    /// Its smallest and largest key; `None` for an image of nothing.
+    pub keys: Option<(&'a [u8], &'a [u8])>,
+}
+
+/// An image is written again only once the runs above it hold at least
+/// this share of its bytes. Without it, an image every `threshold` runs
+/// rewrites all the data each time: as the data grows by about the same
+/// bytes per run, the image writes grow with the square of the data
+/// (about 25 bytes written per byte ingested at 100 GiB with runs of
+/// 512 MiB). With it, the images written up to any size sum to about
+/// twice the data: each image at least doubles the bytes since the last.
+pub(crate) const IMAGE_REWRITE_SHARE: f64 = 1.0;
+
+/// The most runs that overlap at any one key: how many a read of the
+/// most covered key passes, and so the depth the image threshold limits
+/// (runs of ascending keys, each over its own range, never pile up).
+fn overlap_depth(runs: &[&RunView<'_>]) -> usize {
+    // Each run's range opens before and closes after the keys it holds
+    // (ends inclusive: at one key an opening sorts before a closing).
+    let mut edges: Vec<(&[u8], bool)> = runs
+        .iter()
+        .filter_map(|r| r.keys)
+        .flat_map(|(min, max)| [(min, false), (max, true)])
+        .collect();
+    edges.sort();
+    let (mut open, mut deepest) = (0usize, 0usize);
+    for (_, closes) in edges {
+        if closes {
+            open = open.saturating_sub(1);
+        } else {
+            open += 1;
+            deepest = deepest.max(open);
+        }
+    }
+    deepest
 }
 
 /// The LSN of the image to make, if any, for these runs (newest first):
-/// the newest run's end, once `threshold` L1 runs sit above the newest
-/// image (forced: once any does). 0 never makes one on its own.
-pub(crate) fn image_plan(runs: &[RunView], threshold: usize, force: bool) -> Option<Lsn> {
+/// the newest run's end, once `threshold` L1 runs above the newest image
+/// overlap at some key and hold at least `IMAGE_REWRITE_SHARE` of that
+/// image's bytes (forced: once any L1 run sits above it). 0 never makes
+/// one on its own.
+pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) -> Option<Lsn> {
     // An L1 run that ends at the image's LSN is covered by it.
-    let image = runs.iter().find(|r| r.image).map(|r| r.lsn_max);
-    let above = runs
+    let image = runs.iter().find(|r| r.image);
+    let above: Vec<&RunView<'_>> = runs
         .iter()
-        .filter(|r| !r.image && image.is_none_or(|i| r.lsn_max > i))
-        .count();
+        .filter(|r| !r.image && image.is_none_or(|i| r.lsn_max > i.lsn_max))
+        .collect();
     let due = if force {
-        above > 0
+        !above.is_empty()
     } else {
-        threshold > 0 && above >= threshold
+        let bytes_above: u64 = above.iter().map(|r| r.bytes).sum();
+        let image_bytes = image.map_or(0, |i| i.bytes);
+        threshold > 0
+            && bytes_above as f64 >= image_bytes as f64 * IMAGE_REWRITE_SHARE
+            && overlap_depth(&above) >= threshold
     };
     due.then(|| runs[0].lsn_max)
 }
@@ -525,7 +571,7 @@ pub(crate) fn image_plan(runs: &[RunView], threshold: usize, force: bool) -> Opt
 /// read at or above its LSN, every other run that ends at or below that LSN
 /// (the L1 run the image was made at too: kept alone, it would answer reads
 /// below the image from part of the history).
-pub(crate) fn gc_plan(runs: &[RunView], horizon: Lsn) -> Vec<usize> {
+pub(crate) fn gc_plan(runs: &[RunView<'_>], horizon: Lsn) -> Vec<usize> {
     match runs.iter().position(|r| r.image && r.lsn_max <= horizon) {
         Some(image) => (0..runs.len())
             .filter(|&i| i != image && runs[i].lsn_max <= runs[image].lsn_max)
@@ -656,9 +702,15 @@ mod tests {
         assert_eq!(plan(&l0[..2], &off, true).unwrap().inputs, [1, 2]);
     }
 
-    fn runs(spec: &[(bool, Lsn)]) -> Vec<RunView> {
+    /// Runs over the whole key range "a"..="z", of 100 bytes each.
+    fn runs(spec: &[(bool, Lsn)]) -> Vec<RunView<'static>> {
         spec.iter()
-            .map(|&(image, lsn_max)| RunView { image, lsn_max })
+            .map(|&(image, lsn_max)| RunView {
+                image,
+                lsn_max,
+                bytes: 100,
+                keys: Some((b"a", b"z")),
+            })
             .collect()
     }
 
@@ -680,6 +732,61 @@ mod tests {
         assert_eq!(image_plan(&r[2..], 1, true), None);
         assert_eq!(image_plan(&runs(&[(false, 50), (true, 50)]), 1, true), None);
         assert_eq!(image_plan(&[], 1, true), None);
+    }
+
+    #[test]
+    fn runs_of_their_own_keys_never_call_for_an_image() {
+        // Ascending keys: each run over a range of its own, however many.
+        let keys: Vec<(Vec<u8>, Vec<u8>)> = (0..10u8)
+            .map(|i| (vec![b'a', i, 0], vec![b'a', i, 9]))
+            .collect();
+        let mut r: Vec<RunView<'_>> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, (min, max))| RunView {
+                image: false,
+                lsn_max: 100 - i as Lsn,
+                bytes: 100,
+                keys: Some((min, max)),
+            })
+            .collect();
+        assert_eq!(image_plan(&r, 2, false), None);
+        // Forced, it makes one all the same.
+        assert_eq!(image_plan(&r, 2, true), Some(100));
+        // Runs that meet at one key are two deep there (ends inclusive).
+        r[1].keys = Some((&keys[0].1, &keys[1].1));
+        assert_eq!(image_plan(&r, 2, false), Some(100));
+        assert_eq!(image_plan(&r, 3, false), None);
+        // Runs of random keys, each over all of them, pile up.
+        let all = runs(&[(false, 90), (false, 80), (false, 70)]);
+        assert_eq!(image_plan(&all, 3, false), Some(90));
+        assert_eq!(image_plan(&all, 4, false), None);
+        // Runs of nothing (images of nothing aside, none exist) add no depth.
+        let mut none = all.clone();
+        none[0].keys = None;
+        assert_eq!(image_plan(&none, 3, false), None);
+    }
+
+    #[test]
+    fn an_image_is_rewritten_only_once_the_runs_above_hold_as_much_as_it() {
+        // Three runs of 100 bytes above an image of 400: not yet, however
+        // deep; a fourth makes the 400 (the share is 1).
+        let mut r = runs(&[
+            (false, 90),
+            (false, 80),
+            (false, 70),
+            (true, 50),
+            (false, 50),
+        ]);
+        r[3].bytes = 400;
+        assert_eq!(image_plan(&r, 2, false), None);
+        r[0].bytes = 200;
+        assert_eq!(image_plan(&r, 2, false), Some(90));
+        // Forced, the bytes do not matter.
+        r[0].bytes = 1;
+        assert_eq!(image_plan(&r, 2, true), Some(90));
+        // Without an image yet, the depth alone decides.
+        assert_eq!(image_plan(&r[..3], 3, false), Some(90));
     }
 
     #[test]

@@ -97,8 +97,10 @@ pub struct Options {
     pub l0_stop_layers: usize,
     /// Target size of an L1 layer file, bytes.
     pub target_file_bytes: u64,
-    /// L1 runs above the newest image at which an image run is written (the
-    /// state at the newest run's end); 0: only `Db::compact()` makes one.
+    /// L1 runs above the newest image that overlap at some key at which an
+    /// image run is written (the state at the newest run's end), once they
+    /// also hold as many bytes as that image; 0: only `Db::compact()` makes
+    /// one.
     pub image_run_threshold: usize,
     /// Memory a compaction reads its inputs ahead with, bytes; it also caps
     /// the inputs of one compaction (64 KiB each).

@@ -340,6 +340,14 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// Its smallest and largest key; `None` if it holds none (an image of
+    /// nothing).
+    pub(crate) fn key_range(&self) -> Option<(&[u8], &[u8])> {
+        let first = self.layers.iter().find(|l| !l.is_empty())?;
+        let last = self.layers.iter().rev().find(|l| !l.is_empty())?;
+        Some((&first.desc.key_min, &last.desc.key_max))
+    }
+
     /// The layer whose key range holds `key`, if one does.
     fn layer_for(&self, key: &[u8]) -> Option<&Arc<Layer>> {
         let at = self

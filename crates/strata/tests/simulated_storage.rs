@@ -607,3 +607,61 @@ fn gets_of_the_open_layer_read_each_log_page_once_and_never_keep_a_bad_one() {
     assert_eq!(db.get(key(123)).unwrap(), Some(value(123)));
     db.close().unwrap();
 }
+
+/// Images are written where runs pile up over the same keys, and again only
+/// once the runs above an image hold as much as it does: runs of ascending
+/// keys (an append-only load) never call for one, and a small hot range
+/// updated over and over does not rewrite all the data each time.
+#[test]
+fn images_follow_the_runs_that_overlap_and_grow_geometrically() {
+    let sim = SimStorage::new(11);
+    let opts = Options {
+        l0_compaction_trigger: 0,
+        image_run_threshold: 2,
+        target_file_bytes: strata::LAYER_BYTES_MIN,
+        ..options(&sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    let round = |db: &Db,
+                 model: &mut std::collections::BTreeMap<_, _>,
+                 keys: std::ops::Range<u32>,
+                 salt: u32| {
+        for i in keys {
+            db.put(key(i), value(i + salt), WriteOptions::default())
+                .unwrap();
+            model.insert(key(i), value(i + salt));
+        }
+        db.flush().unwrap();
+        // No horizon: compact() merges L0 into a run and makes an image
+        // only where the policy calls for one.
+        db.compact().unwrap();
+        let s = db.stats();
+        (s.l1_runs, s.image_runs)
+    };
+    // Append-only: six runs, each of its own keys; no image.
+    for r in 0..6 {
+        assert_eq!(
+            round(&db, &mut model, r * 200..(r + 1) * 200, 0),
+            (r as usize + 1, 0)
+        );
+    }
+    // One run over all the keys: two deep everywhere, so an image.
+    assert_eq!(round(&db, &mut model, 0..1200, 1), (8, 1));
+    let image_bytes = db.stats().delta_bytes;
+    // A hot range of 40 keys, updated again and again: the runs above the
+    // image pile up there, but hold far less than the image: no new one.
+    for salt in 2..6 {
+        let (runs, images) = round(&db, &mut model, 100..140, salt);
+        assert_eq!((runs, images), (8 + salt as usize - 1, 1));
+    }
+    assert_eq!(
+        everything(&db),
+        model.clone().into_iter().collect::<Vec<_>>()
+    );
+    // Runs above that hold as much as the image: a new image.
+    let (_, images) = round(&db, &mut model, 0..1200, 7);
+    assert_eq!(images, 2, "{:?}", db.stats());
+    assert!(db.stats().delta_bytes > image_bytes);
+    assert_eq!(everything(&db), model.into_iter().collect::<Vec<_>>());
+}

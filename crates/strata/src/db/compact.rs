@@ -134,6 +134,8 @@ impl DbInner {
             .map(|r| RunView {
                 image: r.image,
                 lsn_max: r.lsn_max,
+                bytes: r.layers.iter().map(|l| l.desc.bytes).sum(),
+                keys: r.key_range(),
             })
             .collect();
         let (remove, outputs): (Vec<Arc<Layer>>, _) =

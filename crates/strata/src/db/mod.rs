@@ -199,9 +199,12 @@ pub struct Stats {
     pub delta_bytes: u64,
     /// L0 delta layers (flushed, not yet compacted).
     pub l0_layers: usize,
-    /// L1 runs (one per compaction) and their layer files.
+    /// L1 runs (one per compaction, image runs included) and their layer
+    /// files.
     pub l1_runs: usize,
     pub l1_layers: usize,
+    /// Of the runs, the image runs (one version per key at one LSN).
+    pub image_runs: usize,
     /// Compactions done since open.
     pub compactions: u64,
     /// The last background compaction's error, until one succeeds.
@@ -723,6 +726,7 @@ impl DbInner {
             l0_layers: 0,
             l1_runs: 0,
             l1_layers: 0,
+            image_runs: 0,
             compactions: self.compactions.load(Ordering::Relaxed),
             compaction_error: self
                 .compact_signal
@@ -755,6 +759,7 @@ impl DbInner {
             stats.delta_bytes = v.layers().map(|d| d.desc.bytes).sum();
             stats.l0_layers = v.l0.len();
             stats.l1_runs = v.runs.len();
+            stats.image_runs = v.runs.iter().filter(|r| r.image).count();
             stats.l1_layers = v.runs.iter().map(|r| r.layers.len()).sum();
             stats.layer_readers_open = v.layers().filter(|d| d.open_reader().is_some()).count();
             stats.index_memory_bytes = std::iter::once(&v.open)
