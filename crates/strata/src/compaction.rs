@@ -8,7 +8,9 @@
 //!   L1 runs above the newest image overlap at some key (runs of ascending
 //!   keys never do) and hold at least as many bytes as it
 //!   (`IMAGE_REWRITE_SHARE`: so the images written sum to about twice the
-//!   data, not to its square), the state at the newest run's end
+//!   data, not to its square), or four times as many runs overlap
+//!   (`IMAGE_DEPTH_FACTOR_MAX`, which bounds what a read passes), the state
+//!   at the newest run's end
 //!   is written out, one version per key, tombstones dropped, as an image
 //!   run that partitions the key space. A read at or above its LSN stops
 //!   there: it visits the L0 layers, the runs above the image and one image
@@ -518,6 +520,15 @@ pub(crate) struct RunView<'a> {
 /// twice the data: each image at least doubles the bytes since the last.
 pub(crate) const IMAGE_REWRITE_SHARE: f64 = 1.0;
 
+/// Whatever their bytes, runs this many times the threshold deep above the
+/// newest image call for a new one: every run costs a get a filter probe and
+/// a scan a merge input, and with the share alone they would pile up in
+/// proportion to the data. With runs of about equal size, the images then
+/// sum to about `data² ÷ (2 × this × threshold × run size)` at most: still
+/// square in the data, at a quarter of the cost; merging runs of like size
+/// into fewer (tiers) is what would bound both.
+pub(crate) const IMAGE_DEPTH_FACTOR_MAX: usize = 4;
+
 /// The most runs that overlap at any one key: how many a read of the
 /// most covered key passes, and so the depth the image threshold limits
 /// (runs of ascending keys, each over its own range, never pile up).
@@ -545,8 +556,8 @@ fn overlap_depth(runs: &[&RunView<'_>]) -> usize {
 /// The LSN of the image to make, if any, for these runs (newest first):
 /// the newest run's end, once `threshold` L1 runs above the newest image
 /// overlap at some key and hold at least `IMAGE_REWRITE_SHARE` of that
-/// image's bytes (forced: once any L1 run sits above it). 0 never makes
-/// one on its own.
+/// image's bytes, or `IMAGE_DEPTH_FACTOR_MAX` times as many overlap
+/// (forced: once any L1 run sits above it). 0 never makes one on its own.
 pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) -> Option<Lsn> {
     // An L1 run that ends at the image's LSN is covered by it.
     let image = runs.iter().find(|r| r.image);
@@ -559,9 +570,11 @@ pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) ->
     } else {
         let bytes_above: u64 = above.iter().map(|r| r.bytes).sum();
         let image_bytes = image.map_or(0, |i| i.bytes);
+        let depth = overlap_depth(&above);
         threshold > 0
-            && bytes_above as f64 >= image_bytes as f64 * IMAGE_REWRITE_SHARE
-            && overlap_depth(&above) >= threshold
+            && depth >= threshold
+            && (bytes_above as f64 >= image_bytes as f64 * IMAGE_REWRITE_SHARE
+                || depth >= threshold.saturating_mul(IMAGE_DEPTH_FACTOR_MAX))
     };
     due.then(|| runs[0].lsn_max)
 }
@@ -787,6 +800,27 @@ mod tests {
         assert_eq!(image_plan(&r, 2, true), Some(90));
         // Without an image yet, the depth alone decides.
         assert_eq!(image_plan(&r[..3], 3, false), Some(90));
+        // Runs 4 × the threshold deep call for one, however small.
+        let mut deep = runs(&[
+            (false, 90),
+            (false, 80),
+            (false, 70),
+            (false, 60),
+            (true, 50),
+        ]);
+        deep[4].bytes = 1 << 30;
+        assert_eq!(image_plan(&deep, 2, false), None);
+        assert_eq!(image_plan(&deep, 1, false), Some(90));
+        deep.insert(0, deep[0]);
+        deep[0].lsn_max = 95;
+        deep.insert(0, deep[0]);
+        deep[0].lsn_max = 99;
+        deep.insert(0, deep[0]);
+        deep[0].lsn_max = 100;
+        deep.insert(0, deep[0]);
+        deep[0].lsn_max = 101;
+        assert_eq!(image_plan(&deep, 2, false), Some(101));
+        assert_eq!(image_plan(&deep, 3, false), None);
     }
 
     #[test]
