@@ -9,7 +9,8 @@
 //! (defaults 1024 and a temporary directory under target/). Prints, at each
 //! doubling of the data, the layer-file bytes written ÷ the bytes ingested
 //! (keys and values; the log's own writes apart), the runs and the image
-//! runs.
+//! runs, the bytes on disk, the memory of the indexes and filters, and the
+//! process's peak resident memory.
 
 use strata::io::{FileClass, OpKind};
 use strata::{Db, Options, WriteBatch, WriteOptions};
@@ -72,16 +73,31 @@ fn load(dir: &std::path::Path, mib: u64, key: fn(u64) -> [u8; 16]) -> strata::Re
             let layer_writes = s.io.bytes(FileClass::Delta, OpKind::Write)
                 + s.io.bytes(FileClass::Image, OpKind::Write);
             println!(
-                "  {:>6} MiB ingested: {:.2} bytes written to layer files per byte, {} runs ({} images), {} MiB on disk",
+                "  {:>6} MiB ingested: {:.2} bytes written to layer files per byte, {} runs ({} images), {} MiB on disk, indexes and filters {} MiB, peak RSS {} MiB",
                 ingested >> 20,
                 layer_writes as f64 / ingested as f64,
                 s.l1_runs,
                 s.image_runs,
-                s.delta_bytes >> 20
+                s.delta_bytes >> 20,
+                s.index_memory_bytes >> 20,
+                peak_rss_kib() >> 10
             );
         }
     }
     db.close()
+}
+
+/// The process's peak resident memory (`VmHWM`), KiB; 0 where /proc has
+/// none.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -8,9 +8,7 @@
 //!   L1 runs above the newest image overlap at some key (runs of ascending
 //!   keys never do) and hold at least as many bytes as it
 //!   (`IMAGE_REWRITE_SHARE`: so the images written sum to about twice the
-//!   data, not to its square), or four times as many runs overlap
-//!   (`IMAGE_DEPTH_FACTOR_MAX`, which bounds what a read passes), the state
-//!   at the newest run's end
+//!   data, not to its square), the state at the newest run's end
 //!   is written out, one version per key, tombstones dropped, as an image
 //!   run that partitions the key space. A read at or above its LSN stops
 //!   there: it visits the L0 layers, the runs above the image and one image
@@ -19,6 +17,10 @@
 //!   from them and the runs, and drops them all in the same edit: merging
 //!   them into an L1 run first would write every byte once more, only for
 //!   GC to remove that run.
+//! - **Tiers** (`tier_plan`): until the runs above the newest image hold
+//!   as much as it, they are merged by like size into fewer, larger runs
+//!   (as RocksDB's universal compaction does), so that a read passes a few
+//!   runs, not one per compaction since the image.
 //! - **GC** (`gc_plan`): every run older than the newest image at or below
 //!   the horizon is removed (no rewrite): reads below the image's LSN are
 //!   then refused with `Error::BelowHorizon`. The horizon is the caller's
@@ -264,8 +266,8 @@ struct Open {
     crc: u32,
 }
 
-/// Merges `inputs` (the oldest L0 layers, oldest first) into the layers of
-/// one L1 run, written, synced and verified. `take_id` gives each output's
+/// Merges `inputs` (the oldest L0 layers, oldest first; or the layers of
+/// adjacent L1 runs) into the layers of one L1 run, written, synced and verified. `take_id` gives each output's
 /// file id; `cancelled` is asked now and then (an abandoned job removes its
 /// outputs and returns `Error::Closed`).
 pub(crate) fn merge_into_run(
@@ -505,8 +507,9 @@ pub(crate) fn write_image(
 pub(crate) struct RunView<'a> {
     pub image: bool,
     pub lsn_max: Lsn,
-    /// Bytes of its files.
+    /// Bytes of its files, and how many there are.
     pub bytes: u64,
+    pub files: usize,
     /// Its smallest and largest key; `None` for an image of nothing.
     pub keys: Option<(&'a [u8], &'a [u8])>,
 }
@@ -520,14 +523,10 @@ pub(crate) struct RunView<'a> {
 /// twice the data: each image at least doubles the bytes since the last.
 pub(crate) const IMAGE_REWRITE_SHARE: f64 = 1.0;
 
-/// Whatever their bytes, runs this many times the threshold deep above the
-/// newest image call for a new one: every run costs a get a filter probe and
-/// a scan a merge input, and with the share alone they would pile up in
-/// proportion to the data. With runs of about equal size, the images then
-/// sum to about `data² ÷ (2 × this × threshold × run size)` at most: still
-/// square in the data, at a quarter of the cost; merging runs of like size
-/// into fewer (tiers) is what would bound both.
-pub(crate) const IMAGE_DEPTH_FACTOR_MAX: usize = 4;
+/// Runs are merged into one (a tier) when the next older run holds at most
+/// this many times the bytes of the newer ones together: universal
+/// compaction's size ratio of 100%.
+const TIER_SIZE_RATIO: u64 = 2;
 
 /// The most runs that overlap at any one key: how many a read of the
 /// most covered key passes, and so the depth the image threshold limits
@@ -570,13 +569,42 @@ pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) ->
     } else {
         let bytes_above: u64 = above.iter().map(|r| r.bytes).sum();
         let image_bytes = image.map_or(0, |i| i.bytes);
-        let depth = overlap_depth(&above);
         threshold > 0
-            && depth >= threshold
-            && (bytes_above as f64 >= image_bytes as f64 * IMAGE_REWRITE_SHARE
-                || depth >= threshold.saturating_mul(IMAGE_DEPTH_FACTOR_MAX))
+            && bytes_above as f64 >= image_bytes as f64 * IMAGE_REWRITE_SHARE
+            && overlap_depth(&above) >= threshold
     };
     due.then(|| runs[0].lsn_max)
+}
+
+/// How many of the newest runs (a prefix of `runs`, newest first) to merge
+/// into one L1 run, if any: those above the newest image taken from the
+/// newest while the next older one holds at most `TIER_SIZE_RATIO` times the
+/// bytes of those taken, once `threshold` of them overlap at some key, and
+/// no more than `max_files` files in all.
+///
+/// Between two images, the runs above the last would otherwise pile up
+/// with the data (an image waits until they hold as much as it). Merged
+/// by like size, as in universal compaction, they stay a few tiers deep
+/// (about `threshold` per tier), and each byte is merged once per tier,
+/// about log(data ÷ run size) times in all. The merged run holds every
+/// version of the runs it replaces (their LSN ranges are adjacent): reads
+/// at every LSN see what they saw.
+pub(crate) fn tier_plan(runs: &[RunView<'_>], threshold: usize, max_files: usize) -> Option<usize> {
+    let image = runs.iter().find(|r| r.image).map(|r| r.lsn_max);
+    let above = runs
+        .iter()
+        .take_while(|r| !r.image && image.is_none_or(|i| r.lsn_max > i))
+        .count();
+    let (mut n, mut bytes, mut files) = (0usize, 0u64, 0usize);
+    for r in &runs[..above] {
+        let fits = n == 0 || r.bytes <= bytes.saturating_mul(TIER_SIZE_RATIO);
+        if !fits || files + r.files > max_files {
+            break;
+        }
+        (n, bytes, files) = (n + 1, bytes + r.bytes, files + r.files);
+    }
+    let prefix: Vec<&RunView<'_>> = runs[..n].iter().collect();
+    (threshold > 1 && n >= threshold && overlap_depth(&prefix) >= threshold).then_some(n)
 }
 
 /// The runs (indexes into `runs`, newest first) that GC removes below
@@ -722,6 +750,7 @@ mod tests {
                 image,
                 lsn_max,
                 bytes: 100,
+                files: 1,
                 keys: Some((b"a", b"z")),
             })
             .collect()
@@ -760,6 +789,7 @@ mod tests {
                 image: false,
                 lsn_max: 100 - i as Lsn,
                 bytes: 100,
+                files: 1,
                 keys: Some((min, max)),
             })
             .collect();
@@ -800,27 +830,82 @@ mod tests {
         assert_eq!(image_plan(&r, 2, true), Some(90));
         // Without an image yet, the depth alone decides.
         assert_eq!(image_plan(&r[..3], 3, false), Some(90));
-        // Runs 4 × the threshold deep call for one, however small.
-        let mut deep = runs(&[
-            (false, 90),
-            (false, 80),
-            (false, 70),
-            (false, 60),
-            (true, 50),
+    }
+
+    #[test]
+    fn runs_of_like_size_above_the_image_merge_into_tiers() {
+        let sized = |spec: &[(bool, Lsn, u64)]| -> Vec<RunView<'static>> {
+            spec.iter()
+                .map(|&(image, lsn_max, bytes)| RunView {
+                    image,
+                    lsn_max,
+                    bytes,
+                    files: 1,
+                    keys: Some((b"a", b"z")),
+                })
+                .collect()
+        };
+        // Four equal runs above an image: all four.
+        let r = sized(&[
+            (false, 9, 10),
+            (false, 8, 10),
+            (false, 7, 10),
+            (false, 6, 10),
+            (true, 5, 99),
+            (false, 5, 10),
         ]);
-        deep[4].bytes = 1 << 30;
-        assert_eq!(image_plan(&deep, 2, false), None);
-        assert_eq!(image_plan(&deep, 1, false), Some(90));
-        deep.insert(0, deep[0]);
-        deep[0].lsn_max = 95;
-        deep.insert(0, deep[0]);
-        deep[0].lsn_max = 99;
-        deep.insert(0, deep[0]);
-        deep[0].lsn_max = 100;
-        deep.insert(0, deep[0]);
-        deep[0].lsn_max = 101;
-        assert_eq!(image_plan(&deep, 2, false), Some(101));
-        assert_eq!(image_plan(&deep, 3, false), None);
+        assert_eq!(tier_plan(&r, 4, 100), Some(4));
+        assert_eq!(tier_plan(&r, 5, 100), None, "not deep enough");
+        assert_eq!(tier_plan(&r, 0, 100), None, "threshold 0: never");
+        // A run more than twice the newer ones together stops the tier
+        // (30 <= 2 × 30 joins, 200 > 2 × 60 does not).
+        let r = sized(&[
+            (false, 9, 10),
+            (false, 8, 10),
+            (false, 7, 10),
+            (false, 6, 30),
+            (false, 5, 200),
+        ]);
+        assert_eq!(tier_plan(&r, 4, 100), Some(4));
+        let r = sized(&[
+            (false, 9, 10),
+            (false, 8, 10),
+            (false, 7, 100),
+            (false, 6, 10),
+        ]);
+        assert_eq!(
+            tier_plan(&r, 3, 100),
+            None,
+            "the third is too big: two is no tier"
+        );
+        // Never more files than allowed.
+        let mut r = sized(&[
+            (false, 9, 10),
+            (false, 8, 10),
+            (false, 7, 10),
+            (false, 6, 10),
+        ]);
+        r[3].files = 50;
+        assert_eq!(tier_plan(&r, 3, 52), Some(3));
+        assert_eq!(tier_plan(&r, 4, 52), None);
+        // Runs over keys of their own do not pile up: no merge.
+        let keys: Vec<[u8; 2]> = (0..8u8).map(|i| [b'a', i]).collect();
+        let own: Vec<RunView<'_>> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| RunView {
+                image: false,
+                lsn_max: 100 - i as Lsn,
+                bytes: 10,
+                files: 1,
+                keys: Some((&k[..], &k[..])),
+            })
+            .collect();
+        assert_eq!(tier_plan(&own, 2, 100), None);
+        // Nothing above the image: nothing to merge.
+        let r = sized(&[(false, 5, 10), (true, 5, 10), (false, 4, 10)]);
+        assert_eq!(tier_plan(&r, 1, 100), None);
+        assert_eq!(tier_plan(&r, 2, 100), None);
     }
 
     #[test]

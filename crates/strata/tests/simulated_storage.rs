@@ -611,9 +611,10 @@ fn gets_of_the_open_layer_read_each_log_page_once_and_never_keep_a_bad_one() {
 /// Images are written where runs pile up over the same keys, and again only
 /// once the runs above an image hold as much as it does: runs of ascending
 /// keys (an append-only load) never call for one, and a small hot range
-/// updated over and over does not rewrite all the data each time.
+/// updated over and over does not rewrite all the data each time (its runs
+/// merge into tiers instead).
 #[test]
-fn images_follow_the_runs_that_overlap_and_grow_geometrically() {
+fn images_follow_the_runs_that_overlap_and_grow_geometrically_and_tiers_merge_between() {
     let sim = SimStorage::new(11);
     let opts = Options {
         l0_compaction_trigger: 0,
@@ -650,17 +651,42 @@ fn images_follow_the_runs_that_overlap_and_grow_geometrically() {
     assert_eq!(round(&db, &mut model, 0..1200, 1), (8, 1));
     let image_bytes = db.stats().delta_bytes;
     // A hot range of 40 keys, updated again and again: the runs above the
-    // image pile up there, but hold far less than the image: no new one.
-    for salt in 2..6 {
+    // image pile up there, but hold far less than the image: no new image.
+    // They merge by like size into tiers instead, so a read passes a few
+    // of them, not one per round.
+    let compactions = db.stats().compactions;
+    let mut states = vec![(db.last_lsn(), model.clone())];
+    for salt in 2..12 {
         let (runs, images) = round(&db, &mut model, 100..140, salt);
-        assert_eq!((runs, images), (8 + salt as usize - 1, 1));
+        assert_eq!(images, 1);
+        assert!(
+            runs - 8 <= 4,
+            "round {salt}: {runs} runs, 8 below the hot ones"
+        );
+        states.push((db.last_lsn(), model.clone()));
+    }
+    assert!(
+        db.stats().compactions > compactions + 10,
+        "tiers merged: {:?}",
+        db.stats()
+    );
+    // A merged run holds every version of the runs it replaced: every
+    // round's state reads back at its LSN, and so does a hot key one LSN
+    // before it (the round's last put is of key 139).
+    for (lsn, state) in &states {
+        let want: Vec<_> = state.clone().into_iter().collect();
+        assert_eq!(everything_at(&db, *lsn), want, "at LSN {lsn}");
+        assert_eq!(
+            db.get_at(key(120), lsn - 1).unwrap().as_ref(),
+            state.get(&key(120))
+        );
     }
     assert_eq!(
         everything(&db),
         model.clone().into_iter().collect::<Vec<_>>()
     );
     // Runs above that hold as much as the image: a new image.
-    let (_, images) = round(&db, &mut model, 0..1200, 7);
+    let (_, images) = round(&db, &mut model, 0..1200, 12);
     assert_eq!(images, 2, "{:?}", db.stats());
     assert!(db.stats().delta_bytes > image_bytes);
     assert_eq!(everything(&db), model.into_iter().collect::<Vec<_>>());

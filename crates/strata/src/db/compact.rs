@@ -13,7 +13,7 @@
 
 use super::*;
 use crate::compaction::{
-    gc_plan, image_plan, merge_into_run, plan, write_image, JobOptions, Policy, RunView,
+    gc_plan, image_plan, merge_into_run, plan, tier_plan, write_image, JobOptions, Policy, RunView,
 };
 
 impl BackgroundSignal for CompactSignal {
@@ -119,7 +119,8 @@ impl DbInner {
     }
 
     /// Runs one job if a policy (or `force`) calls for one, in this order:
-    /// L0 into an L1 run, an image, GC. Returns whether it did one.
+    /// L0 into an L1 run, an image, runs of like size into one (a tier), GC.
+    /// Returns whether it did one.
     pub(super) fn compact_once(&self, force: bool) -> Result<bool> {
         let _job = lock(&self.compact_lock)?;
         self.check_poisoned()?;
@@ -135,6 +136,7 @@ impl DbInner {
                 image: r.image,
                 lsn_max: r.lsn_max,
                 bytes: r.layers.iter().map(|l| l.desc.bytes).sum(),
+                files: r.layers.len(),
                 keys: r.key_range(),
             })
             .collect();
@@ -188,6 +190,23 @@ impl DbInner {
                     &cancelled,
                 )?;
                 (Vec::new(), outputs)
+            } else if let Some(n) = tier_plan(
+                &runs,
+                self.opts.image_run_threshold,
+                self.policy().max_inputs,
+            ) {
+                let inputs: Vec<Arc<Layer>> = version.runs[..n]
+                    .iter()
+                    .flat_map(|r| r.layers.iter().cloned())
+                    .collect();
+                let outputs = merge_into_run(
+                    &inputs,
+                    &self.layer_io,
+                    &self.job_options(!force),
+                    take_id,
+                    &cancelled,
+                )?;
+                (inputs, outputs)
             } else {
                 let gone = gc_plan(&runs, self.gc_horizon());
                 if gone.is_empty() {
