@@ -99,8 +99,9 @@ pub struct Options {
     pub target_file_bytes: u64,
     /// L1 runs above the newest image that overlap at some key at which an
     /// image run is written (the state at the newest run's end), once they
-    /// also hold as many bytes as that image or overlap four times as
-    /// deep; 0: only `Db::compact()` makes one.
+    /// also hold as many bytes as that image; until then, that many
+    /// overlapping runs of like size merge into one (a tier). 0: only
+    /// `Db::compact()` makes an image, and runs never merge.
     pub image_run_threshold: usize,
     /// Memory a compaction reads its inputs ahead with, bytes; it also caps
     /// the inputs of one compaction (64 KiB each).
