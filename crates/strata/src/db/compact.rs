@@ -140,6 +140,18 @@ impl DbInner {
                 keys: r.key_range(),
             })
             .collect();
+        // Layers (the oldest L0 layers, or adjacent runs) merged into one
+        // L1 run: the inputs, and the run's layers.
+        let merge = |inputs: Vec<Arc<Layer>>| {
+            let outputs = merge_into_run(
+                &inputs,
+                &self.layer_io,
+                &self.job_options(!force),
+                take_id,
+                &cancelled,
+            )?;
+            Ok::<_, Error>((inputs, outputs))
+        };
         let (remove, outputs): (Vec<Arc<Layer>>, _) =
             if let Some(plan) = plan(&descs, &self.policy(), force) {
                 let inputs = version.l0[..plan.inputs.len()].to_vec();
@@ -163,14 +175,7 @@ impl DbInner {
                     let runs = version.runs.iter().flat_map(|r| r.layers.iter().cloned());
                     (inputs.iter().cloned().chain(runs).collect(), outputs)
                 } else {
-                    let outputs = merge_into_run(
-                        &inputs,
-                        &self.layer_io,
-                        &self.job_options(!force),
-                        take_id,
-                        &cancelled,
-                    )?;
-                    (inputs, outputs)
+                    merge(inputs)?
                 }
             } else if let Some(lsn) = image_plan(
                 &runs,
@@ -195,18 +200,12 @@ impl DbInner {
                 self.opts.image_run_threshold,
                 self.policy().max_inputs,
             ) {
-                let inputs: Vec<Arc<Layer>> = version.runs[..n]
-                    .iter()
-                    .flat_map(|r| r.layers.iter().cloned())
-                    .collect();
-                let outputs = merge_into_run(
-                    &inputs,
-                    &self.layer_io,
-                    &self.job_options(!force),
-                    take_id,
-                    &cancelled,
-                )?;
-                (inputs, outputs)
+                merge(
+                    version.runs[..n]
+                        .iter()
+                        .flat_map(|r| r.layers.iter().cloned())
+                        .collect(),
+                )?
             } else {
                 let gone = gc_plan(&runs, self.gc_horizon());
                 if gone.is_empty() {
