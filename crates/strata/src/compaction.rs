@@ -267,8 +267,8 @@ struct Open {
 }
 
 /// Merges `inputs` (the oldest L0 layers, oldest first; or the layers of
-/// adjacent L1 runs) into the layers of one L1 run, written, synced and verified. `take_id` gives each output's
-/// file id; `cancelled` is asked now and then (an abandoned job removes its
+/// adjacent L1 runs) into the layers of one L1 run, written, synced and
+/// verified. `take_id` gives each output's file id; `cancelled` is asked now and then (an abandoned job removes its
 /// outputs and returns `Error::Closed`).
 pub(crate) fn merge_into_run(
     inputs: &[Arc<Layer>],
@@ -552,18 +552,26 @@ fn overlap_depth(runs: &[&RunView<'_>]) -> usize {
     deepest
 }
 
+/// The newest image of `runs` (newest first), and how many L1 runs sit
+/// above it: a prefix of `runs`, since every run after the image ends at or
+/// below its LSN (an L1 run that ends at the image's LSN is covered by it).
+fn above_newest_image<'r, 'a>(runs: &'r [RunView<'a>]) -> (Option<&'r RunView<'a>>, usize) {
+    let image = runs.iter().find(|r| r.image);
+    let above = runs
+        .iter()
+        .take_while(|r| !r.image && image.is_none_or(|i| r.lsn_max > i.lsn_max))
+        .count();
+    (image, above)
+}
+
 /// The LSN of the image to make, if any, for these runs (newest first):
 /// the newest run's end, once `threshold` L1 runs above the newest image
 /// overlap at some key and hold at least `IMAGE_REWRITE_SHARE` of that
-/// image's bytes, or `IMAGE_DEPTH_FACTOR_MAX` times as many overlap
-/// (forced: once any L1 run sits above it). 0 never makes one on its own.
+/// image's bytes (forced: once any L1 run sits above it). 0 never makes
+/// one on its own.
 pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) -> Option<Lsn> {
-    // An L1 run that ends at the image's LSN is covered by it.
-    let image = runs.iter().find(|r| r.image);
-    let above: Vec<&RunView<'_>> = runs
-        .iter()
-        .filter(|r| !r.image && image.is_none_or(|i| r.lsn_max > i.lsn_max))
-        .collect();
+    let (image, n) = above_newest_image(runs);
+    let above: Vec<&RunView<'_>> = runs[..n].iter().collect();
     let due = if force {
         !above.is_empty()
     } else {
@@ -590,11 +598,7 @@ pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) ->
 /// version of the runs it replaces (their LSN ranges are adjacent): reads
 /// at every LSN see what they saw.
 pub(crate) fn tier_plan(runs: &[RunView<'_>], threshold: usize, max_files: usize) -> Option<usize> {
-    let image = runs.iter().find(|r| r.image).map(|r| r.lsn_max);
-    let above = runs
-        .iter()
-        .take_while(|r| !r.image && image.is_none_or(|i| r.lsn_max > i))
-        .count();
+    let (_, above) = above_newest_image(runs);
     let (mut n, mut bytes, mut files) = (0usize, 0u64, 0usize);
     for r in &runs[..above] {
         let fits = n == 0 || r.bytes <= bytes.saturating_mul(TIER_SIZE_RATIO);
@@ -743,17 +747,24 @@ mod tests {
         assert_eq!(plan(&l0[..2], &off, true).unwrap().inputs, [1, 2]);
     }
 
-    /// Runs over the whole key range "a"..="z", of 100 bytes each.
-    fn runs(spec: &[(bool, Lsn)]) -> Vec<RunView<'static>> {
+    /// Runs of one file each over the whole key range "a"..="z": (image,
+    /// newest LSN, bytes).
+    fn sized(spec: &[(bool, Lsn, u64)]) -> Vec<RunView<'static>> {
         spec.iter()
-            .map(|&(image, lsn_max)| RunView {
+            .map(|&(image, lsn_max, bytes)| RunView {
                 image,
                 lsn_max,
-                bytes: 100,
+                bytes,
                 files: 1,
                 keys: Some((b"a", b"z")),
             })
             .collect()
+    }
+
+    /// [`sized`] runs of 100 bytes each.
+    fn runs(spec: &[(bool, Lsn)]) -> Vec<RunView<'static>> {
+        let spec: Vec<_> = spec.iter().map(|&(image, lsn)| (image, lsn, 100)).collect();
+        sized(&spec)
     }
 
     #[test]
@@ -834,17 +845,6 @@ mod tests {
 
     #[test]
     fn runs_of_like_size_above_the_image_merge_into_tiers() {
-        let sized = |spec: &[(bool, Lsn, u64)]| -> Vec<RunView<'static>> {
-            spec.iter()
-                .map(|&(image, lsn_max, bytes)| RunView {
-                    image,
-                    lsn_max,
-                    bytes,
-                    files: 1,
-                    keys: Some((b"a", b"z")),
-                })
-                .collect()
-        };
         // Four equal runs above an image: all four.
         let r = sized(&[
             (false, 9, 10),
