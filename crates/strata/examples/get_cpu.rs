@@ -5,7 +5,8 @@
 //! times are the engine's own CPU and memory work).
 //!
 //! `cargo run --release -p strata --example get_cpu -- [MiB] [gets]`
-//! (defaults 256 and 200,000). Prints p50/p90/p99 of gets of keys on disk
+//! (defaults 256 and 200,000). Prints the memory of the indexes and filters
+//! against the layer files' bytes, and p50/p90/p99 of gets of keys on disk
 //! (cached blocks) and of keys in the open in-memory layer (whose values
 //! are read back from the log).
 
@@ -90,6 +91,13 @@ fn main() -> strata::Result<()> {
     for i in 0..at {
         db.get(key(i))?;
     }
+    let stats = db.stats();
+    println!(
+        "indexes and filters: {:.1} MiB for {:.1} MiB of layer files ({:.2}%)",
+        stats.index_memory_bytes as f64 / (1 << 20) as f64,
+        stats.delta_bytes as f64 / (1 << 20) as f64,
+        100.0 * stats.index_memory_bytes as f64 / stats.delta_bytes.max(1) as f64
+    );
     let mut x = 0x0123_4567_89AB_CDEFu64;
     let mut next = || {
         x ^= x >> 12;

@@ -38,9 +38,8 @@ use std::path::Path;
 use crate::batch::{decode_entries, EntryRef, WriteBatch};
 use crate::error::{Corruption, Error, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter, BloomLayout};
-use crate::layer::delta::reader::{
-    decode_block, decode_index, BlockHandle, DeltaEntry, DeltaLayerReader,
-};
+use crate::layer::delta::block_index::BlockHandle;
+use crate::layer::delta::reader::{decode_block, decode_index, DeltaEntry, DeltaLayerReader};
 use crate::layer::delta::writer::{encode_index_entry, DeltaLayerWriter};
 use crate::layer::delta::{
     block_crc, u16_at, u32_at, u64_at, u64_from_usize, value_block_crc, LayerSink, ReadAt,
@@ -272,25 +271,29 @@ pub fn delta_block(data: &[u8]) {
         && (next_key.is_empty() || (first_key, first_lsn) < (next_key, next_lsn))
         && (BLOCK_BYTES_MIN..=BLOCK_BYTES_MAX).contains(&block.len())
         && offset >= u64_from_usize(HEADER_BYTES)
-        && offset.checked_add(len).is_some();
+        // The next block ends inside the file too.
+        && offset
+            .checked_add(len)
+            .and_then(|end| end.checked_add(u64_from_usize(BLOCK_BYTES_MIN)))
+            .is_some();
     if !plausible_handles {
         return;
     }
     let handle = BlockHandle {
-        first_key: first_key.into(),
+        first_key,
         first_lsn,
         offset,
         len_bytes: len,
         value_block: None,
     };
     let next = (!next_key.is_empty()).then(|| BlockHandle {
-        first_key: next_key.into(),
+        first_key: next_key,
         first_lsn: next_lsn,
         offset: offset + len,
         len_bytes: u64_from_usize(BLOCK_BYTES_MIN),
         value_block: None,
     });
-    match decode_block(path, &handle, next.as_ref(), block.to_vec()) {
+    match decode_block(path, handle, next, block.to_vec()) {
         Ok(entries) => {
             let first = entries.first().expect("a decoded block has an entry");
             assert_eq!((&first.0[..], first.1), (first_key, first_lsn));
@@ -298,7 +301,7 @@ pub fn delta_block(data: &[u8]) {
             if let Some(next) = &next {
                 let (key, lsn, ..) = entries.last().expect("not empty");
                 assert!(
-                    (&key[..], *lsn) < (&next.first_key[..], next.first_lsn),
+                    (&key[..], *lsn) < (next.first_key, next.first_lsn),
                     "the block's last entry does not sort below the next block's first"
                 );
             }
@@ -343,7 +346,7 @@ pub fn block_index(data: &[u8]) {
         lsn_max,
     ) {
         Ok(handles) => {
-            assert_eq!(len_u64(&handles), block_count);
+            assert_eq!(handles.len() as u64, block_count);
             let mut next = u64_from_usize(HEADER_BYTES);
             let mut encoded = Vec::with_capacity(index.len());
             for (i, h) in handles.iter().enumerate() {
@@ -362,8 +365,8 @@ pub fn block_index(data: &[u8]) {
                     h.len_bytes
                 );
                 if i > 0 {
-                    let prev = &handles[i - 1];
-                    assert!((&prev.first_key, prev.first_lsn) < (&h.first_key, h.first_lsn));
+                    let prev = handles.get(i - 1).expect("the block before");
+                    assert!((prev.first_key, prev.first_lsn) < (h.first_key, h.first_lsn));
                 }
                 next = h.offset + h.len_bytes;
                 encode_index_entry(
@@ -371,7 +374,7 @@ pub fn block_index(data: &[u8]) {
                     h.offset,
                     h.len_bytes,
                     h.first_lsn,
-                    &h.first_key,
+                    h.first_key,
                     h.value_block,
                 );
             }
@@ -984,9 +987,9 @@ fn delta_seeds(part: DeltaSeed) -> Vec<(String, Vec<u8>)> {
                     input.extend_from_slice(&h.offset.to_le_bytes());
                     input.extend_from_slice(&h.first_lsn.to_le_bytes());
                     input.extend_from_slice(&(h.first_key.len() as u16).to_le_bytes());
-                    input.extend_from_slice(&h.first_key);
+                    input.extend_from_slice(h.first_key);
                     let (next_lsn, next_key) = match handles.get(i + 1) {
-                        Some(next) => (next.first_lsn, &next.first_key[..]),
+                        Some(next) => (next.first_lsn, next.first_key),
                         None => (0, &[][..]),
                     };
                     input.extend_from_slice(&next_lsn.to_le_bytes());

@@ -41,6 +41,7 @@
 //! lengths are `u64`, lengths inside a block are `u16`/`u32` bounded by the
 //! `_MAX` constants.
 
+pub(crate) mod block_index;
 pub(crate) mod reader;
 pub(crate) mod writer;
 

@@ -24,6 +24,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
+use super::block_index::{BlockHandle, BlockIndex};
 use super::{
     block_crc, u16_at, u32_at, u64_at, u64_from_usize, usize_from_u64, DeltaLayerSummary, Lsn,
     ReadAt, ValueKind, BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX,
@@ -54,20 +55,6 @@ use crate::layer::bloom::{BloomFilter, BloomLayout, PointKey};
 /// One entry of a range scan: key, lsn, kind, value.
 pub(crate) type DeltaEntry = (Vec<u8>, Lsn, ValueKind, Vec<u8>);
 
-/// Where a data block is and what it starts with.
-#[derive(Debug)]
-pub(crate) struct BlockHandle {
-    /// Shared (not boxed): a block cursor keeps it to check the block's
-    /// entries against, and cloning it then costs no allocation.
-    pub(crate) first_key: Arc<[u8]>,
-    pub(crate) first_lsn: Lsn,
-    pub(crate) offset: u64,
-    pub(crate) len_bytes: u64,
-    /// A value block's value length and crc32c (`INDEX_VALUE_BLOCK_FLAG`);
-    /// `None` for a block of entries.
-    pub(crate) value_block: Option<(u32, u32)>,
-}
-
 /// An open delta layer file. See the module documentation.
 #[derive(Debug)]
 pub(crate) struct DeltaLayerReader<R: ReadAt> {
@@ -75,8 +62,9 @@ pub(crate) struct DeltaLayerReader<R: ReadAt> {
     /// The file's path, shared with the block cursors (for their errors).
     path: Arc<Path>,
     summary: DeltaLayerSummary,
-    /// One handle per data block, ascending by (first_key, first_lsn), blocks contiguous.
-    index: Vec<BlockHandle>,
+    /// The data blocks, ascending by (first key, first LSN), contiguous;
+    /// shared with the block cursors (to check entries against).
+    index: Arc<BlockIndex>,
     /// Where a point read's search starts (see [`PrefixIndex`]).
     prefixes: PrefixIndex,
     bloom: BloomFilter,
@@ -421,9 +409,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             crc32c::crc32c(keys),
         )?;
         let (key_min, key_max) = decode_keys(keys, path, keys_offset)?;
-        let keys_consistent = match (index.first(), index.last()) {
+        let keys_consistent = match (index.get(0), index.last()) {
             (Some(first), Some(last)) => {
-                !key_min.is_empty() && *first.first_key == *key_min && *last.first_key <= *key_max
+                !key_min.is_empty() && first.first_key == key_min && last.first_key <= &key_max[..]
             }
             _ => key_min.is_empty() && key_max.is_empty(),
         };
@@ -450,7 +438,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             file,
             prefixes: PrefixIndex::new(&index, &summary.key_min, &summary.key_max),
             summary,
-            index,
+            index: Arc::new(index),
             bloom,
             cache: None,
             point_reads: None,
@@ -487,20 +475,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
 
     /// Memory held by the block index and the bloom filter.
     pub(crate) fn index_memory_bytes(&self) -> usize {
-        let handles = self.index.capacity() * std::mem::size_of::<BlockHandle>()
-            + self.prefixes.memory_bytes();
-        // Each first key is an allocation of its own: the `Arc`'s two
-        // counts, then the bytes, in a heap chunk of a 16-byte multiple
-        // with an 8-byte header (glibc's malloc); counting only the key's
-        // bytes left a third of the index out of the budget.
-        let keys: usize = self
-            .index
-            .iter()
-            .map(|h| {
-                (2 * std::mem::size_of::<usize>() + h.first_key.len() + 8).next_multiple_of(16)
-            })
-            .sum();
-        handles + keys + self.bloom.memory_bytes()
+        self.index.memory_bytes() + self.prefixes.memory_bytes() + self.bloom.memory_bytes()
     }
 
     /// The newest version of `key` with lsn <= `lsn`, or `None`.
@@ -526,21 +501,24 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         let Some(handle) = self.index.get(block) else {
             return Ok(None);
         };
-        let next = self.index.get(block + 1);
         if let Some(bytes) = self.cached_block(block) {
             // Checked again on use: memory can flip bits too.
-            return Self::search_block(parse_block(&self.path, handle, next, bytes)?, key, lsn);
+            return Self::search_block(
+                parse_block(&self.path, &self.index, block, bytes)?,
+                key,
+                lsn,
+            );
         }
         if let Some(reads) = &self.point_reads {
             reads.fetch_add(1, AtomicOrdering::Relaxed);
         }
-        let cursor = self.read_block(handle, next)?;
+        let cursor = self.read_block(block)?;
         self.cache_block(handle, &cursor);
         Self::search_block(cursor, key, lsn)
     }
 
     /// Keeps a verified block in the cache, if there is one.
-    fn cache_block(&self, handle: &BlockHandle, cursor: &BlockCursor) {
+    fn cache_block(&self, handle: BlockHandle<'_>, cursor: &BlockCursor) {
         if let Some((cache, id)) = &self.cache {
             cache.insert(*id, handle.offset, Arc::clone(&cursor.bytes));
         }
@@ -561,8 +539,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             return None;
         }
         let (lo, hi) = self.prefixes.blocks_tied_with(key);
-        let after =
-            lo + self.index[lo..hi].partition_point(|h| (&*h.first_key, h.first_lsn) <= (key, lsn));
+        let after = self
+            .index
+            .partition_point(lo..hi, |first, first_lsn| (first, first_lsn) <= (key, lsn));
         // None: (key, lsn) sorts before the first entry.
         after.checked_sub(1)
     }
@@ -609,14 +588,13 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 ),
             ));
         }
-        let next = self.index.get(block + 1);
-        let cursor = parse_block(&self.path, handle, next, Block::from(bytes))?;
+        let cursor = parse_block(&self.path, &self.index, block, Block::from(bytes))?;
         self.cache_block(handle, &cursor);
         Self::search_block(cursor, key, lsn)
     }
 
     /// The index entry of block number `block` (from a plan of this reader).
-    fn block_handle(&self, block: usize) -> Result<&BlockHandle> {
+    fn block_handle(&self, block: usize) -> Result<BlockHandle<'_>> {
         self.index.get(block).ok_or_else(|| {
             corrupt(
                 self.file.path(),
@@ -635,9 +613,11 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let handle = self.block_handle(block)?;
-        let next = self.index.get(block + 1);
-        Self::search_block(parse_block(&self.path, handle, next, bytes)?, key, lsn)
+        Self::search_block(
+            parse_block(&self.path, &self.index, block, bytes)?,
+            key,
+            lsn,
+        )
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
@@ -683,9 +663,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         })
     }
 
-    /// Reads and verifies the data block `handle` points at; `next` is the
-    /// handle of the block after it, `None` for the last block.
-    fn read_block(&self, handle: &BlockHandle, next: Option<&BlockHandle>) -> Result<BlockCursor> {
+    /// Reads and verifies data block number `block` (of the index).
+    fn read_block(&self, block: usize) -> Result<BlockCursor> {
+        let handle = self.block_handle(block)?;
         let bytes = read_checked_with(
             &self.file,
             handle.offset,
@@ -693,15 +673,15 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             "data block",
             R::read_shared,
         )?;
-        parse_block(&self.path, handle, next, bytes)
+        parse_block(&self.path, &self.index, block, bytes)
     }
 }
 
 /// A dense search structure over the blocks' first keys, for point reads:
-/// each `first_key` of the index is its own allocation, so a binary search
-/// over them misses the CPU cache at every step. This one searches a small
-/// array of fences, then 64 `u64`s, and leaves whole-key comparisons to the
-/// blocks whose prefixes tie.
+/// a binary search over the keys themselves (of varying lengths, each found
+/// through its end) misses the CPU cache at every step. This one searches a
+/// small array of fences, then 64 `u64`s, and leaves whole-key comparisons
+/// to the blocks whose prefixes tie.
 #[derive(Debug)]
 struct PrefixIndex {
     /// Bytes every key of the layer shares (those of key_min and key_max):
@@ -716,7 +696,7 @@ struct PrefixIndex {
 const FENCE_STRIDE: usize = 64;
 
 impl PrefixIndex {
-    fn new(index: &[BlockHandle], key_min: &[u8], key_max: &[u8]) -> Self {
+    fn new(index: &BlockIndex, key_min: &[u8], key_max: &[u8]) -> Self {
         let skip = key_min
             .iter()
             .zip(key_max)
@@ -776,17 +756,23 @@ fn key_prefix(key: &[u8]) -> u64 {
 }
 
 /// Verifies a data block's checksum and header and opens a cursor on it.
-/// `bytes` are exactly the `handle.len_bytes` bytes at `handle.offset`;
-/// `handle` and `next` (the following block's handle, `None` for the last
-/// block) come from [`decode_index`].
+/// `bytes` are exactly the `len_bytes` bytes at the `offset` of block number
+/// `block` of `index` (from [`decode_index`]).
 fn parse_block(
     path: &Arc<Path>,
-    handle: &BlockHandle,
-    next: Option<&BlockHandle>,
+    index: &Arc<BlockIndex>,
+    block: usize,
     bytes: Block,
 ) -> Result<BlockCursor> {
+    let Some(handle) = index.get(block) else {
+        return Err(corrupt(
+            path,
+            0,
+            format!("block number {block} is not in the index"),
+        ));
+    };
     if let Some((value_len, crc)) = handle.value_block {
-        return parse_value_block(path, handle, value_len as usize, crc, bytes);
+        return parse_value_block(path, index, handle, value_len as usize, crc, bytes);
     }
     let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
     let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
@@ -800,7 +786,7 @@ fn parse_block(
     check_crc(path, handle.offset, "data block", stored, found)?;
     // The payload, then at most BLOCK_PAD_BYTES_MAX zero bytes of padding
     // (up to the page boundary before a value block).
-    let pad_max = match next {
+    let pad_max = match index.get(block + 1) {
         Some(n) if n.value_block.is_some() => BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX,
         _ => BLOCK_PAD_BYTES_MAX,
     };
@@ -838,8 +824,9 @@ fn parse_block(
         remaining: entry_count,
         key: Vec::new(),
         lsn: 0,
-        first_expected: Some((handle.first_key.clone(), handle.first_lsn)),
-        next_first: next.map(|n| (n.first_key.clone(), n.first_lsn)),
+        index: Arc::clone(index),
+        block,
+        first_pending: true,
         value_block: false,
     })
 }
@@ -850,17 +837,13 @@ fn parse_block(
 /// blocks around it is the index's, checked by [`decode_index`].
 fn parse_value_block(
     path: &Arc<Path>,
-    handle: &BlockHandle,
+    index: &Arc<BlockIndex>,
+    handle: BlockHandle<'_>,
     value_len: usize,
     stored: u32,
     bytes: Block,
 ) -> Result<BlockCursor> {
-    let found = value_block_crc(
-        handle.offset,
-        handle.first_lsn,
-        &handle.first_key,
-        &[&bytes],
-    );
+    let found = value_block_crc(handle.offset, handle.first_lsn, handle.first_key, &[&bytes]);
     check_crc(path, handle.offset, "value block", stored, found)?;
     // The index said value_len <= len_bytes = bytes.len().
     if let Some(at) = bytes
@@ -882,22 +865,29 @@ fn parse_value_block(
         remaining: 1,
         key: handle.first_key.to_vec(),
         lsn: handle.first_lsn,
-        first_expected: None,
-        next_first: None,
+        index: Arc::clone(index),
+        block: 0,
+        first_pending: false,
         value_block: true,
     })
 }
 
 /// Every entry of a data block, through [`parse_block`] and the block cursor
-/// the reader uses: the fuzz targets' view of the block decoder.
+/// the reader uses: the fuzz targets' view of the block decoder. `next`
+/// (the following block, `None` for the last) starts where `handle` ends.
 #[cfg(feature = "fuzzing")]
 pub(crate) fn decode_block(
     path: &Path,
-    handle: &BlockHandle,
-    next: Option<&BlockHandle>,
+    handle: BlockHandle<'_>,
+    next: Option<BlockHandle<'_>>,
     bytes: Vec<u8>,
 ) -> Result<Vec<DeltaEntry>> {
-    let mut block = parse_block(&Arc::from(path), handle, next, Block::from(bytes))?;
+    let mut index = BlockIndex::with_capacity(2, handle.first_key.len());
+    index.push(handle);
+    if let Some(next) = next {
+        index.push(next);
+    }
+    let mut block = parse_block(&Arc::from(path), &Arc::new(index), 0, Block::from(bytes))?;
     let mut entries = Vec::new();
     while let Some(entry) = block.next_entry()? {
         let value = block.bytes[entry.value].to_vec();
@@ -916,10 +906,13 @@ pub(crate) fn decode_index(
     block_count: u64,
     lsn_min: Lsn,
     lsn_max: Lsn,
-) -> Result<Vec<BlockHandle>> {
+) -> Result<BlockIndex> {
     // The footer check bounded block_count by index_len, which lies inside the file.
     let count = usize_from_u64(block_count, path, index_offset, "block count")?;
-    let mut index: Vec<BlockHandle> = Vec::with_capacity(count);
+    let key_bytes = bytes
+        .len()
+        .saturating_sub(count.saturating_mul(INDEX_ENTRY_HEADER_BYTES));
+    let mut index = BlockIndex::with_capacity(count, key_bytes);
     let mut pos = 0usize;
     let mut next_block_offset = u64_from_usize(HEADER_BYTES);
     for block_index in 0..count {
@@ -985,15 +978,18 @@ pub(crate) fn decode_index(
             )));
         }
         if let Some(prev) = index.last() {
-            if (&*prev.first_key, prev.first_lsn) >= (first_key, first_lsn) {
+            if (prev.first_key, prev.first_lsn) >= (first_key, first_lsn) {
                 return Err(bad("first keys are not ascending".into()));
             }
+        }
+        if !index.key_fits(first_key.len()) {
+            return Err(bad("the first keys exceed 4 GiB together".into()));
         }
         next_block_offset = offset
             .checked_add(len_bytes)
             .ok_or_else(|| bad("block end overflows".into()))?;
         index.push(BlockHandle {
-            first_key: first_key.into(),
+            first_key,
             first_lsn,
             offset,
             len_bytes,
@@ -1015,6 +1011,7 @@ pub(crate) fn decode_index(
             format!("data blocks end at {next_block_offset}, but the block index starts at {index_offset}"),
         ));
     }
+    index.shrink_to_fit();
     Ok(index)
 }
 
@@ -1060,12 +1057,14 @@ struct BlockCursor {
     /// Key and LSN of the last decoded entry.
     key: Vec<u8>,
     lsn: Lsn,
-    /// The index's (first key, first lsn), until the first entry is checked against it.
-    first_expected: Option<(Arc<[u8]>, Lsn)>,
-    /// The next block's (first key, first lsn) from the index: every entry of
-    /// this block sorts below it, so entries ascend across blocks too. `None`
-    /// for the last block.
-    next_first: Option<(Arc<[u8]>, Lsn)>,
+    /// The index of the block's layer, and the block's number in it: the
+    /// first entry must be the index's (first key, first LSN), and every
+    /// entry sorts below the next block's, so entries ascend across blocks
+    /// too.
+    index: Arc<BlockIndex>,
+    block: usize,
+    /// Until the first entry is checked against the index.
+    first_pending: bool,
     /// A value block: one put, `key` at `lsn`, whose value is `bytes[..end]`.
     value_block: bool,
 }
@@ -1108,7 +1107,7 @@ impl BlockCursor {
         let lsn = u64_at(header, ENTRY_LSN_OFFSET).unwrap_or(0);
         let kind_byte = header[ENTRY_KIND_OFFSET];
         let value_len = u32_at(header, ENTRY_VALUE_LEN_OFFSET).unwrap_or(0) as usize;
-        let first = self.first_expected.is_some();
+        let first = self.first_pending;
         if shared > self.key.len() || (first && shared != 0) {
             return Err(bad(format!(
                 "shared prefix {shared} longer than the previous key"
@@ -1141,13 +1140,15 @@ impl BlockCursor {
         self.key.truncate(shared);
         self.key.extend_from_slice(suffix);
         self.lsn = lsn;
-        if let Some((first_key, first_lsn)) = self.first_expected.take() {
-            if *first_key != *self.key || first_lsn != lsn {
+        if first {
+            self.first_pending = false;
+            let expected = self.index.get(self.block);
+            if expected.is_none_or(|h| (h.first_key, h.first_lsn) != (&self.key[..], lsn)) {
                 return Err(bad("first entry differs from the block index".into()));
             }
         }
-        if let Some((next_key, next_lsn)) = &self.next_first {
-            if (&*self.key, lsn) >= (&**next_key, *next_lsn) {
+        if let Some(next) = self.index.get(self.block + 1) {
+            if (&self.key[..], lsn) >= (next.first_key, next.first_lsn) {
                 return Err(bad(
                     "entry does not sort below the next block's first entry".into(),
                 ));
@@ -1189,16 +1190,13 @@ struct Scan<P> {
 impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
     fn new(reader: P, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Self {
         let index = &reader.index;
+        let all = 0..index.len();
         // The first block that can hold an entry in range: the versions of the
         // start key may begin in the block before the one whose first key it is.
         let next_block = match start {
             Bound::Unbounded => 0,
-            Bound::Included(s) => index
-                .partition_point(|h| &*h.first_key < s)
-                .saturating_sub(1),
-            Bound::Excluded(s) => index
-                .partition_point(|h| &*h.first_key <= s)
-                .saturating_sub(1),
+            Bound::Included(s) => index.partition_point(all, |k, _| k < s).saturating_sub(1),
+            Bound::Excluded(s) => index.partition_point(all, |k, _| k <= s).saturating_sub(1),
         };
         let empty = match (start, end) {
             (Bound::Included(s), Bound::Included(e)) => s > e,
@@ -1235,17 +1233,18 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                     let Some(handle) = self.reader.index.get(self.next_block) else {
                         return Ok(None);
                     };
-                    if !before_end(&self.end, &handle.first_key) {
+                    if !before_end(&self.end, handle.first_key) {
                         return Ok(None);
                     }
                     if self.ahead.is_empty() && self.readahead_bytes > 0 {
                         self.read_ahead()?;
                     }
-                    let handle = &self.reader.index[self.next_block];
-                    let next = self.reader.index.get(self.next_block + 1);
+                    let reader = &*self.reader;
                     let block = match self.ahead.pop_front() {
-                        Some(bytes) => parse_block(&self.reader.path, handle, next, bytes)?,
-                        None => self.reader.read_block(handle, next)?,
+                        Some(bytes) => {
+                            parse_block(&reader.path, &reader.index, self.next_block, bytes)?
+                        }
+                        None => reader.read_block(self.next_block)?,
                     };
                     self.next_block += 1;
                     self.block.insert(block)
@@ -1270,12 +1269,14 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
     /// least one block), in one read, into `ahead`. Blocks are contiguous.
     fn read_ahead(&mut self) -> Result<()> {
         let index = &self.reader.index;
-        let first = &index[self.next_block];
+        let Some(first) = index.get(self.next_block) else {
+            return Ok(());
+        };
         let mut end = self.next_block + 1;
         let mut bytes = first.len_bytes;
         while let Some(h) = index.get(end) {
             let window = self.window_bytes.min(self.readahead_bytes) as u64;
-            if bytes + h.len_bytes > window || !before_end(&self.end, &h.first_key) {
+            if bytes + h.len_bytes > window || !before_end(&self.end, h.first_key) {
                 break;
             }
             bytes += h.len_bytes;
@@ -1284,7 +1285,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
         self.window_bytes = self.window_bytes.saturating_mul(2);
         let all = read_checked(&self.reader.file, first.offset, bytes, "data blocks")?;
         let mut at = 0usize;
-        for h in &index[self.next_block..end] {
+        for h in (self.next_block..end).filter_map(|i| index.get(i)) {
             let len = h.len_bytes as usize;
             self.ahead.push_back(Block::from(&all[at..at + len]));
             at += len;
