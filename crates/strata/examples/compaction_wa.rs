@@ -73,13 +73,13 @@ fn load(dir: &std::path::Path, mib: u64, key: fn(u64) -> [u8; 16]) -> strata::Re
             let layer_writes = s.io.bytes(FileClass::Delta, OpKind::Write)
                 + s.io.bytes(FileClass::Image, OpKind::Write);
             println!(
-                "  {:>6} MiB ingested: {:.2} bytes written to layer files per byte, {} runs ({} images), {} MiB on disk, indexes and filters {} MiB, peak RSS {} MiB",
+                "  {:>6} MiB ingested: {:.2} bytes written to layer files per byte, {} runs ({} images), {} MiB on disk, indexes and filters {:.1} MiB, peak RSS {} MiB",
                 ingested >> 20,
                 layer_writes as f64 / ingested as f64,
                 s.l1_runs,
                 s.image_runs,
                 s.delta_bytes >> 20,
-                s.index_memory_bytes >> 20,
+                s.index_memory_bytes as f64 / (1 << 20) as f64,
                 peak_rss_kib() >> 10
             );
         }
