@@ -71,6 +71,13 @@ pub(crate) struct Policy {
     pub trigger: usize,
     /// Most L0 layers one job merges.
     pub max_inputs: usize,
+    /// Bytes of L0 layers past which a job on its own takes no more than
+    /// `trigger` layers; 0: no bound. A backlog is then merged in steps of
+    /// about this size, and L0 shrinks as each step finishes: a job that
+    /// took every layer present would grow with the backlog, and relieve
+    /// writers stalled on it (or survive a crash) only once the whole of it
+    /// is merged.
+    pub max_input_bytes: u64,
 }
 
 /// What to compact: the ids of the oldest L0 layers, in LSN order.
@@ -80,18 +87,30 @@ pub(crate) struct Plan {
 }
 
 /// The next compaction for these L0 layers (oldest first), if any: with
-/// `force`, any L0 layer is compacted; otherwise only from `trigger` on.
+/// `force`, every L0 layer (up to `max_inputs`); otherwise only from
+/// `trigger` on, and past `trigger` layers only while they fit
+/// `max_input_bytes`.
 pub(crate) fn plan(l0: &[&LayerDesc], policy: &Policy, force: bool) -> Option<Plan> {
     let due = if force {
         !l0.is_empty()
     } else {
         policy.trigger > 0 && l0.len() >= policy.trigger
     };
+    let mut bytes = 0u64;
+    let fits = |(i, d): &(usize, &&LayerDesc)| {
+        bytes = bytes.saturating_add(d.bytes);
+        force
+            || *i < policy.trigger
+            || policy.max_input_bytes == 0
+            || bytes <= policy.max_input_bytes
+    };
     due.then(|| Plan {
         inputs: l0
             .iter()
             .take(policy.max_inputs.max(1))
-            .map(|d| d.id)
+            .enumerate()
+            .take_while(fits)
+            .map(|(_, d)| d.id)
             .collect(),
     })
 }
@@ -730,6 +749,7 @@ mod tests {
         let policy = Policy {
             trigger: 4,
             max_inputs: 5,
+            max_input_bytes: 0,
         };
         assert_eq!(plan(&l0[..3], &policy, false), None);
         assert_eq!(plan(&l0[..4], &policy, false).unwrap().inputs, [1, 2, 3, 4]);
@@ -745,6 +765,35 @@ mod tests {
         };
         assert_eq!(plan(&l0, &off, false), None);
         assert_eq!(plan(&l0[..2], &off, true).unwrap().inputs, [1, 2]);
+    }
+
+    #[test]
+    fn a_backlog_of_l0_layers_is_merged_in_steps_of_bounded_bytes() {
+        // Layers of 4096 bytes; trigger 2, at most 3 layers' bytes a job.
+        let descs: Vec<LayerDesc> = (1..=8).map(desc).collect();
+        let l0: Vec<&LayerDesc> = descs.iter().collect();
+        let policy = Policy {
+            trigger: 2,
+            max_inputs: 100,
+            max_input_bytes: 3 * 4096,
+        };
+        assert_eq!(plan(&l0, &policy, false).unwrap().inputs, [1, 2, 3]);
+        assert_eq!(plan(&l0[3..], &policy, false).unwrap().inputs, [4, 5, 6]);
+        assert_eq!(plan(&l0[6..], &policy, false).unwrap().inputs, [7, 8]);
+        // The trigger's layers are taken whatever their bytes.
+        let big = Policy {
+            max_input_bytes: 1,
+            ..policy
+        };
+        assert_eq!(plan(&l0, &big, false).unwrap().inputs, [1, 2]);
+        // Forced (`Db::compact`): every layer, up to max_inputs.
+        assert_eq!(plan(&l0, &policy, true).unwrap().inputs.len(), 8);
+        // 0: no bound.
+        let unbounded = Policy {
+            max_input_bytes: 0,
+            ..policy
+        };
+        assert_eq!(plan(&l0, &unbounded, false).unwrap().inputs.len(), 8);
     }
 
     /// Runs of one file each over the whole key range "a"..="z": (image,

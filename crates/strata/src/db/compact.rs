@@ -51,13 +51,23 @@ fn release_when_unread(layers: Vec<Arc<Layer>>) {
     }
 }
 
+/// A job on its own merges at most this many triggers' worth of L0 bytes
+/// (`l0_compaction_trigger` full layers each): twice what it merges when
+/// it keeps up, so that L0 shrinks step by step as a backlog is worked off
+/// (see `Policy::max_input_bytes`).
+const L0_JOB_TRIGGERS_MAX: u64 = 2;
+
 impl DbInner {
     fn policy(&self) -> Policy {
+        let trigger = self.opts.l0_compaction_trigger;
         Policy {
-            trigger: self.opts.l0_compaction_trigger,
+            trigger,
             max_inputs: (self.opts.compaction_memory_bytes
                 / crate::compaction::INPUT_READAHEAD_MIN_BYTES)
                 .max(2),
+            max_input_bytes: L0_JOB_TRIGGERS_MAX
+                .saturating_mul(trigger as u64)
+                .saturating_mul(self.opts.layer_size_bytes_max),
         }
     }
 
