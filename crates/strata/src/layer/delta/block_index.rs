@@ -111,6 +111,11 @@ impl BlockIndex {
         &self.keys[start..self.key_ends[i] as usize]
     }
 
+    /// Block `i`'s (first key, first LSN), or `None` past the last.
+    pub(crate) fn first_entry(&self, i: usize) -> Option<(&[u8], Lsn)> {
+        (i < self.len()).then(|| (self.first_key(i), self.first_lsns[i]))
+    }
+
     /// Block `i`, or `None` past the last.
     pub(crate) fn get(&self, i: usize) -> Option<BlockHandle<'_>> {
         if i >= self.len() {
@@ -207,6 +212,8 @@ mod tests {
         assert_eq!(index.iter().collect::<Vec<_>>(), pushed);
         assert_eq!(index.last(), Some(pushed[3]));
         assert_eq!(index.get(4), None);
+        assert_eq!(index.first_entry(2), Some((&b"bb"[..], 1)));
+        assert_eq!(index.first_entry(4), None);
         // (key, lsn) order: the last block starting at or below a point.
         let at = |key: &[u8], lsn: Lsn| index.partition_point(0..4, |k, l| (k, l) <= (key, lsn));
         assert_eq!(at(b"a", 2), 0);

@@ -772,7 +772,7 @@ fn parse_block(
         ));
     };
     if let Some((value_len, crc)) = handle.value_block {
-        return parse_value_block(path, index, handle, value_len as usize, crc, bytes);
+        return parse_value_block(path, index, block, handle, value_len as usize, crc, bytes);
     }
     let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
     let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
@@ -838,6 +838,7 @@ fn parse_block(
 fn parse_value_block(
     path: &Arc<Path>,
     index: &Arc<BlockIndex>,
+    block: usize,
     handle: BlockHandle<'_>,
     value_len: usize,
     stored: u32,
@@ -866,7 +867,7 @@ fn parse_value_block(
         key: handle.first_key.to_vec(),
         lsn: handle.first_lsn,
         index: Arc::clone(index),
-        block: 0,
+        block,
         first_pending: false,
         value_block: true,
     })
@@ -1142,13 +1143,12 @@ impl BlockCursor {
         self.lsn = lsn;
         if first {
             self.first_pending = false;
-            let expected = self.index.get(self.block);
-            if expected.is_none_or(|h| (h.first_key, h.first_lsn) != (&self.key[..], lsn)) {
+            if self.index.first_entry(self.block) != Some((&self.key[..], lsn)) {
                 return Err(bad("first entry differs from the block index".into()));
             }
         }
-        if let Some(next) = self.index.get(self.block + 1) {
-            if (&self.key[..], lsn) >= (next.first_key, next.first_lsn) {
+        if let Some(next) = self.index.first_entry(self.block + 1) {
+            if (&self.key[..], lsn) >= next {
                 return Err(bad(
                     "entry does not sort below the next block's first entry".into(),
                 ));
