@@ -447,6 +447,49 @@ fn compaction_merges_l0_into_a_run_and_its_inputs_go_when_no_reader_holds_them()
 }
 
 #[test]
+fn a_writer_at_the_l0_stop_count_merges_the_backlog_in_steps_of_bounded_bytes() {
+    let sim = SimStorage::new(12);
+    let opts = Options {
+        l0_compaction_trigger: 2,
+        l0_slowdown_layers: 9,
+        l0_stop_layers: 9,
+        // No images, no tiers: the runs left are the steps' own.
+        image_run_threshold: 0,
+        ..options(&sim)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    // Nine L0 layers of about 50 KiB, each under the 64 KiB layer size.
+    for layer in 0..9u32 {
+        for j in 0..100 {
+            let i = layer * 100 + j;
+            db.put(key(i), value(i), WriteOptions::default()).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let s = db.stats();
+    assert_eq!((s.l0_layers, s.compactions), (9, 0), "{s:?}");
+    let layer_bytes = s.delta_bytes / 9;
+    assert!(
+        (32 << 10..=64 << 10).contains(&layer_bytes),
+        "{layer_bytes} bytes per layer"
+    );
+    // The next write finds L0 at the stop count and compacts first: in
+    // jobs of at most 2 × trigger × layer size (256 KiB) past the
+    // trigger's two layers, not in one job of all nine.
+    db.put(key(900), value(900), WriteOptions::default())
+        .unwrap();
+    // Layers of 32–64 KiB: four always fit a job, nine never do, so two
+    // or three jobs (one job of all nine without the bound).
+    let s = db.stats();
+    assert!((2..=3).contains(&s.compactions), "{s:?}");
+    assert_eq!(s.l1_runs as u64, s.compactions, "{s:?}");
+    assert!(s.l0_layers < 2, "{s:?}");
+    for i in (0..901).step_by(13) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)));
+    }
+}
+
+#[test]
 fn every_read_of_a_compaction_corrupted_in_turn_fails_it_and_changes_nothing() {
     use strata::io::sim::{CorruptionKind, ReadCorruption};
     // The reads one compaction makes.
