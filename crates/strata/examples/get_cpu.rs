@@ -93,7 +93,7 @@ fn main() -> strata::Result<()> {
     }
     let stats = db.stats();
     println!(
-        "indexes and filters: {:.1} MiB for {:.1} MiB of layer files ({:.2}%)",
+        "indexes and filters (the open layer's B-tree too): {:.1} MiB beside {:.1} MiB of layer files ({:.2}%)",
         stats.index_memory_bytes as f64 / (1 << 20) as f64,
         stats.delta_bytes as f64 / (1 << 20) as f64,
         100.0 * stats.index_memory_bytes as f64 / stats.delta_bytes.max(1) as f64

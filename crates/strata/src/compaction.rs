@@ -287,8 +287,9 @@ struct Open {
 
 /// Merges `inputs` (the oldest L0 layers, oldest first; or the layers of
 /// adjacent L1 runs) into the layers of one L1 run, written, synced and
-/// verified. `take_id` gives each output's file id; `cancelled` is asked now and then (an abandoned job removes its
-/// outputs and returns `Error::Closed`).
+/// verified. `take_id` gives each output's file id; `cancelled` is asked
+/// now and then (an abandoned job removes its outputs and returns
+/// `Error::Closed`).
 pub(crate) fn merge_into_run(
     inputs: &[Arc<Layer>],
     io: &Arc<LayerIo>,
