@@ -14,6 +14,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::io::{BufWriter, Write};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use strata::inspect::{self, LayerInfo};
 
@@ -65,23 +66,50 @@ pub fn main(args: InspectArgs) -> Result<()> {
     Ok(())
 }
 
+/// An image's cover, as a range: `[a, m)`, `(-∞, ∞)`.
+fn cover(cover: &inspect::KeyBounds) -> String {
+    let start = match &cover.0 {
+        Bound::Included(k) => format!("[{}", short(show(k), 24)),
+        Bound::Excluded(k) => format!("({}", short(show(k), 24)),
+        Bound::Unbounded => "(-∞".to_string(),
+    };
+    let end = match &cover.1 {
+        Bound::Included(k) => format!("{}]", short(show(k), 24)),
+        Bound::Excluded(k) => format!("{})", short(show(k), 24)),
+        Bound::Unbounded => "∞)".to_string(),
+    };
+    format!("{start}, {end}")
+}
+
 fn layer_rows(out: &mut impl Write, layers: &[&LayerInfo]) -> Result<()> {
+    let covers = layers.iter().any(|l| l.cover.is_some());
     writeln!(
         out,
-        "  {:>16}  {:<5}  {:<24}  {:<24}  {:>21}  {:>9}  {:>10}",
-        "id", "level", "first key", "last key", "LSNs", "entries", "bytes"
+        "  {:>16}  {:<5}  {:<24}  {:<24}  {:>21}  {:>9}  {:>10}{}",
+        "id",
+        "level",
+        "first key",
+        "last key",
+        "LSNs",
+        "entries",
+        "bytes",
+        if covers { "  covers" } else { "" }
     )?;
     for l in layers {
         writeln!(
             out,
-            "  {:>16}  {:<5}  {:<24}  {:<24}  {:>21}  {:>9}  {:>10}",
+            "  {:>16}  {:<5}  {:<24}  {:<24}  {:>21}  {:>9}  {:>10}{}",
             l.id,
             l.level,
             short(show(&l.key_min), 24),
             short(show(&l.key_max), 24),
             format!("{}..={}", l.lsn_min, l.lsn_max),
             l.entries,
-            human_bytes(l.bytes)
+            human_bytes(l.bytes),
+            l.cover
+                .as_ref()
+                .map(|c| format!("  {}", cover(c)))
+                .unwrap_or_default()
         )?;
     }
     Ok(())
@@ -100,6 +128,11 @@ fn directory(out: &mut impl Write, dir: &Path, verify: bool) -> Result<()> {
             .unwrap_or_default()
     )?;
     writeln!(out, "next file id {}", m.next_file_id)?;
+    writeln!(
+        out,
+        "reads from   LSN {} (GC removed what is below)",
+        m.gc_lsn
+    )?;
     writeln!(out, "logs         {:?}", m.logs)?;
     let total: u64 = m.layers.iter().map(|l| l.bytes).sum();
     writeln!(

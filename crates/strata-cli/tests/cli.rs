@@ -408,9 +408,12 @@ fn inspect_shows_levels_and_records_and_verify_finds_a_flipped_byte() {
     assert!(strata(&["db", &db, "compact", "--horizon", "1"]).0);
     let (ok, out, err) = strata(&["inspect", &db, "--verify"]);
     assert!(ok, "{err}");
-    assert!(out.contains("manifest     format 2"), "{out}");
+    assert!(out.contains("manifest     format 3"), "{out}");
     assert!(out.contains("L1: 1 layers in 1 runs"), "{out}");
     assert!(out.contains("image: 1 layers in 1 runs"), "{out}");
+    // The image answers for the whole key space; GC has taken nothing.
+    assert!(out.contains("  (-∞, ∞)"), "{out}");
+    assert!(out.contains("reads from   LSN 0 "), "{out}");
     assert_eq!(out.matches(": ok, ").count(), 2, "{out}");
     let (ok, out, _) = strata(&["inspect", &format!("{db}/MANIFEST")]);
     assert!(ok && out.contains("snapshot: next file id"), "{out}");

@@ -4,15 +4,20 @@
 //! (tested without I/O), and the jobs that carry a plan out.
 //!
 //! - **L0 → L1** (`plan`, `merge_into_run`), below.
-//! - **Images** (`image_plan`, `write_image`): once `image_run_threshold`
-//!   L1 runs above the newest image overlap at some key (runs of ascending
-//!   keys never do) and hold at least as many bytes as it
-//!   (`IMAGE_REWRITE_SHARE`: so the images written sum to about twice the
-//!   data, not to its square), the state at the newest run's end
-//!   is written out, one version per key, tombstones dropped, as an image
-//!   run that partitions the key space. A read at or above its LSN stops
-//!   there: it visits the L0 layers, the runs above the image and one image
-//!   file, whatever the history below. A forced compaction (`Db::compact`)
+//! - **Images, per key range** (`image_plan`, `write_image`): where
+//!   `image_run_threshold` L1 runs above the newest image overlap in a key
+//!   range (runs of ascending keys never do) and hold at least as many
+//!   bytes as the image files they sit on (`IMAGE_REWRITE_SHARE`: so the
+//!   images written sum to about twice the data, not to its square), the
+//!   state of that range at the newest run's end is written out, one
+//!   version per key, tombstones dropped, as image files whose *covers*
+//!   (`manifest::Cover`) partition the range. Updates all over the keys
+//!   image the whole key space; updates that pile up over a hot range image
+//!   that range again, and the rest keeps its image. A read of a key at or
+//!   above the LSN of an image covering it stops there: it visits the L0
+//!   layers, the runs above the image and one image file, whatever the
+//!   history below; a scan skips, in older layers, the keys newer images
+//!   cover. A forced compaction (`Db::compact`)
 //!   whose L0 layers are all below the horizon writes the image straight
 //!   from them and the runs, and drops them all in the same edit: merging
 //!   them into an L1 run first would write every byte once more, only for
@@ -21,9 +26,11 @@
 //!   as much as it, they are merged by like size into fewer, larger runs
 //!   (as RocksDB's universal compaction does), so that a read passes a few
 //!   runs, not one per compaction since the image.
-//! - **GC** (`gc_plan`): every run older than the newest image at or below
-//!   the horizon is removed (no rewrite): reads below the image's LSN are
-//!   then refused with `Error::BelowHorizon`. The horizon is the caller's
+//! - **GC** (`gc_plan`): every layer file whose keys (an image's cover)
+//!   the images at or below the horizon newer than it cover together is
+//!   removed (no rewrite): reads below the newest such image's LSN are then
+//!   refused with `Error::BelowHorizon`, a cutoff the manifest records in
+//!   the edit that removes the files. The horizon is the caller's
 //!   (`history_lsns` behind the last LSN, `Db::set_horizon`), never above a
 //!   live snapshot.
 //!
@@ -46,11 +53,12 @@
 
 use crate::error::{Corruption, Error, Result};
 use crate::io::{BufferedWriter, ShutdownMode};
+use crate::keyspace::{Edge, Span, Union, START};
 use crate::layer::delta::reader::{DeltaLayerReader, DeltaRangeIterOwned};
 use crate::layer::delta::writer::DeltaLayerWriter;
 use crate::layer::delta::{Lsn, ValueKind};
 use crate::layer::file::LayerFile;
-use crate::manifest::{delta_name, LayerDesc, Level};
+use crate::manifest::{delta_name, Cover, LayerDesc, Level};
 use crate::read::{DeltaSource, Scan, Source};
 use crate::version::{Layer, LayerIo, Version};
 use std::cmp::Reverse;
@@ -324,16 +332,35 @@ fn whole_layers(
     layers: &[&Arc<Layer>],
     opts: &JobOptions,
 ) -> Result<Vec<DeltaRangeIterOwned<LayerFile>>> {
+    layers_in(layers, opts, &Cover::everything())
+}
+
+/// The entries of each layer within `cover`, in order, read ahead as in
+/// [`whole_layers`].
+fn layers_in(
+    layers: &[&Arc<Layer>],
+    opts: &JobOptions,
+    cover: &Cover,
+) -> Result<Vec<DeltaRangeIterOwned<LayerFile>>> {
     let readahead = (opts.memory_bytes / layers.len().max(1))
         .clamp(INPUT_READAHEAD_MIN_BYTES, INPUT_READAHEAD_MAX_BYTES);
+    let (start, end) = (as_ref(&cover.start), as_ref(&cover.end));
     layers
         .iter()
         .map(|l| {
             Ok(l.reader()?
-                .range_owned(Bound::Unbounded, Bound::Unbounded)?
+                .range_owned(start, end)?
                 .with_readahead(readahead))
         })
         .collect()
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
 }
 
 fn merge_inner(
@@ -356,6 +383,7 @@ fn merge_inner(
         level: Level::L1,
         lsn_min,
         lsn_max,
+        cover: None,
     };
     write_run(
         &mut || merge.next(),
@@ -373,6 +401,10 @@ struct RunSpec {
     level: Level,
     lsn_min: Lsn,
     lsn_max: Lsn,
+    /// An image's: the keys its files answer for together. The first file's
+    /// cover starts where this does, each next one at its first key, and
+    /// the last ends where this does.
+    cover: Option<Cover>,
 }
 
 /// Writes the entries `next` gives (ascending by key, then LSN) as the
@@ -472,53 +504,88 @@ fn write_run(
         (desc.lsn_min, desc.lsn_max) = (spec.lsn_min, spec.lsn_max);
         outputs.push((desc, reader));
     }
+    if let Some(cover) = &spec.cover {
+        let firsts: Vec<Vec<u8>> = outputs.iter().map(|(d, _)| d.key_min.clone()).collect();
+        let last = outputs.len().saturating_sub(1);
+        for (i, (desc, _)) in outputs.iter_mut().enumerate() {
+            desc.cover = Some(Cover {
+                start: if i == 0 {
+                    cover.start.clone()
+                } else {
+                    Bound::Included(firsts[i].clone())
+                },
+                end: if i == last {
+                    cover.end.clone()
+                } else {
+                    Bound::Excluded(firsts[i + 1].clone())
+                },
+            });
+        }
+    }
     io.storage.sync_dir(&io.dir)?;
     Ok(outputs)
 }
 
-/// Writes the image at `lsn` of `version`'s runs and of the oldest L0
-/// layers `l0` (none, or a prefix whose last layer ends at `lsn`; with
-/// none, `lsn` is the newest run's end: never above an L0 layer): every
-/// key's newest version at or below it, tombstones dropped, each entry at
-/// `lsn`, as the layer files of an image run.
+/// Writes the image at `lsn` of the keys of `covers` (disjoint, in key
+/// order), from `version`'s runs and the oldest L0 layers `l0` (none, or a
+/// prefix whose last layer ends at `lsn`; with none, `lsn` is the newest
+/// run's end: never above an L0 layer): every key's newest version at or
+/// below it, tombstones dropped, each entry at `lsn`, as the layer files of
+/// an image run whose covers together are `covers` (a cover with no key
+/// left is one empty file).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_image(
     version: &Arc<Version>,
     l0: &[Arc<Layer>],
     lsn: Lsn,
+    covers: &[Cover],
     io: &Arc<LayerIo>,
     opts: &JobOptions,
     mut take_id: impl FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
     removing_outputs_on_failure(io, |written| {
-        // Newest first: the L0 layers given, then the runs.
-        let layers: Vec<&Arc<Layer>> = l0
-            .iter()
-            .rev()
-            .chain(version.runs_at(lsn).flat_map(|r| &r.layers))
-            .collect();
-        let sources = whole_layers(&layers, opts)?
-            .into_iter()
-            .map(|iter| {
-                Source::Delta(Box::new(DeltaSource {
-                    iter,
-                    lsn,
-                    pending: None,
-                }))
-            })
-            .collect();
-        let mut scan = Scan::new(sources, Arc::clone(version));
-        let spec = RunSpec {
-            level: Level::Image,
-            lsn_min: lsn,
-            lsn_max: lsn,
-        };
-        let mut next = || -> Result<Option<Entry>> {
-            scan.next()
-                .transpose()
-                .map(|e| e.map(|(k, v)| (k, lsn, ValueKind::Put, v)))
-        };
-        write_run(&mut next, &spec, io, opts, &mut take_id, cancelled, written)
+        let mut outputs = Vec::new();
+        for cover in covers {
+            let span = Span::of_cover(cover);
+            // Newest first: the L0 layers given, then the runs (each with
+            // the covers of the newer images that hide part of it).
+            let mut layers: Vec<(&Arc<Layer>, Vec<Cover>)> = l0
+                .iter()
+                .rev()
+                .filter(|l| l.keys().meets(&span))
+                .map(|l| (l, Vec::new()))
+                .collect();
+            layers.extend(version.run_layers(span, lsn));
+            let (inputs, masks): (Vec<&Arc<Layer>>, Vec<Vec<Cover>>) = layers.into_iter().unzip();
+            let sources = layers_in(&inputs, opts, cover)?
+                .into_iter()
+                .zip(masks)
+                .map(|(iter, masks)| Source::Delta(Box::new(DeltaSource::new(iter, lsn, masks))))
+                .collect();
+            let mut scan = Scan::new(sources, Arc::clone(version));
+            let spec = RunSpec {
+                level: Level::Image,
+                lsn_min: lsn,
+                lsn_max: lsn,
+                cover: Some(cover.clone()),
+            };
+            let mut next = || -> Result<Option<Entry>> {
+                scan.next()
+                    .transpose()
+                    .map(|e| e.map(|(k, v)| (k, lsn, ValueKind::Put, v)))
+            };
+            outputs.extend(write_run(
+                &mut next,
+                &spec,
+                io,
+                opts,
+                &mut take_id,
+                cancelled,
+                written,
+            )?);
+        }
+        Ok(outputs)
     })
 }
 
@@ -584,24 +651,171 @@ fn above_newest_image<'r, 'a>(runs: &'r [RunView<'a>]) -> (Option<&'r RunView<'a
     (image, above)
 }
 
-/// The LSN of the image to make, if any, for these runs (newest first):
-/// the newest run's end, once `threshold` L1 runs above the newest image
-/// overlap at some key and hold at least `IMAGE_REWRITE_SHARE` of that
-/// image's bytes (forced: once any L1 run sits above it). 0 never makes
-/// one on its own.
-pub(crate) fn image_plan(runs: &[RunView<'_>], threshold: usize, force: bool) -> Option<Lsn> {
-    let (image, n) = above_newest_image(runs);
-    let above: Vec<&RunView<'_>> = runs[..n].iter().collect();
-    let due = if force {
-        !above.is_empty()
-    } else {
-        let bytes_above: u64 = above.iter().map(|r| r.bytes).sum();
-        let image_bytes = image.map_or(0, |i| i.bytes);
-        threshold > 0
-            && bytes_above as f64 >= image_bytes as f64 * IMAGE_REWRITE_SHARE
-            && overlap_depth(&above) >= threshold
-    };
-    due.then(|| runs[0].lsn_max)
+/// What the image and GC policies see of a run's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileView<'a> {
+    pub id: u64,
+    pub image: bool,
+    /// Its run's newest LSN (an image's LSN).
+    pub lsn_max: Lsn,
+    pub bytes: u64,
+    /// The keys it answers for: an image's cover, an L1 layer's keys.
+    pub span: Span<'a>,
+    /// Its share of its run's reach: an L1 layer's span up to the next
+    /// layer's first key (the gap between two files of a run is no gap in
+    /// the run: its keys were between theirs), an image's cover.
+    pub reach: Span<'a>,
+}
+
+/// The files of `version`'s runs, as the policies see them.
+pub(crate) fn file_views(version: &Version) -> Vec<FileView<'_>> {
+    let mut out = Vec::new();
+    for run in &version.runs {
+        for (i, l) in run.layers.iter().enumerate() {
+            let span = l.span();
+            let reach = match run.layers.get(i + 1) {
+                Some(next) if !run.image => Span {
+                    from: span.from,
+                    to: next.span().from,
+                },
+                _ => span,
+            };
+            out.push(FileView {
+                id: l.desc.id,
+                image: run.image,
+                lsn_max: l.desc.lsn_max,
+                bytes: l.desc.bytes,
+                span,
+                reach,
+            });
+        }
+    }
+    out
+}
+
+/// A stretch of the key space that the same files reach whole.
+struct Stretch<'a> {
+    span: Span<'a>,
+    /// No file reaches it.
+    free: bool,
+    /// The newest image file that reaches it.
+    image: Option<usize>,
+    /// The L1 files above that image (all, without one) that reach it: as
+    /// many as a read of a key here passes.
+    above: Vec<usize>,
+}
+
+/// The key space cut where a file's reach starts or ends, each stretch
+/// with the files that reach it (a sweep over the files' edges).
+fn stretches<'a>(files: &[FileView<'a>]) -> Vec<Stretch<'a>> {
+    let mut edges: Vec<Edge<'a>> = files
+        .iter()
+        .flat_map(|f| [f.reach.from, f.reach.to])
+        .chain([START, Edge::End])
+        .collect();
+    edges.sort_unstable();
+    edges.dedup();
+    let mut by_from: Vec<usize> = (0..files.len())
+        .filter(|&i| !files[i].reach.is_empty())
+        .collect();
+    by_from.sort_by_key(|&i| files[i].reach.from);
+    let (mut active, mut next) = (Vec::new(), 0);
+    let mut out = Vec::with_capacity(edges.len());
+    for w in edges.windows(2) {
+        // Every reach starts and ends at an edge: one that is active here
+        // holds the whole stretch.
+        active.retain(|&i: &usize| files[i].reach.to > w[0]);
+        while next < by_from.len() && files[by_from[next]].reach.from <= w[0] {
+            active.push(by_from[next]);
+            next += 1;
+        }
+        let image = active
+            .iter()
+            .copied()
+            .filter(|&i| files[i].image)
+            .max_by_key(|&i| files[i].lsn_max);
+        let image_lsn = image.map(|i| files[i].lsn_max);
+        let above = active
+            .iter()
+            .copied()
+            .filter(|&i| !files[i].image && image_lsn.is_none_or(|l| files[i].lsn_max > l))
+            .collect();
+        out.push(Stretch {
+            span: Span {
+                from: w[0],
+                to: w[1],
+            },
+            free: active.is_empty(),
+            image,
+            above,
+        });
+    }
+    out
+}
+
+/// The image to make, if any, of these runs' files: its LSN (the newest
+/// run's end) and the covers to write. A cover is a stretch of the key
+/// space where L1 runs sit above the newest image, or no file reaches at
+/// all, widened to the whole covers of the image files those runs sit on
+/// (so that the old files end up covered whole, and GC can take them);
+/// it is written when the runs are `threshold` deep somewhere in it and
+/// hold at least `IMAGE_REWRITE_SHARE` of the bytes of the image files
+/// they sit on (forced: wherever any L1 run sits above an image). So
+/// where updates pile up over a key range, that range is imaged again, and
+/// the rest of the key space keeps the image it has. A threshold of 0
+/// never makes one on its own.
+pub(crate) fn image_plan(
+    files: &[FileView<'_>],
+    threshold: usize,
+    force: bool,
+) -> Option<(Lsn, Vec<Cover>)> {
+    let deep = if force { 1 } else { threshold };
+    let lsn = files.iter().map(|f| f.lsn_max).max()?;
+    if deep == 0 {
+        return None;
+    }
+    let stretches = stretches(files);
+    // Stretches with runs above their image, or with no file at all (an
+    // image of them costs nothing); then every stretch whose newest image
+    // is the newest image of one of those.
+    let runs_above = |s: &Stretch<'_>| s.free || !s.above.is_empty();
+    let mut under: Vec<usize> = stretches
+        .iter()
+        .filter(|s| runs_above(s))
+        .filter_map(|s| s.image)
+        .collect();
+    under.sort_unstable();
+    under.dedup();
+    let inside: Vec<bool> = stretches
+        .iter()
+        .map(|s| runs_above(s) || s.image.is_some_and(|i| under.binary_search(&i).is_ok()))
+        .collect();
+    let mut covers = Vec::new();
+    let mut at = 0;
+    while at < stretches.len() {
+        // A group: the stretches inside from `at` on.
+        let len = inside[at..].iter().take_while(|&&i| i).count();
+        let group = &stretches[at..at + len.max(1)];
+        at += len.max(1);
+        if len == 0 || group.iter().all(|s| s.above.len() < deep) {
+            continue;
+        }
+        let mut above: Vec<usize> = group.iter().flat_map(|s| s.above.clone()).collect();
+        let mut images: Vec<usize> = group.iter().filter_map(|s| s.image).collect();
+        for v in [&mut above, &mut images] {
+            v.sort_unstable();
+            v.dedup();
+        }
+        let bytes = |v: &[usize]| v.iter().map(|&i| files[i].bytes).sum::<u64>();
+        if force || bytes(&above) as f64 >= bytes(&images) as f64 * IMAGE_REWRITE_SHARE {
+            let span = Span {
+                from: group[0].span.from,
+                to: group[group.len() - 1].span.to,
+            };
+            covers.push(span.to_cover());
+        }
+    }
+    (!covers.is_empty()).then_some((lsn, covers))
 }
 
 /// How many of the newest runs (a prefix of `runs`, newest first) to merge
@@ -631,18 +845,38 @@ pub(crate) fn tier_plan(runs: &[RunView<'_>], threshold: usize, max_files: usize
     (threshold > 1 && n >= threshold && overlap_depth(&prefix) >= threshold).then_some(n)
 }
 
-/// The runs (indexes into `runs`, newest first) that GC removes below
-/// `horizon`: given the newest image at or below it, which answers every
-/// read at or above its LSN, every other run that ends at or below that LSN
-/// (the L1 run the image was made at too: kept alone, it would answer reads
-/// below the image from part of the history).
-pub(crate) fn gc_plan(runs: &[RunView<'_>], horizon: Lsn) -> Vec<usize> {
-    match runs.iter().position(|r| r.image && r.lsn_max <= horizon) {
-        Some(image) => (0..runs.len())
-            .filter(|&i| i != image && runs[i].lsn_max <= runs[image].lsn_max)
-            .collect(),
-        None => Vec::new(),
+/// What GC removes below `horizon`, if anything: the ids of the files that
+/// images at or below it cover whole, each image newer than the file (or,
+/// for an L1 file, at its run's end: the image made at it), and the LSN
+/// reads are refused below from then on (the newest image at or below the
+/// horizon). A file is removed when the union of those images' covers
+/// holds its span: no read at or above that LSN ever reaches it.
+pub(crate) fn gc_plan(files: &[FileView<'_>], horizon: Lsn) -> Option<(Vec<u64>, Lsn)> {
+    let mut images: Vec<&FileView<'_>> = files
+        .iter()
+        .filter(|f| f.image && f.lsn_max <= horizon)
+        .collect();
+    images.sort_by_key(|f| Reverse(f.lsn_max));
+    let newest = images.first()?.lsn_max;
+    // Newest first, an image before the L1 files of its LSN: the union
+    // grows by the images newer than each file (for an L1 file, at its LSN
+    // too) as the walk reaches it.
+    let mut order: Vec<&FileView<'_>> = files.iter().filter(|f| f.lsn_max <= newest).collect();
+    order.sort_by_key(|f| (Reverse(f.lsn_max), !f.image));
+    let (mut union, mut added, mut gone) = (Union::default(), 0, Vec::new());
+    for f in order {
+        while let Some(i) = images
+            .get(added)
+            .filter(|i| i.lsn_max > f.lsn_max || (!f.image && i.lsn_max == f.lsn_max))
+        {
+            union.add(i.span);
+            added += 1;
+        }
+        if union.holds(&f.span) {
+            gone.push(f.id);
+        }
     }
+    (!gone.is_empty()).then_some((gone, newest))
 }
 
 /// Creates the next output file of a run; `written` records its id first,
@@ -740,6 +974,7 @@ mod tests {
             lsn_max: id * 10 + 9,
             entries: 10,
             bytes: 4096,
+            cover: None,
         }
     }
 
@@ -811,86 +1046,171 @@ mod tests {
             .collect()
     }
 
-    /// [`sized`] runs of 100 bytes each.
-    fn runs(spec: &[(bool, Lsn)]) -> Vec<RunView<'static>> {
-        let spec: Vec<_> = spec.iter().map(|&(image, lsn)| (image, lsn, 100)).collect();
-        sized(&spec)
+    /// A run file of one file: (image, LSN, bytes, first key, last key).
+    /// An L1 file holds its keys; an image covers from its first key to
+    /// just past its last ("" for the start or end of the key space).
+    fn file(id: u64, spec: (bool, Lsn, u64, &'static str, &'static str)) -> FileView<'static> {
+        let (image, lsn_max, bytes, first, last) = spec;
+        let span = if image {
+            Span {
+                from: match first {
+                    "" => START,
+                    k => Edge::Key(k.as_bytes(), crate::keyspace::Side::Before),
+                },
+                to: match last {
+                    "" => Edge::End,
+                    k => Edge::Key(k.as_bytes(), crate::keyspace::Side::After),
+                },
+            }
+        } else {
+            Span::of_keys(first.as_bytes(), last.as_bytes())
+        };
+        FileView {
+            id,
+            image,
+            lsn_max,
+            bytes,
+            span,
+            reach: span,
+        }
+    }
+
+    /// Files numbered from 1 in the order given.
+    fn files(spec: &[(bool, Lsn, u64, &'static str, &'static str)]) -> Vec<FileView<'static>> {
+        (1..).zip(spec).map(|(id, &f)| file(id, f)).collect()
+    }
+
+    fn cover(from: &str, to: &str) -> Cover {
+        file(0, (true, 0, 0, leak(from), leak(to))).span.to_cover()
+    }
+
+    fn leak(s: &str) -> &'static str {
+        Box::leak(s.to_owned().into_boxed_str())
     }
 
     #[test]
     fn an_image_is_made_at_the_newest_run_once_enough_runs_sit_above_the_last() {
-        let r = runs(&[
-            (false, 90),
-            (false, 70),
-            (true, 50),
-            (false, 50),
-            (false, 30),
+        let f = files(&[
+            (false, 90, 100, "a", "z"),
+            (false, 70, 100, "a", "z"),
+            (true, 50, 100, "", ""),
+            (false, 50, 100, "a", "z"),
+            (false, 30, 100, "a", "z"),
         ]);
-        assert_eq!(image_plan(&r, 3, false), None);
-        assert_eq!(image_plan(&r, 2, false), Some(90));
-        assert_eq!(image_plan(&r, 0, false), None);
-        assert_eq!(image_plan(&r, 0, true), Some(90));
+        let all = Some((90, vec![Cover::everything()]));
+        assert_eq!(image_plan(&f, 3, false), None);
+        // The image the runs sit on covers everything: so does the new one.
+        assert_eq!(image_plan(&f, 2, false), all);
+        assert_eq!(image_plan(&f, 0, false), None);
+        assert_eq!(image_plan(&f, 0, true), all);
         // Nothing above the newest image: nothing to make, even forced (the
-        // run it was made at sorts before it).
-        assert_eq!(image_plan(&r[2..], 1, true), None);
-        assert_eq!(image_plan(&runs(&[(false, 50), (true, 50)]), 1, true), None);
+        // run it was made at is not above it).
+        assert_eq!(image_plan(&f[2..], 1, true), None);
         assert_eq!(image_plan(&[], 1, true), None);
+        // Without an image, the runs' keys and the free space around them.
+        assert_eq!(
+            image_plan(&f[3..], 2, false),
+            Some((50, vec![Cover::everything()]))
+        );
     }
 
     #[test]
     fn runs_of_their_own_keys_never_call_for_an_image() {
         // Ascending keys: each run over a range of its own, however many.
-        let keys: Vec<(Vec<u8>, Vec<u8>)> = (0..10u8)
-            .map(|i| (vec![b'a', i, 0], vec![b'a', i, 9]))
+        let keys: Vec<(&'static str, &'static str)> = (0..10u8)
+            .map(|i| (leak(&format!("a{i}0")), leak(&format!("a{i}9"))))
             .collect();
-        let mut r: Vec<RunView<'_>> = keys
+        let spec: Vec<_> = keys
             .iter()
             .enumerate()
-            .map(|(i, (min, max))| RunView {
-                image: false,
-                lsn_max: 100 - i as Lsn,
-                bytes: 100,
-                files: 1,
-                keys: Some((min, max)),
-            })
+            .map(|(i, &(min, max))| (false, 100 - i as Lsn, 100, min, max))
             .collect();
-        assert_eq!(image_plan(&r, 2, false), None);
+        let mut f = files(&spec);
+        assert_eq!(image_plan(&f, 2, false), None);
         // Forced, it makes one all the same.
-        assert_eq!(image_plan(&r, 2, true), Some(100));
+        assert_eq!(
+            image_plan(&f, 2, true),
+            Some((100, vec![Cover::everything()]))
+        );
         // Runs that meet at one key are two deep there (ends inclusive).
-        r[1].keys = Some((&keys[0].1, &keys[1].1));
-        assert_eq!(image_plan(&r, 2, false), Some(100));
-        assert_eq!(image_plan(&r, 3, false), None);
+        f[1] = file(2, (false, 99, 100, keys[0].1, keys[1].1));
+        assert_eq!(
+            image_plan(&f, 2, false),
+            Some((100, vec![Cover::everything()]))
+        );
+        assert_eq!(image_plan(&f, 3, false), None);
         // Runs of random keys, each over all of them, pile up.
-        let all = runs(&[(false, 90), (false, 80), (false, 70)]);
-        assert_eq!(image_plan(&all, 3, false), Some(90));
+        let all = files(&[
+            (false, 90, 100, "a", "z"),
+            (false, 80, 100, "a", "z"),
+            (false, 70, 100, "a", "z"),
+        ]);
+        assert_eq!(image_plan(&all, 3, false).map(|p| p.0), Some(90));
         assert_eq!(image_plan(&all, 4, false), None);
-        // Runs of nothing (images of nothing aside, none exist) add no depth.
-        let mut none = all.clone();
-        none[0].keys = None;
-        assert_eq!(image_plan(&none, 3, false), None);
     }
 
     #[test]
     fn an_image_is_rewritten_only_once_the_runs_above_hold_as_much_as_it() {
         // Three runs of 100 bytes above an image of 400: not yet, however
         // deep; a fourth makes the 400 (the share is 1).
-        let mut r = runs(&[
-            (false, 90),
-            (false, 80),
-            (false, 70),
-            (true, 50),
-            (false, 50),
+        let mut f = files(&[
+            (false, 90, 100, "a", "z"),
+            (false, 80, 100, "a", "z"),
+            (false, 70, 100, "a", "z"),
+            (true, 50, 400, "", ""),
+            (false, 50, 100, "a", "z"),
         ]);
-        r[3].bytes = 400;
-        assert_eq!(image_plan(&r, 2, false), None);
-        r[0].bytes = 200;
-        assert_eq!(image_plan(&r, 2, false), Some(90));
+        assert_eq!(image_plan(&f, 2, false), None);
+        f[0].bytes = 200;
+        assert_eq!(image_plan(&f, 2, false).map(|p| p.0), Some(90));
         // Forced, the bytes do not matter.
-        r[0].bytes = 1;
-        assert_eq!(image_plan(&r, 2, true), Some(90));
+        f[0].bytes = 1;
+        assert_eq!(image_plan(&f, 2, true).map(|p| p.0), Some(90));
         // Without an image yet, the depth alone decides.
-        assert_eq!(image_plan(&r[..3], 3, false), Some(90));
+        assert_eq!(image_plan(&f[..3], 3, false).map(|p| p.0), Some(90));
+    }
+
+    #[test]
+    fn where_updates_pile_up_over_a_key_range_only_that_range_is_imaged() {
+        // An image of two files (before "m", from "m" on), and three runs
+        // of updates to "n".."p" above it.
+        let mut f = files(&[
+            (false, 90, 100, "n", "p"),
+            (false, 80, 100, "n", "p"),
+            (false, 70, 100, "n", "p"),
+            (true, 50, 1000, "", "l"),
+            (true, 50, 1000, "m", ""),
+        ]);
+        f[3].span.to = Edge::Key(b"m", crate::keyspace::Side::Before);
+        f[3].reach = f[3].span;
+        // The image file under them holds more than they do: not yet.
+        assert_eq!(image_plan(&f, 3, false), None);
+        // Once they hold as much: the cover of that file, not the other.
+        f[4].bytes = 300;
+        assert_eq!(image_plan(&f, 3, false), Some((90, vec![cover("m", "")])));
+        // Runs over two ranges, under the first and the last of three
+        // image files: two covers when both are deep enough, one when only
+        // one is; the middle file stays.
+        let mut g = files(&[
+            (false, 90, 100, "n", "p"),
+            (false, 85, 100, "b", "c"),
+            (false, 80, 100, "n", "p"),
+            (false, 75, 100, "b", "c"),
+            (true, 50, 100, "", "e"),
+            (true, 50, 100, "f", "l"),
+            (true, 50, 100, "m", ""),
+        ]);
+        let before = |k: &'static [u8]| Edge::Key(k, crate::keyspace::Side::Before);
+        (g[4].span.to, g[5].span.to) = (before(b"f"), before(b"m"));
+        (g[4].reach, g[5].reach) = (g[4].span, g[5].span);
+        let before_f = g[4].span.to_cover();
+        assert_eq!(
+            image_plan(&g, 2, false),
+            Some((90, vec![before_f, cover("m", "")]))
+        );
+        g[3].span = Span::of_keys(b"x", b"y");
+        g[3].reach = g[3].span;
+        assert_eq!(image_plan(&g, 2, false), Some((90, vec![cover("m", "")])));
     }
 
     #[test]
@@ -959,24 +1279,37 @@ mod tests {
     }
 
     #[test]
-    fn gc_removes_what_the_newest_image_at_or_below_the_horizon_covers() {
-        let r = runs(&[
-            (false, 90),
-            (true, 70),
-            (false, 70),
-            (true, 50),
-            (false, 50),
-            (false, 30),
+    fn gc_removes_the_files_that_newer_images_at_or_below_the_horizon_cover_whole() {
+        let mut f = files(&[
+            (false, 90, 100, "n", "p"), // 1
+            (true, 90, 100, "m", ""),   // 2: an image of "m" on
+            (false, 80, 100, "n", "p"), // 3
+            (false, 70, 100, "a", "z"), // 4
+            (true, 50, 100, "", "l"),   // 5: before "m"
+            (true, 50, 100, "m", ""),   // 6: from "m" on
+            (false, 50, 100, "a", "l"), // 7
+            (false, 50, 100, "m", "z"), // 8
+            (false, 30, 100, "a", "z"), // 9
         ]);
-        assert_eq!(gc_plan(&r, 10), Vec::<usize>::new());
-        assert_eq!(gc_plan(&r, 69), [4, 5]);
-        assert_eq!(gc_plan(&r, 70), [2, 3, 4, 5]);
-        assert_eq!(gc_plan(&r, u64::MAX), [2, 3, 4, 5]);
-        assert_eq!(gc_plan(&r[..1], u64::MAX), Vec::<usize>::new());
-        // As versions sort them: the L1 run an image was made at comes
-        // before it, and goes with the history below.
-        let r = runs(&[(false, 9), (true, 9), (false, 5), (true, 5)]);
-        assert_eq!(gc_plan(&r, 9), [0, 2, 3]);
-        assert_eq!(gc_plan(&r, 7), [2]);
+        f[4].span.to = Edge::Key(b"m", crate::keyspace::Side::Before);
+        let ids = |h| {
+            gc_plan(&f, h).map(|(mut ids, lsn)| {
+                ids.sort_unstable();
+                (ids, lsn)
+            })
+        };
+        assert_eq!(ids(10), None);
+        assert_eq!(ids(49), None);
+        // The image at 50 covers its own run (7, 8) and what is older (9).
+        assert_eq!(ids(60), Some((vec![7, 8, 9], 50)));
+        // The image at 90 covers from "m" on: the runs of "n".."p" at or
+        // below it (1, 3) and the older image of that part (6), not the
+        // run over "a".."z" (4, half outside it), nor the image before "m".
+        assert_eq!(ids(95), Some((vec![1, 3, 6, 7, 8, 9], 90)));
+        assert_eq!(ids(u64::MAX), ids(95));
+        // The L1 run an image was made at goes with what is older.
+        assert_eq!(gc_plan(&f[..2], u64::MAX), Some((vec![1], 90)));
+        // Images alone, none over another: nothing to do.
+        assert_eq!(gc_plan(&f[4..6], u64::MAX), None);
     }
 }

@@ -808,6 +808,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
         lsn_max: lsn + 5,
         entries: 6,
         bytes: 8192,
+        cover: None,
     };
     let states = [
         ManifestState::default(),
@@ -819,11 +820,13 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
             next_file_id: 9,
             logs: vec![7, 8],
             layers: vec![desc(1, 1), desc(3, 7), desc(4, 13)],
+            gc_lsn: 0,
         },
         ManifestState {
             next_file_id: u64::MAX,
             logs: vec![u64::MAX - 1],
             layers: (0..20).map(|i| desc(i, 10 * i)).collect(),
+            gc_lsn: 7,
         },
     ];
     let mut seeds: Vec<(String, Vec<u8>)> = states
@@ -852,13 +855,47 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
                     key_min: b"n".to_vec(),
                     ..desc(12, 1)
                 },
+                LayerDesc {
+                    level: Level::Image,
+                    lsn_max: 1,
+                    cover: Some(crate::manifest::Cover {
+                        start: std::ops::Bound::Excluded(b"0".to_vec()),
+                        end: std::ops::Bound::Included(b"zz".to_vec()),
+                    }),
+                    ..desc(13, 1)
+                },
             ],
+            gc_lsn: 1,
         },
     ] {
         let record = crate::manifest::encode_edit_record(bytes.len() as u64, &edit);
         bytes.extend(record);
     }
     seeds.push(("manifest-edits".into(), bytes));
+    // Format 2: two image files of one LSN, whose covers are derived.
+    let v2 = ManifestState {
+        next_file_id: 9,
+        logs: vec![],
+        layers: vec![
+            LayerDesc {
+                level: Level::Image,
+                key_max: b"m".to_vec(),
+                lsn_max: 1,
+                ..desc(1, 1)
+            },
+            LayerDesc {
+                level: Level::Image,
+                key_min: b"n".to_vec(),
+                lsn_max: 1,
+                ..desc(2, 1)
+            },
+        ],
+        gc_lsn: 0,
+    };
+    seeds.push((
+        "manifest-v2".into(),
+        crate::manifest::encode_file_in(&v2, crate::manifest::FORMAT_V2),
+    ));
     seeds.push((
         "manifest-v1".into(),
         crate::manifest::encode_v1(9, &[7, 8], &[1, 3, 4]),

@@ -32,13 +32,22 @@ pub struct LayerInfo {
     pub lsn_max: Lsn,
     pub entries: u64,
     pub bytes: u64,
+    /// An image's cover: the keys it answers for, from the first bound to
+    /// the second.
+    pub cover: Option<KeyBounds>,
 }
+
+/// A key range as its two bounds.
+pub type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 /// What a manifest file says.
 #[derive(Debug, Clone)]
 pub struct ManifestInfo {
-    /// 1 (ids only) or 2 (the edit log).
+    /// 1 (ids only), 2 (the edit log) or 3 (the edit log, with image
+    /// covers and the GC cutoff).
     pub format_version: u32,
+    /// Reads below this LSN are refused: GC removed history below it.
+    pub gc_lsn: Lsn,
     pub next_file_id: u64,
     /// Logs of in-memory layers not flushed, oldest first.
     pub logs: Vec<u64>,
@@ -138,6 +147,7 @@ pub fn manifest(path: &Path) -> Result<ManifestInfo> {
             lsn_max: d.lsn_max,
             entries: d.entries,
             bytes: d.bytes,
+            cover: d.cover.clone().map(|c| (c.start, c.end)),
         })
         .chain(loaded.v1_deltas.iter().map(|&id| LayerInfo {
             id,
@@ -149,10 +159,12 @@ pub fn manifest(path: &Path) -> Result<ManifestInfo> {
             lsn_max: 0,
             entries: 0,
             bytes: 0,
+            cover: None,
         }))
         .collect();
     Ok(ManifestInfo {
         format_version,
+        gc_lsn: loaded.state.gc_lsn,
         next_file_id: loaded.state.next_file_id,
         logs: loaded.state.logs,
         layers,

@@ -17,6 +17,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod inspect;
 pub mod io;
+mod keyspace;
 mod layer;
 mod log;
 mod manifest;

@@ -18,19 +18,24 @@
 //! end of the file) or hold a zeroed 512-byte sector is a torn append that
 //! was never acknowledged, and is dropped with everything after it; any
 //! other bad record is corruption, named by file and offset. Layout in
-//! docs/format.md; format version 1 (one whole-file payload, delta ids only)
-//! is still read, and rewritten as version 2 at open.
+//! docs/format.md. Older formats are read and rewritten as version 3 at
+//! open: version 1 (one whole-file payload, delta ids only) and version 2
+//! (an image's files partition the whole key space; no GC cutoff recorded:
+//! both are derived, see `upgrade_v2`).
 
 use crate::error::{Corruption, Error, Result};
 use crate::io::{is_not_found, FileClass, FileOptions, IoMode, IoStats, Storage, StorageFile};
 use crate::layer::delta::{DeltaLayerSummary, Lsn, KEY_BYTES_MAX};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 const MAGIC: [u8; 8] = *b"STRMANIF";
-pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 2;
+pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 3;
+/// The format before covers and the GC cutoff (still read).
+pub(crate) const FORMAT_V2: u32 = 2;
 pub(crate) const HEADER_BYTES: usize = 24;
 const VERSION_OFFSET: usize = 8;
 pub(crate) const PAYLOAD_LEN_OFFSET: usize = VERSION_OFFSET + 4;
@@ -87,10 +92,54 @@ pub(crate) enum Level {
     /// range (the L0 layers the compaction merged).
     L1 = 1,
     /// An image: one version per key (the newest at or below the image's
-    /// LSN, no tombstones), every entry at that LSN. The image layers with
-    /// one LSN partition the key space and answer for all of it: a key none
-    /// holds had no value at that LSN.
+    /// LSN, no tombstones), every entry at that LSN, for the keys of its
+    /// [`Cover`]: a key of the cover that the file does not hold had no
+    /// value at that LSN. The image layers of one LSN have disjoint covers.
     Image = 2,
+}
+
+/// The keys an image layer answers for: its partition of the key space,
+/// which holds its keys and may reach past them (to the next partition, or
+/// to either end of the key space).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cover {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+}
+
+impl Cover {
+    /// The whole key space.
+    pub(crate) fn everything() -> Cover {
+        Cover {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+
+    /// Whether `key` is in it.
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        let after_start = match &self.start {
+            Bound::Included(s) => key >= s.as_slice(),
+            Bound::Excluded(s) => key > s.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let before_end = match &self.end {
+            Bound::Included(e) => key <= e.as_slice(),
+            Bound::Excluded(e) => key < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        after_start && before_end
+    }
+
+    /// Whether it holds no key at all (its start is not before its end).
+    fn is_empty(&self) -> bool {
+        match (&self.start, &self.end) {
+            (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+            (Bound::Included(s), Bound::Included(e)) => s > e,
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+            | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        }
+    }
 }
 
 /// What a layer file covers, as the manifest records it: enough to search
@@ -111,6 +160,8 @@ pub(crate) struct LayerDesc {
     pub entries: u64,
     /// Exact length of the file.
     pub bytes: u64,
+    /// An image's cover (`None` for a delta layer).
+    pub cover: Option<Cover>,
 }
 
 impl LayerDesc {
@@ -125,6 +176,7 @@ impl LayerDesc {
             lsn_max: summary.lsn_max,
             entries: summary.entries,
             bytes: summary.file_bytes,
+            cover: None,
         }
     }
 
@@ -132,6 +184,9 @@ impl LayerDesc {
     pub(crate) fn mismatch(&self, summary: &DeltaLayerSummary) -> Option<String> {
         let mut own = LayerDesc::from_summary(self.id, summary);
         own.level = self.level;
+        // The cover is the manifest's alone; the file's keys lie within it
+        // (checked when the descriptor is decoded).
+        own.cover = self.cover.clone();
         // An L1 layer's entries lie within its run's LSN range.
         if self.level == Level::L1 && self.lsn_min <= own.lsn_min && own.lsn_max <= self.lsn_max {
             (own.lsn_min, own.lsn_max) = (self.lsn_min, self.lsn_max);
@@ -151,10 +206,13 @@ pub(crate) enum Edit {
     AddLog(u64),
     /// A log flushed: the layer file now holds its data.
     Flushed { log: u64, layer: LayerDesc },
-    /// A compaction: the layers `add` replace the layers `remove`.
+    /// A compaction: the layers `add` replace the layers `remove`; reads
+    /// below `gc_lsn` are refused from now on (0: no change; GC removed
+    /// history below it).
     Compacted {
         remove: Vec<u64>,
         add: Vec<LayerDesc>,
+        gc_lsn: Lsn,
     },
 }
 
@@ -166,6 +224,9 @@ pub(crate) struct ManifestState {
     pub logs: Vec<u64>,
     /// Layer files, in the order they were added (L0: LSN order).
     pub layers: Vec<LayerDesc>,
+    /// Reads below this LSN are refused: GC removed history below it. Only
+    /// rises.
+    pub gc_lsn: Lsn,
 }
 
 impl ManifestState {
@@ -204,7 +265,12 @@ impl ManifestState {
                 self.logs.remove(at);
                 self.layers.push(layer.clone());
             }
-            Edit::Compacted { remove, add } => {
+            Edit::Compacted {
+                remove,
+                add,
+                gc_lsn,
+            } => {
+                self.gc_lsn = self.gc_lsn.max(*gc_lsn);
                 for id in remove {
                     let Some(at) = self.layers.iter().position(|l| l.id == *id) else {
                         return Err(format!("compacted layer {id} is not listed"));
@@ -264,7 +330,9 @@ pub(crate) struct Loaded {
 // ---------------------------------------------------------------------------
 // Encoding.
 
-struct Out(Vec<u8>);
+/// Bytes being encoded, in a format version (the current one, or 2 for
+/// tests of reading it).
+struct Out(Vec<u8>, u32);
 
 impl Out {
     fn u8(&mut self, v: u8) {
@@ -292,8 +360,31 @@ impl Out {
         self.u64(d.bytes);
         self.key(&d.key_min);
         self.key(&d.key_max);
+        if d.level == Level::Image && self.1 != FORMAT_V2 {
+            let cover = d.cover.clone().unwrap_or_else(Cover::everything);
+            self.bound(&cover.start);
+            self.bound(&cover.end);
+        }
+    }
+    fn bound(&mut self, b: &Bound<Vec<u8>>) {
+        match b {
+            Bound::Unbounded => self.u8(BOUND_UNBOUNDED),
+            Bound::Included(k) => {
+                self.u8(BOUND_INCLUDED);
+                self.key(k);
+            }
+            Bound::Excluded(k) => {
+                self.u8(BOUND_EXCLUDED);
+                self.key(k);
+            }
+        }
     }
 }
+
+/// How a cover's bound is encoded: a tag, then the key if it has one.
+const BOUND_UNBOUNDED: u8 = 0;
+const BOUND_INCLUDED: u8 = 1;
+const BOUND_EXCLUDED: u8 = 2;
 
 fn header(version: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES);
@@ -331,8 +422,8 @@ pub(crate) fn frame_record(offset: u64, data: &[u8]) -> Vec<u8> {
     out
 }
 
-fn encode_snapshot(s: &ManifestState) -> Vec<u8> {
-    let mut o = Out(Vec::new());
+fn encode_snapshot(s: &ManifestState, version: u32) -> Vec<u8> {
+    let mut o = Out(Vec::new(), version);
     o.u8(RECORD_SNAPSHOT);
     o.u64(s.next_file_id);
     o.u32(s.logs.len() as u32);
@@ -343,11 +434,14 @@ fn encode_snapshot(s: &ManifestState) -> Vec<u8> {
     for d in &s.layers {
         o.desc(d);
     }
+    if o.1 != FORMAT_V2 {
+        o.u64(s.gc_lsn);
+    }
     o.0
 }
 
 fn encode_edit(e: &Edit) -> Vec<u8> {
-    let mut o = Out(Vec::new());
+    let mut o = Out(Vec::new(), MANIFEST_FORMAT_VERSION);
     match e {
         Edit::AddLog(id) => {
             o.u8(RECORD_ADD_LOG);
@@ -358,7 +452,11 @@ fn encode_edit(e: &Edit) -> Vec<u8> {
             o.u64(*log);
             o.desc(layer);
         }
-        Edit::Compacted { remove, add } => {
+        Edit::Compacted {
+            remove,
+            add,
+            gc_lsn,
+        } => {
             o.u8(RECORD_COMPACTED);
             o.u32(remove.len() as u32);
             o.u32(add.len() as u32);
@@ -368,6 +466,7 @@ fn encode_edit(e: &Edit) -> Vec<u8> {
             for d in add {
                 o.desc(d);
             }
+            o.u64(*gc_lsn);
         }
     }
     o.0
@@ -375,8 +474,15 @@ fn encode_edit(e: &Edit) -> Vec<u8> {
 
 /// A whole manifest file holding `state`: the header and a snapshot.
 pub(crate) fn encode_file(state: &ManifestState) -> Vec<u8> {
-    let mut out = header(MANIFEST_FORMAT_VERSION);
-    out.extend_from_slice(&frame_record(HEADER_BYTES as u64, &encode_snapshot(state)));
+    encode_file_in(state, MANIFEST_FORMAT_VERSION)
+}
+
+/// A whole manifest file holding `state` in format `version` (3, or 2 as
+/// older builds wrote it: for tests).
+pub(crate) fn encode_file_in(state: &ManifestState, version: u32) -> Vec<u8> {
+    let mut out = header(version);
+    let snapshot = encode_snapshot(state, version);
+    out.extend_from_slice(&frame_record(HEADER_BYTES as u64, &snapshot));
     out
 }
 
@@ -391,6 +497,8 @@ pub(crate) fn encode_edit_record(offset: u64, edit: &Edit) -> Vec<u8> {
 struct In<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// The file's format version.
+    version: u32,
 }
 
 impl In<'_> {
@@ -441,11 +549,39 @@ impl In<'_> {
             bytes: self.u64()?,
             key_min: self.key()?,
             key_max: self.key()?,
+            cover: None,
         };
         if d.lsn_min > d.lsn_max || d.key_min > d.key_max {
             return Err(format!("layer {} has its ranges upside down", d.id));
         }
+        if d.level != Level::Image || self.version == FORMAT_V2 {
+            return Ok(d);
+        }
+        let d = LayerDesc {
+            cover: Some(Cover {
+                start: self.bound()?,
+                end: self.bound()?,
+            }),
+            ..d
+        };
+        check_cover(&d)?;
         Ok(d)
+    }
+    fn bound(&mut self) -> std::result::Result<Bound<Vec<u8>>, String> {
+        Ok(match self.u8()? {
+            BOUND_UNBOUNDED => Bound::Unbounded,
+            BOUND_INCLUDED => Bound::Included(self.key()?),
+            BOUND_EXCLUDED => Bound::Excluded(self.key()?),
+            t => return Err(format!("a cover bound of type {t}")),
+        })
+    }
+    /// The GC cutoff that ends a snapshot or a compaction (format 3 on).
+    fn gc_lsn(&mut self) -> std::result::Result<Lsn, String> {
+        if self.version == FORMAT_V2 {
+            Ok(0)
+        } else {
+            self.u64()
+        }
     }
     fn end(&self) -> std::result::Result<(), String> {
         match self.bytes.len() - self.at {
@@ -474,15 +610,28 @@ impl Record {
             Record::Edit(Edit::Flushed { log, layer }) => {
                 format!("flushed log {log} into layer {}", layer.id)
             }
-            Record::Edit(Edit::Compacted { remove, add }) => {
-                format!("compacted: removed {remove:?}, added {:?}", ids(add))
+            Record::Edit(Edit::Compacted {
+                remove,
+                add,
+                gc_lsn,
+            }) => {
+                let gc = if *gc_lsn > 0 {
+                    format!(", reads from LSN {gc_lsn}")
+                } else {
+                    String::new()
+                };
+                format!("compacted: removed {remove:?}, added {:?}{gc}", ids(add))
             }
         }
     }
 }
 
-fn decode_record(data: &[u8]) -> std::result::Result<Record, String> {
-    let mut r = In { bytes: data, at: 0 };
+fn decode_record(data: &[u8], version: u32) -> std::result::Result<Record, String> {
+    let mut r = In {
+        bytes: data,
+        at: 0,
+        version,
+    };
     let record = match r.u8()? {
         RECORD_SNAPSHOT => {
             let next_file_id = r.u64()?;
@@ -503,6 +652,7 @@ fn decode_record(data: &[u8]) -> std::result::Result<Record, String> {
                 next_file_id,
                 logs,
                 layers: descs,
+                gc_lsn: r.gc_lsn()?,
             };
             s.check()?;
             Record::Snapshot(s)
@@ -524,7 +674,11 @@ fn decode_record(data: &[u8]) -> std::result::Result<Record, String> {
             for _ in 0..add {
                 descs.push(r.desc()?);
             }
-            Record::Edit(Edit::Compacted { remove, add: descs })
+            Record::Edit(Edit::Compacted {
+                remove,
+                add: descs,
+                gc_lsn: r.gc_lsn()?,
+            })
         }
         t => return Err(format!("unknown record type {t}")),
     };
@@ -584,7 +738,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     match u32_at(VERSION_OFFSET) {
         0 => Err(Corruption::new(path, VERSION_OFFSET as u64, "manifest version 0").into()),
         1 => decode_v1(path, bytes),
-        MANIFEST_FORMAT_VERSION => decode_v2(path, bytes),
+        v @ (FORMAT_V2 | MANIFEST_FORMAT_VERSION) => decode_log(path, bytes, v),
         version => Err(Error::UnsupportedVersion {
             path: path.to_owned(),
             found: version,
@@ -593,7 +747,8 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     }
 }
 
-fn decode_v2(path: &Path, bytes: &[u8]) -> Result<Loaded> {
+/// Formats 2 and 3: a header, a snapshot record, edit records.
+fn decode_log(path: &Path, bytes: &[u8], version: u32) -> Result<Loaded> {
     let corrupt = |at: usize, what: String| Error::from(Corruption::new(path, at as u64, what));
     if bytes[PAYLOAD_LEN_OFFSET..HEADER_CRC_OFFSET] != [0; 8] {
         return Err(corrupt(
@@ -660,7 +815,7 @@ fn decode_v2(path: &Path, bytes: &[u8]) -> Result<Loaded> {
                 Corruption::checksum(path, at as u64, "manifest record", dcrc, actual).into(),
             );
         }
-        let record = decode_record(data).map_err(|e| corrupt(at, e))?;
+        let record = decode_record(data, version).map_err(|e| corrupt(at, e))?;
         record_log.push((at as u64, record.describe()));
         match (record, &mut state) {
             (Record::Snapshot(s), None) => state = Some(s),
@@ -675,12 +830,15 @@ fn decode_v2(path: &Path, bytes: &[u8]) -> Result<Loaded> {
         records += 1;
         at = end;
     }
-    let state = state.ok_or_else(|| {
+    let mut state = state.ok_or_else(|| {
         corrupt(
             HEADER_BYTES,
             "the manifest has no whole snapshot record".into(),
         )
     })?;
+    if version == FORMAT_V2 {
+        upgrade_v2(&mut state).map_err(|why| corrupt(HEADER_BYTES, why))?;
+    }
     Ok(Loaded {
         state,
         v1_deltas: Vec::new(),
@@ -688,6 +846,59 @@ fn decode_v2(path: &Path, bytes: &[u8]) -> Result<Loaded> {
         torn_at,
         record_log,
     })
+}
+
+/// An image's cover holds some key, and all of the image's.
+fn check_cover(d: &LayerDesc) -> std::result::Result<(), String> {
+    let Some(cover) = &d.cover else {
+        return Err(format!("image layer {} has no cover", d.id));
+    };
+    let holds = |k: &[u8]| cover.contains(k);
+    if cover.is_empty() || (d.entries > 0 && !(holds(&d.key_min) && holds(&d.key_max))) {
+        return Err(format!(
+            "image layer {} holds keys outside its cover {cover:?}",
+            d.id
+        ));
+    }
+    Ok(())
+}
+
+/// A format 2 state in format 3's terms. Format 2 had whole images: the
+/// files of one image LSN partition the key space, each from its first key
+/// to the next file's (the first from the start of the key space, the last
+/// to its end). Reads were refused below the oldest image once no L1 run
+/// reached below it (GC removed what was there). Image files of one LSN
+/// whose keys overlap are an error.
+fn upgrade_v2(state: &mut ManifestState) -> std::result::Result<(), String> {
+    let mut images: Vec<&mut LayerDesc> = state
+        .layers
+        .iter_mut()
+        .filter(|d| d.level == Level::Image)
+        .collect();
+    images.sort_by(|a, b| (a.lsn_max, &a.key_min).cmp(&(b.lsn_max, &b.key_min)));
+    for i in 0..images.len() {
+        let lsn = images[i].lsn_max;
+        let first = i == 0 || images[i - 1].lsn_max != lsn;
+        let next = images.get(i + 1).filter(|n| n.lsn_max == lsn);
+        let end = next.map_or(Bound::Unbounded, |n| Bound::Excluded(n.key_min.clone()));
+        let start = if first {
+            Bound::Unbounded
+        } else {
+            Bound::Included(images[i].key_min.clone())
+        };
+        images[i].cover = Some(Cover { start, end });
+        check_cover(images[i])?;
+    }
+    let oldest_image = images.first().map(|d| d.lsn_max);
+    state.gc_lsn = oldest_image
+        .filter(|&lsn| {
+            !state
+                .layers
+                .iter()
+                .any(|d| d.level == Level::L1 && d.lsn_min <= lsn)
+        })
+        .unwrap_or(0);
+    Ok(())
 }
 
 /// Format version 1: `payload_len u32 | payload_crc u32` in the header, then
@@ -747,6 +958,7 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
             next_file_id,
             logs: ids[..logs_n].to_vec(),
             layers: Vec::new(),
+            gc_lsn: 0,
         },
         v1_deltas: ids[logs_n..].to_vec(),
         records: 1,
@@ -765,7 +977,7 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
 /// A format version 1 manifest (as older builds wrote it), for tests.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn encode_v1(next_file_id: u64, logs: &[u64], deltas: &[u64]) -> Vec<u8> {
-    let mut payload = Out(Vec::new());
+    let mut payload = Out(Vec::new(), MANIFEST_FORMAT_VERSION);
     payload.u64(next_file_id);
     payload.u32(logs.len() as u32);
     payload.u32(deltas.len() as u32);
@@ -937,6 +1149,7 @@ mod tests {
             lsn_max: lsn + 9,
             entries: 10,
             bytes: 4096,
+            cover: None,
         }
     }
 
@@ -946,6 +1159,7 @@ mod tests {
             next_file_id: 4,
             logs: vec![2, 3],
             layers: vec![desc(1, 1)],
+            gc_lsn: 0,
         };
         let mut bytes = encode_file(&state);
         for e in edits {
@@ -975,9 +1189,22 @@ mod tests {
                         key_min: b"d".to_vec(),
                         ..desc(9, 1)
                     },
+                    image(10, 30, Bound::Excluded(b"0".to_vec()), Bound::Unbounded),
                 ],
+                gc_lsn: 30,
             },
         ]
+    }
+
+    /// An image at `lsn` of the keys "a".."k", covering `start..end`.
+    fn image(id: u64, lsn: Lsn, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> LayerDesc {
+        LayerDesc {
+            level: Level::Image,
+            lsn_min: lsn,
+            lsn_max: lsn,
+            cover: Some(Cover { start, end }),
+            ..desc(id, lsn)
+        }
     }
 
     #[test]
@@ -990,10 +1217,64 @@ mod tests {
         assert_eq!(state.logs, [3, 5]);
         assert_eq!(
             state.layers.iter().map(|l| l.id).collect::<Vec<_>>(),
-            [8, 9]
+            [8, 9, 10]
         );
-        assert_eq!(state.next_file_id, 10);
+        assert_eq!((state.next_file_id, state.gc_lsn), (11, 30));
         assert_eq!(decode(p, &encode_file(&state)).unwrap().state, state);
+        // An image's keys outside its cover are corruption.
+        let mut wrong = state.clone();
+        wrong.layers[2].cover.as_mut().unwrap().start = Bound::Included(b"b".to_vec());
+        let err = decode(p, &encode_file(&wrong)).unwrap_err().to_string();
+        assert!(err.contains("outside its cover"), "{err}");
+    }
+
+    #[test]
+    fn version_2_images_cover_the_whole_key_space_and_gc_is_derived() {
+        let p = Path::new("MANIFEST");
+        let unbounded = || Bound::Unbounded;
+        let v2 = |layers: Vec<LayerDesc>| {
+            let state = ManifestState {
+                next_file_id: 100,
+                logs: vec![],
+                layers,
+                gc_lsn: 0,
+            };
+            decode(p, &encode_file_in(&state, FORMAT_V2)).unwrap().state
+        };
+        // Two image files at 40 (keys a..k, then m..t), one at 20, and an
+        // L1 run above them all.
+        let s = v2(vec![
+            LayerDesc {
+                key_min: b"m".to_vec(),
+                key_max: b"t".to_vec(),
+                ..image(1, 40, unbounded(), unbounded())
+            },
+            image(2, 40, unbounded(), unbounded()),
+            image(3, 20, unbounded(), unbounded()),
+            LayerDesc {
+                level: Level::L1,
+                ..desc(4, 41)
+            },
+        ]);
+        let cover = |id: u64| s.layers.iter().find(|l| l.id == id).unwrap().cover.clone();
+        let c = |start, end| Some(Cover { start, end });
+        assert_eq!(cover(2), c(unbounded(), Bound::Excluded(b"m".to_vec())));
+        assert_eq!(cover(1), c(Bound::Included(b"m".to_vec()), unbounded()));
+        assert_eq!(cover(3), c(unbounded(), unbounded()));
+        assert_eq!(cover(4), None);
+        // Nothing older than the oldest image: reads start there.
+        assert_eq!(s.gc_lsn, 20);
+        // An L1 run below it: history is still there.
+        let s = v2(vec![
+            image(3, 20, unbounded(), unbounded()),
+            LayerDesc {
+                level: Level::L1,
+                ..desc(4, 5)
+            },
+        ]);
+        assert_eq!(s.gc_lsn, 0);
+        // Written again in format 3, it reads back the same.
+        assert_eq!(decode(p, &encode_file(&s)).unwrap().state, s);
     }
 
     #[test]

@@ -1,16 +1,18 @@
 //! Ordered range scans over every layer: a merge of per-layer sources.
 //!
 //! Each source yields, in key order, the newest version of each key with
-//! lsn <= the scan's LSN within its layer. Layers cover disjoint, increasing
-//! LSN ranges, so for a key held by several sources the newest layer's
-//! version wins; tombstones are then dropped. The scan holds the version it
-//! reads, so a concurrent flush or compaction cannot pull a file from under
-//! it.
+//! lsn <= the scan's LSN within its layer, except the keys a newer image
+//! answers for (its *masks*, see `Version::run_layers`). Layers cover
+//! disjoint, increasing LSN ranges, so for a key held by several sources
+//! the newest layer's version wins; tombstones are then dropped. The scan
+//! holds the version it reads, so a concurrent flush or compaction cannot
+//! pull a file from under it.
 
 use crate::error::Result;
 use crate::layer::delta::reader::DeltaRangeIterOwned;
 use crate::layer::delta::{Lsn, ValueKind};
 use crate::layer::file::LayerFile;
+use crate::manifest::Cover;
 use crate::version::Version;
 use std::sync::Arc;
 
@@ -31,6 +33,21 @@ pub(crate) struct DeltaSource {
     pub lsn: Lsn,
     /// The first entry of the next key, read ahead; empty between keys.
     pub pending: Option<(Vec<u8>, Lsn, ValueKind, Vec<u8>)>,
+    /// Keys that newer images answer for: skipped.
+    pub masks: Vec<Cover>,
+}
+
+impl DeltaSource {
+    /// A source of `iter`'s newest versions at or below `lsn`, but for the
+    /// keys of `masks`.
+    pub(crate) fn new(iter: DeltaRangeIterOwned<LayerFile>, lsn: Lsn, masks: Vec<Cover>) -> Self {
+        DeltaSource {
+            iter,
+            lsn,
+            pending: None,
+            masks,
+        }
+    }
 }
 
 impl Source {
@@ -39,7 +56,12 @@ impl Source {
         match self {
             Source::Memory(it) => it.next().map(Ok),
             Source::Delta(d) => loop {
-                let DeltaSource { iter, lsn, pending } = &mut **d;
+                let DeltaSource {
+                    iter,
+                    lsn,
+                    pending,
+                    masks,
+                } = &mut **d;
                 let first = match pending.take() {
                     Some(e) => e,
                     None => match iter.next()? {
@@ -67,7 +89,9 @@ impl Source {
                     }
                 }
                 if let Some((kind, value)) = best {
-                    return Some(Ok((key, kind, value)));
+                    if !masks.iter().any(|m| m.contains(&key)) {
+                        return Some(Ok((key, kind, value)));
+                    }
                 }
             },
         }

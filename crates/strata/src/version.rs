@@ -13,21 +13,33 @@
 //! one, cover disjoint LSN ranges in increasing order. A breach is a bug,
 //! reported as `Error::Poisoned`, never installed.
 //!
-//! One search, [`Version::candidates`], answers get, multi_get and scan: the
-//! layers that can hold a key (or a key range) at an LSN, newest first. The
-//! first version at or below the LSN found in that order is the answer.
+//! Below the L0 layers, the runs (newest first): an L1 run's files have
+//! disjoint key ranges; an image run's files have disjoint covers (the
+//! key spans they answer for, which may leave parts of the key space to
+//! older runs). A breach of either is refused as above.
+//!
+//! Two searches answer reads. [`Version::candidates`], for get and
+//! multi_get: the layers that can hold a key at an LSN, newest first,
+//! ending at the newest image whose cover holds the key; the first version
+//! at or below the LSN found in that order is the answer.
+//! [`Version::run_layers`], for scans and images: the run layers that meet
+//! a key range, each with the covers of the newer images that hide part of
+//! it (a key an image answers for is the image's, whatever older layers
+//! hold). Reads below `gc_lsn`, where GC removed history, are refused
+//! before either runs.
 
 use crate::cache::BlockCache;
 use crate::error::{Corruption, Error, Result};
 use crate::io::{FileOptions, IoStats, Storage};
+use crate::keyspace::{Span, Union};
 use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::Lsn;
 use crate::layer::file::LayerFile;
 use crate::layer::inmemory::InMemoryLayer;
-use crate::manifest::{delta_name, LayerDesc, Level};
+use crate::manifest::{delta_name, Cover, LayerDesc, Level};
 use std::cmp::Reverse;
-use std::ops::Bound;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -297,28 +309,22 @@ impl Layer {
         (self.desc.lsn_min, self.desc.lsn_max)
     }
 
-    /// Whether a key in `start..end` can be in the layer.
-    fn overlaps(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
-        let (min, max) = (self.desc.key_min.as_slice(), self.desc.key_max.as_slice());
-        let after_start = match start {
-            Bound::Included(k) => max >= k,
-            Bound::Excluded(k) => max > k,
-            Bound::Unbounded => true,
-        };
-        let before_end = match end {
-            Bound::Included(k) => min <= k,
-            Bound::Excluded(k) => min < k,
-            Bound::Unbounded => true,
-        };
-        !self.is_empty() && after_start && before_end
+    /// The keys it holds: `key_min..=key_max` (none if it is empty).
+    pub(crate) fn keys(&self) -> Span<'_> {
+        if self.is_empty() {
+            Span::NONE
+        } else {
+            Span::of_keys(&self.desc.key_min, &self.desc.key_max)
+        }
     }
-}
 
-/// What a search looks for.
-#[derive(Clone, Copy)]
-pub(crate) enum Keys<'a> {
-    Point(&'a [u8]),
-    Range(Bound<&'a [u8]>, Bound<&'a [u8]>),
+    /// The keys it answers for: an image's cover, another layer's keys.
+    pub(crate) fn span(&self) -> Span<'_> {
+        match &self.desc.cover {
+            Some(cover) => Span::of_cover(cover),
+            None => self.keys(),
+        }
+    }
 }
 
 /// A layer a search visits.
@@ -327,10 +333,10 @@ pub(crate) enum Candidate<'a> {
     Disk(&'a Arc<Layer>),
 }
 
-/// A run: layers with disjoint key ranges, sorted by key. An L1 run holds
+/// A run: layers with disjoint spans, sorted by key. An L1 run holds
 /// every version of one LSN range (the L0 layers one compaction merged);
 /// an image run holds one version per key at one LSN (`lsn_min` =
-/// `lsn_max`), for the whole key space.
+/// `lsn_max`), for the keys its files' covers hold.
 #[derive(Clone)]
 pub(crate) struct Run {
     pub(crate) image: bool,
@@ -348,14 +354,11 @@ impl Run {
         Some((&first.desc.key_min, &last.desc.key_max))
     }
 
-    /// The layer whose key range holds `key`, if one does.
+    /// The layer whose span holds `key`, if one does.
     fn layer_for(&self, key: &[u8]) -> Option<&Arc<Layer>> {
-        let at = self
-            .layers
-            .partition_point(|l| l.desc.key_max.as_slice() < key);
-        self.layers
-            .get(at)
-            .filter(|l| !l.is_empty() && l.desc.key_min.as_slice() <= key)
+        let at = crate::keyspace::Edge::Key(key, crate::keyspace::Side::Before);
+        let i = self.layers.partition_point(|l| l.span().to <= at);
+        self.layers.get(i).filter(|l| l.span().contains(key))
     }
 }
 
@@ -370,6 +373,9 @@ pub(crate) struct Version {
     /// L1 and image runs, newest first (by their newest LSN; an L1 run
     /// before an image at the same LSN); all below the L0 layers.
     pub(crate) runs: Vec<Run>,
+    /// Reads below this LSN are refused: GC removed history below it
+    /// (the manifest's record of it).
+    pub(crate) gc_lsn: Lsn,
 }
 
 impl Version {
@@ -391,7 +397,7 @@ impl Version {
                 Reverse(l.desc.lsn_min),
             )
         };
-        l1.sort_by(|a, b| (order(a), &a.desc.key_min).cmp(&(order(b), &b.desc.key_min)));
+        l1.sort_by(|a, b| (order(a), a.span().from).cmp(&(order(b), b.span().from)));
         for layer in l1 {
             let image = layer.desc.level == Level::Image;
             match runs.last_mut() {
@@ -414,6 +420,7 @@ impl Version {
             frozen,
             l0,
             runs,
+            gc_lsn: 0,
         };
         v.check()?;
         Ok(v)
@@ -444,8 +451,14 @@ impl Version {
         Ok(v)
     }
 
-    /// The layers `remove` (by id; all must be listed) replaced by `add`.
-    pub(crate) fn with_compacted(&self, remove: &[u64], add: Vec<Arc<Layer>>) -> Result<Version> {
+    /// The layers `remove` (by id; all must be listed) replaced by `add`,
+    /// reads refused below `gc_lsn` (or the cutoff before, if higher).
+    pub(crate) fn with_compacted(
+        &self,
+        remove: &[u64],
+        add: Vec<Arc<Layer>>,
+        gc_lsn: Lsn,
+    ) -> Result<Version> {
         let mut layers: Vec<Arc<Layer>> = self.layers().cloned().collect();
         let before = layers.len();
         layers.retain(|l| !remove.contains(&l.desc.id));
@@ -455,7 +468,9 @@ impl Version {
             )));
         }
         layers.extend(add);
-        Version::new(Arc::clone(&self.open), self.frozen.clone(), layers)
+        let mut v = Version::new(Arc::clone(&self.open), self.frozen.clone(), layers)?;
+        v.gc_lsn = self.gc_lsn.max(gc_lsn);
+        Ok(v)
     }
 
     /// Checks the invariants (see the module's doc).
@@ -495,17 +510,27 @@ impl Version {
         }
         for run in &self.runs {
             for pair in run.layers.windows(2) {
-                if pair[0].desc.key_max >= pair[1].desc.key_min {
+                if pair[0].span().to > pair[1].span().from {
                     return Err(invariant(&format!(
-                        "L1 layers {} and {} of one run overlap in keys",
+                        "layers {} and {} of one run overlap in keys",
                         pair[0].desc.id, pair[1].desc.id
                     )));
                 }
             }
-            // The one empty layer a run may hold is an image of nothing.
-            let empty_image = run.image && run.layers.len() == 1;
-            if !empty_image && run.layers.iter().any(|l| l.is_empty()) {
-                return Err(invariant("an empty L1 layer"));
+            for l in &run.layers {
+                // An image may hold no key (all in its cover were deleted);
+                // an L1 layer holds some.
+                let whole = match (&l.desc.cover, run.image) {
+                    (Some(_), true) => l.span().holds(&l.keys()),
+                    (None, false) => !l.is_empty(),
+                    _ => false,
+                };
+                if !whole {
+                    return Err(invariant(&format!(
+                        "layer {} ({:?}, cover {:?}) is not what its run needs",
+                        l.desc.id, l.desc.level, l.desc.cover
+                    )));
+                }
             }
         }
         // An image is never above the L0 layers (it is made from runs).
@@ -523,69 +548,92 @@ impl Version {
         Ok(())
     }
 
-    /// The layers that can hold `keys` at `lsn`, newest first: the open and
-    /// frozen in-memory layers, then the L0 layers, then the runs, whose
-    /// key range meets `keys` and that hold an LSN at or below `lsn` (in a
-    /// run, at most one layer for a point).
-    pub(crate) fn candidates<'a>(
+    /// The in-memory and L0 layers a read at `lsn` of `span` visits,
+    /// newest first: every in-memory layer, and the L0 layers that hold an
+    /// LSN at or below `lsn` and a key of `span`.
+    pub(crate) fn upper<'a>(
         &'a self,
-        keys: Keys<'a>,
+        span: Span<'a>,
         lsn: Lsn,
     ) -> impl Iterator<Item = Candidate<'a>> + 'a {
         let memory = std::iter::once(&self.open)
             .chain(self.frozen.iter().rev())
             .map(Candidate::Memory);
-        let meets = move |l: &Arc<Layer>| match keys {
-            Keys::Point(k) => l.overlaps(Bound::Included(k), Bound::Included(k)),
-            Keys::Range(s, e) => l.overlaps(s, e),
-        };
         let l0 = self
             .l0
             .iter()
             .rev()
-            .filter(move |l| l.lsn_range().0 <= lsn && meets(l));
-        let l1 =
-            self.runs_at(lsn)
-                .flat_map(move |r| -> Box<dyn Iterator<Item = &'a Arc<Layer>> + 'a> {
-                    match keys {
-                        Keys::Point(k) => Box::new(r.layer_for(k).into_iter()),
-                        Keys::Range(..) => Box::new(r.layers.iter().filter(move |l| meets(l))),
-                    }
-                });
-        memory.chain(l0.chain(l1).map(Candidate::Disk))
+            .filter(move |l| l.lsn_range().0 <= lsn && l.keys().meets(&span))
+            .map(Candidate::Disk);
+        memory.chain(l0)
     }
 
-    /// The runs a read at `lsn` visits, newest first: those holding an LSN
-    /// at or below it, up to and including the newest image at or below it
-    /// (which answers for every key: nothing older is needed).
-    pub(crate) fn runs_at(&self, lsn: Lsn) -> impl Iterator<Item = &Run> {
+    /// The layers that can hold `key` at `lsn`, newest first: those of
+    /// [`Self::upper`], then in each run that holds an LSN at or below
+    /// `lsn` the layer whose span holds `key`, up to and including the
+    /// first image layer that does (it answers for the key: nothing older
+    /// is needed).
+    pub(crate) fn candidates<'a>(
+        &'a self,
+        key: &'a [u8],
+        lsn: Lsn,
+    ) -> impl Iterator<Item = Candidate<'a>> + 'a {
         let mut done = false;
-        self.runs
-            .iter()
-            .filter(move |r| r.lsn_min <= lsn)
-            .take_while(move |r| {
-                let visit = !done;
-                done |= r.image;
-                visit
-            })
-    }
-
-    /// The oldest LSN reads may ask for: the LSN of the oldest image when
-    /// every L1 run starts above it (GC removed what was below it), else 0
-    /// (the history below the image is still there).
-    pub(crate) fn horizon(&self) -> Lsn {
-        let Some(image) = self.runs.iter().rev().find(|r| r.image) else {
-            return 0;
-        };
-        let below = self
+        let runs = self
             .runs
             .iter()
-            .any(|r| !r.image && r.lsn_min <= image.lsn_max);
-        if below {
-            0
-        } else {
-            image.lsn_max
+            .filter(move |r| r.lsn_min <= lsn)
+            .filter_map(move |r| Some((r.image, r.layer_for(key)?)))
+            .take_while(move |&(image, _)| {
+                let visit = !done;
+                done |= image;
+                visit
+            })
+            .map(|(_, l)| Candidate::Disk(l));
+        self.upper(Span::of_keys(key, key), lsn).chain(runs)
+    }
+
+    /// The run layers a read at `lsn` of the keys in `span` visits, newest
+    /// first, each with the covers of the newer images that meet it: a
+    /// key in one of those is the image's, and the layer's versions of it
+    /// are not to be read (older layers may still hold a key the image
+    /// says was deleted, or GC may have taken the newer history of it). A
+    /// layer whose part of `span` newer images cover whole is left out,
+    /// and so are the runs past an image that covers the rest of `span`.
+    pub(crate) fn run_layers<'a>(
+        &'a self,
+        span: Span<'a>,
+        lsn: Lsn,
+    ) -> Vec<(&'a Arc<Layer>, Vec<Cover>)> {
+        let mut imaged = Union::default();
+        let mut out = Vec::new();
+        for run in self.runs.iter().filter(|r| r.lsn_min <= lsn) {
+            if imaged.holds(&span) {
+                break;
+            }
+            for layer in &run.layers {
+                let wanted = layer.span().intersect(&span);
+                if wanted.is_empty() || imaged.holds(&wanted) {
+                    continue;
+                }
+                if !layer.is_empty() {
+                    out.push((layer, imaged.covers_meeting(&wanted)));
+                }
+            }
+            // An image's files have disjoint covers: they do not hide one
+            // another, only what is older.
+            if run.image {
+                for layer in &run.layers {
+                    imaged.add(layer.span());
+                }
+            }
         }
+        out
+    }
+
+    /// The oldest LSN reads may ask for (see `gc_lsn`).
+    pub(crate) fn horizon(&self) -> Lsn {
+        self.gc_lsn
     }
 
     /// Every layer file: L0 oldest first, then the runs newest first.
@@ -611,6 +659,7 @@ mod tests {
     use crate::layer::delta::writer::DeltaLayerWriter;
     use crate::layer::delta::ValueKind;
     use crate::log::record::encode_log_header;
+    use std::ops::Bound;
     use std::path::PathBuf;
 
     struct Fixture {
@@ -648,6 +697,21 @@ mod tests {
 
         /// An L0 layer file holding a Put of each (key, lsn).
         fn disk(&self, id: u64, entries: &[(&str, Lsn)]) -> Arc<Layer> {
+            self.run_file(id, Level::L0, (0, 0), entries, None)
+        }
+
+        /// A layer file of `level` holding a Put of each (key, lsn): its
+        /// LSNs `lsns` (an L1 or image layer's; an L0 layer's are its
+        /// entries'), and an image's `cover` (keys from its `.0`, to its
+        /// `.1`; "" for no bound).
+        fn run_file(
+            &self,
+            id: u64,
+            level: Level,
+            lsns: (Lsn, Lsn),
+            entries: &[(&str, Lsn)],
+            cover: Option<(&str, &str)>,
+        ) -> Arc<Layer> {
             let path = PathBuf::from("/db").join(delta_name(id));
             let file = self
                 .storage
@@ -667,7 +731,18 @@ mod tests {
                 len: summary.file_bytes,
             })
             .unwrap();
-            let desc = LayerDesc::from_summary(id, reader.summary());
+            let mut desc = LayerDesc::from_summary(id, reader.summary());
+            if level != Level::L0 {
+                (desc.level, desc.lsn_min, desc.lsn_max) = (level, lsns.0, lsns.1);
+            }
+            let bound = |k: &str, b: fn(Vec<u8>) -> Bound<Vec<u8>>| match k {
+                "" => Bound::Unbounded,
+                k => b(k.as_bytes().to_vec()),
+            };
+            desc.cover = cover.map(|(start, end)| Cover {
+                start: bound(start, Bound::Included),
+                end: bound(end, Bound::Excluded),
+            });
             Layer::with_reader(desc, Arc::clone(&self.io), reader)
         }
 
@@ -690,12 +765,24 @@ mod tests {
         }
     }
 
-    fn ids(v: &Version, keys: Keys<'_>, lsn: Lsn) -> Vec<u64> {
-        v.candidates(keys, lsn)
-            .map(|c| match c {
-                Candidate::Memory(m) => m.file_id,
-                Candidate::Disk(d) => d.desc.id,
-            })
+    fn id(c: Candidate<'_>) -> u64 {
+        match c {
+            Candidate::Memory(m) => m.file_id,
+            Candidate::Disk(d) => d.desc.id,
+        }
+    }
+
+    /// The layers a point read of `key` visits.
+    fn ids(v: &Version, key: &[u8], lsn: Lsn) -> Vec<u64> {
+        v.candidates(key, lsn).map(id).collect()
+    }
+
+    /// The layers a scan of `s..e` visits.
+    fn range_ids(v: &Version, s: Bound<&[u8]>, e: Bound<&[u8]>, lsn: Lsn) -> Vec<u64> {
+        let span = Span::of_range(s, e);
+        v.upper(span, lsn)
+            .map(id)
+            .chain(v.run_layers(span, lsn).into_iter().map(|(l, _)| l.desc.id))
             .collect()
     }
 
@@ -749,26 +836,82 @@ mod tests {
         ];
         let v = Version::new(f.memory(5, &[("z", 8)]), vec![f.memory(4, &[("z", 7)])], l0).unwrap();
         // Memory layers always, newest first; files by key range and LSN.
-        assert_eq!(ids(&v, Keys::Point(b"c"), 10), [5, 4, 2, 1]);
-        assert_eq!(ids(&v, Keys::Point(b"e"), 10), [5, 4, 3]);
-        assert_eq!(ids(&v, Keys::Point(b"c"), 2), [5, 4, 1]);
-        assert_eq!(ids(&v, Keys::Point(b"0"), 10), [5, 4]);
-        let range = |s, e| Keys::Range(s, e);
+        assert_eq!(ids(&v, b"c", 10), [5, 4, 2, 1]);
+        assert_eq!(ids(&v, b"e", 10), [5, 4, 3]);
+        assert_eq!(ids(&v, b"c", 2), [5, 4, 1]);
+        assert_eq!(ids(&v, b"0", 10), [5, 4]);
+        let range = |s, e| range_ids(&v, s, e, 10);
+        assert_eq!(range(Bound::Excluded(b"d"), Bound::Unbounded), [5, 4, 3]);
         assert_eq!(
-            ids(&v, range(Bound::Excluded(b"d"), Bound::Unbounded), 10),
-            [5, 4, 3]
-        );
-        assert_eq!(
-            ids(&v, range(Bound::Included(b"c"), Bound::Excluded(b"e")), 10),
+            range(Bound::Included(b"c"), Bound::Excluded(b"e")),
             [5, 4, 2, 1]
         );
         assert_eq!(
-            ids(&v, range(Bound::Included(b"d"), Bound::Excluded(b"e")), 10),
+            range(Bound::Included(b"d"), Bound::Excluded(b"e")),
             [5, 4, 1]
         );
+        assert_eq!(range(Bound::Unbounded, Bound::Excluded(b"b")), [5, 4, 2]);
+    }
+
+    #[test]
+    fn an_image_answers_for_its_cover_and_leaves_the_rest_to_older_runs() {
+        let f = Fixture::new();
+        let (l1, img) = (Level::L1, Level::Image);
+        // Oldest first: an L1 run over a..z (two files), an image at 20 of
+        // "m" on, an L1 run at 21..30 over c..p, an image at 40 of ..."d".
+        let layers = vec![
+            f.run_file(1, l1, (1, 10), &[("a", 1), ("f", 2)], None),
+            f.run_file(2, l1, (1, 10), &[("n", 3), ("z", 4)], None),
+            f.run_file(3, img, (20, 20), &[("n", 20)], Some(("m", ""))),
+            f.run_file(4, l1, (21, 30), &[("c", 21), ("p", 22)], None),
+            f.run_file(5, img, (40, 40), &[], Some(("", "d"))),
+        ];
+        let v = Version::new(f.memory(9, &[]), vec![], layers).unwrap();
+        assert_eq!(v.runs.len(), 4);
+        // A point read stops at the first image whose cover holds the key.
+        assert_eq!(ids(&v, b"a", 50), [9, 5]);
+        assert_eq!(ids(&v, b"f", 50), [9, 4, 1]);
+        assert_eq!(ids(&v, b"p", 50), [9, 4, 3]);
+        assert_eq!(ids(&v, b"z", 50), [9, 3]);
+        // Below an image's LSN, it is not there.
+        assert_eq!(ids(&v, b"a", 39), [9, 1]);
+        assert_eq!(ids(&v, b"z", 19), [9, 2]);
+        // A scan: each run layer with the newer images' covers that meet
+        // it; a layer whose part of the range they cover whole is left out.
+        let span = Span::ALL;
+        let masks: Vec<(u64, Vec<Cover>)> = v
+            .run_layers(span, 50)
+            .into_iter()
+            .map(|(l, m)| (l.desc.id, m))
+            .collect();
+        let cover = |s: Bound<&str>, e: Bound<&str>| Cover {
+            start: s.map(|k| k.as_bytes().to_vec()),
+            end: e.map(|k| k.as_bytes().to_vec()),
+        };
+        let upto_d = cover(Bound::Unbounded, Bound::Excluded("d"));
+        // (File 2, n..z, is all inside the image at 20: left out.)
         assert_eq!(
-            ids(&v, range(Bound::Unbounded, Bound::Excluded(b"b")), 10),
-            [5, 4, 2]
+            masks,
+            [(4, vec![upto_d.clone()]), (3, vec![]), (1, vec![upto_d])]
         );
+        let from = |k: &'static [u8]| range_ids(&v, Bound::Included(k), Bound::Unbounded, 50);
+        assert_eq!(from(b"e"), [9, 4, 3, 1]);
+        assert_eq!(from(b"g"), [9, 4, 3]);
+        // Below the image at 20, file 2 is read, with nothing masked.
+        let at_19: Vec<(u64, Vec<Cover>)> = v
+            .run_layers(Span::of_range(Bound::Included(b"m"), Bound::Unbounded), 19)
+            .into_iter()
+            .map(|(l, m)| (l.desc.id, m))
+            .collect();
+        assert_eq!(at_19, [(2, vec![])]);
+        // Covers of one image run that overlap are refused.
+        let clash = vec![
+            f.run_file(6, img, (60, 60), &[("b", 60)], Some(("", "c"))),
+            f.run_file(7, img, (60, 60), &[("c", 60)], Some(("bb", ""))),
+        ];
+        assert!(Version::new(f.memory(10, &[]), vec![], clash).is_err());
+        // As are keys outside an image's cover.
+        let outside = vec![f.run_file(8, img, (60, 60), &[("q", 60)], Some(("", "q")))];
+        assert!(Version::new(f.memory(11, &[]), vec![], outside).is_err());
     }
 }

@@ -32,6 +32,9 @@ enum Op {
     DropSnapshot,
 }
 
+/// The keys reads ask for.
+const ALL_KEYS: std::ops::Range<u16> = 0..120;
+
 fn key(k: u16) -> Vec<u8> {
     // A few long keys among short ones; all distinct.
     if k.is_multiple_of(37) {
@@ -54,22 +57,26 @@ fn value_len() -> impl Strategy<Value = usize> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let k = 0u16..120;
+    op_over(0..120)
+}
+
+/// Operations on the keys `k` (reads of keys outside it too).
+fn op_over(k: std::ops::Range<u16>) -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (k.clone(), value_len()).prop_map(|(k, l)| Op::Put(k, l)),
         6 => k.clone().prop_map(Op::Delete),
         8 => prop::collection::vec((k.clone(), prop::option::weighted(0.8, value_len())), 1..12).prop_map(Op::Batch),
-        20 => k.clone().prop_map(Op::Get),
-        10 => (k.clone(), any::<u8>()).prop_map(|(k, p)| Op::GetAt(k, p)),
-        4 => (prop::collection::vec(k.clone(), 1..40), any::<u8>()).prop_map(|(ks, p)| Op::MultiGetAt(ks, p)),
-        3 => (k.clone(), k.clone()).prop_map(|(a, b)| Op::Scan(a, b)),
-        2 => (k.clone(), k.clone(), any::<u8>()).prop_map(|(a, b, p)| Op::ScanAt(a, b, p)),
+        20 => ALL_KEYS.prop_map(Op::Get),
+        10 => (ALL_KEYS, any::<u8>()).prop_map(|(k, p)| Op::GetAt(k, p)),
+        4 => (prop::collection::vec(ALL_KEYS, 1..40), any::<u8>()).prop_map(|(ks, p)| Op::MultiGetAt(ks, p)),
+        3 => (ALL_KEYS, ALL_KEYS).prop_map(|(a, b)| Op::Scan(a, b)),
+        2 => (ALL_KEYS, ALL_KEYS, any::<u8>()).prop_map(|(a, b, p)| Op::ScanAt(a, b, p)),
         1 => Just(Op::Freeze),
         1 => Just(Op::Flush),
         1 => Just(Op::Compact),
         1 => Just(Op::Reopen),
         1 => Just(Op::TakeSnapshot),
-        3 => k.clone().prop_map(Op::ReadSnapshot),
+        3 => ALL_KEYS.prop_map(Op::ReadSnapshot),
         1 => Just(Op::DropSnapshot),
     ]
 }
@@ -397,5 +404,25 @@ proptest! {
         history in prop_oneof![Just(0u64), 1u64..300],
     ) {
         run_on(&ops, IoMode::DirectRw, IoEngine::Sync, Some(Arc::new(SimStorage::new(seed))), Some(history));
+    }
+
+    /// Updates to a hot range after a load of every key: images of that
+    /// range alone over older images of the rest, and GC of the files they
+    /// cover; reads at every LSN in the window, of every key.
+    #[test]
+    fn engine_matches_oracle_with_updates_to_a_hot_range(
+        load in prop::collection::vec(op(), 300..600),
+        hot in prop::collection::vec(prop_oneof![
+            // Compactions more often than in the load: images of the hot
+            // range get made, one over another.
+            20 => op_over(50..62),
+            1 => Just(Op::Compact),
+        ], 1000..2000),
+        seed in any::<u64>(),
+        history in prop_oneof![Just(0u64), 1u64..300, Just(u64::MAX)],
+    ) {
+        let ops: Vec<Op> = load.into_iter().chain(hot).collect();
+        let history = (history != u64::MAX).then_some(history);
+        run_on(&ops, IoMode::DirectRw, IoEngine::Sync, Some(Arc::new(SimStorage::new(seed))), history);
     }
 }

@@ -13,8 +13,10 @@
 
 use super::*;
 use crate::compaction::{
-    gc_plan, image_plan, merge_into_run, plan, tier_plan, write_image, JobOptions, Policy, RunView,
+    file_views, gc_plan, image_plan, merge_into_run, plan, tier_plan, write_image, JobOptions,
+    Policy, RunView,
 };
+use crate::manifest::Cover;
 
 impl BackgroundSignal for CompactSignal {
     fn error_mut(&mut self) -> &mut Option<String> {
@@ -150,6 +152,7 @@ impl DbInner {
                 keys: r.key_range(),
             })
             .collect();
+        let files = file_views(&version);
         // Layers (the oldest L0 layers, or adjacent runs) merged into one
         // L1 run: the inputs, and the run's layers.
         let merge = |inputs: Vec<Arc<Layer>>| {
@@ -162,7 +165,9 @@ impl DbInner {
             )?;
             Ok::<_, Error>((inputs, outputs))
         };
-        let (remove, outputs): (Vec<Arc<Layer>>, _) =
+        // The layers replaced, their replacement, and the LSN reads are
+        // refused below from now on (0: no change).
+        let (remove, outputs, gc_lsn): (Vec<Arc<Layer>>, _, Lsn) =
             if let Some(plan) = plan(&descs, &self.policy(), force) {
                 let inputs = version.l0[..plan.inputs.len()].to_vec();
                 let newest = inputs
@@ -177,18 +182,20 @@ impl DbInner {
                         &version,
                         &inputs,
                         lsn,
+                        &[Cover::everything()],
                         &self.layer_io,
                         &self.job_options(false),
                         take_id,
                         &cancelled,
                     )?;
                     let runs = version.runs.iter().flat_map(|r| r.layers.iter().cloned());
-                    (inputs.iter().cloned().chain(runs).collect(), outputs)
+                    (inputs.iter().cloned().chain(runs).collect(), outputs, lsn)
                 } else {
-                    merge(inputs)?
+                    let (inputs, outputs) = merge(inputs)?;
+                    (inputs, outputs, 0)
                 }
-            } else if let Some(lsn) = image_plan(
-                &runs,
+            } else if let Some((lsn, covers)) = image_plan(
+                &files,
                 self.opts.image_run_threshold,
                 // A forced image only where GC can then use it: with no
                 // horizon it would be a second copy of the data beside the
@@ -199,34 +206,37 @@ impl DbInner {
                     &version,
                     &[],
                     lsn,
+                    &covers,
                     &self.layer_io,
                     &self.job_options(!force),
                     take_id,
                     &cancelled,
                 )?;
-                (Vec::new(), outputs)
+                (Vec::new(), outputs, 0)
             } else if let Some(n) = tier_plan(
                 &runs,
                 self.opts.image_run_threshold,
                 self.policy().max_inputs,
             ) {
-                merge(
+                let (inputs, outputs) = merge(
                     version.runs[..n]
                         .iter()
                         .flat_map(|r| r.layers.iter().cloned())
                         .collect(),
-                )?
+                )?;
+                (inputs, outputs, 0)
             } else {
-                let gone = gc_plan(&runs, self.gc_horizon());
-                if gone.is_empty() {
+                let Some((gone, gc_lsn)) = gc_plan(&files, self.gc_horizon()) else {
                     return Ok(false);
-                }
-                let layers = gone
-                    .iter()
-                    .flat_map(|&i| version.runs[i].layers.iter().cloned())
+                };
+                let layers = version
+                    .layers()
+                    .filter(|l| gone.contains(&l.desc.id))
+                    .cloned()
                     .collect();
-                (layers, Vec::new())
+                (layers, Vec::new(), gc_lsn)
             };
+        drop(files);
         drop(version);
         // A job that changes nothing is not recorded (and is not progress:
         // the caller's loop would run it again forever).
@@ -240,6 +250,7 @@ impl DbInner {
         lock(&self.manifest)?.apply(Edit::Compacted {
             remove: remove_ids.clone(),
             add,
+            gc_lsn,
         })?;
         let layers = outputs
             .into_iter()
@@ -247,7 +258,7 @@ impl DbInner {
             .collect();
         // The manifest says it happened: a version that cannot show it is a
         // bug, and the database stops taking writes.
-        if let Err(e) = self.install(|v| v.with_compacted(&remove_ids, layers)) {
+        if let Err(e) = self.install(|v| v.with_compacted(&remove_ids, layers, gc_lsn)) {
             self.poison(&e);
             return Err(e);
         }

@@ -29,6 +29,7 @@ use crate::io::{
     AlignedBuf, BufferedWriter, EntryKind, FileClass, FileOptions, IoMode, IoStats,
     IoStatsSnapshot, OsStorage, ReadRequest, ShutdownMode, Storage, StorageFile, StorageLock,
 };
+use crate::keyspace::Span;
 use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
@@ -45,7 +46,7 @@ use crate::manifest::{
 };
 use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
-use crate::version::{Candidate, Keys, Layer, LayerIo, OpenReaders, Version};
+use crate::version::{Candidate, Layer, LayerIo, OpenReaders, Version};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -203,7 +204,8 @@ pub struct Stats {
     /// files.
     pub l1_runs: usize,
     pub l1_layers: usize,
-    /// Of the runs, the image runs (one version per key at one LSN).
+    /// Of the runs, the image runs (one version per key at one LSN, over
+    /// the key ranges of their files' covers).
     pub image_runs: usize,
     /// Compactions done since open.
     pub compactions: u64,
@@ -399,17 +401,18 @@ impl Db {
 
     /// Flushes, then compacts every L0 layer into L1 runs, before
     /// returning (whatever the trigger). With a horizon (`history_lsns`, or
-    /// [`Db::set_horizon`]), it then writes an image of the newest run and
-    /// lets GC remove the history the image covers below the horizon.
+    /// [`Db::set_horizon`]), it then writes an image at the newest run's
+    /// end of every key range where runs sit above the image there, and
+    /// lets GC remove the history the images cover below the horizon.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         while self.inner.compact_once(true)? {}
         Ok(())
     }
 
-    /// Lets history below `lsn` go: once an image at or below it exists,
-    /// compaction removes the layers under it, and reads below that image
-    /// return `Error::BelowHorizon`. Only rises; capped at the last LSN; a
+    /// Lets history below `lsn` go: once images at or below it exist,
+    /// compaction removes the layers they cover, and reads below the
+    /// newest of them return `Error::BelowHorizon`. Only rises; capped at the last LSN; a
     /// live snapshot holds it back. (With `Options::history_lsns`, the
     /// horizon also follows the last LSN.)
     pub fn set_horizon(&self, lsn: Lsn) {
@@ -560,12 +563,12 @@ impl DbInner {
         // The filter lines of every layer file this read may pass start
         // loading now, together, instead of one cache miss per layer in
         // turn while the walk below tests them.
-        for layer in version.candidates(Keys::Point(key), lsn) {
+        for layer in version.candidates(key, lsn) {
             if let Candidate::Disk(d) = layer {
                 d.prefetch_filter(point);
             }
         }
-        for layer in version.candidates(Keys::Point(key), lsn) {
+        for layer in version.candidates(key, lsn) {
             let found = match layer {
                 Candidate::Memory(m) => m.get(point, lsn)?,
                 Candidate::Disk(d) => d.reader()?.get_point(point, lsn)?,
@@ -605,7 +608,7 @@ impl DbInner {
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
         let candidates: Vec<Vec<Candidate<'_>>> = keys
             .iter()
-            .map(|k| version.candidates(Keys::Point(k.as_ref()), lsn).collect())
+            .map(|k| version.candidates(k.as_ref(), lsn).collect())
             .collect();
         // Each key walks its candidates newest first, from `next[i]`;
         // `None` once its value was handed over. In-memory layers and cached
@@ -697,19 +700,23 @@ impl DbInner {
             }
         }
         let (s, e) = (as_ref(&start), as_ref(&end));
+        let span = Span::of_range(s, e);
         let mut sources = Vec::new();
-        for layer in version.candidates(Keys::Range(s, e), lsn) {
+        let disk = |d: &Arc<Layer>, masks| -> Result<Source> {
+            let iter = d
+                .reader()?
+                .range_owned(s, e)?
+                .with_readahead(SCAN_READAHEAD_BYTES);
+            Ok(Source::Delta(Box::new(DeltaSource::new(iter, lsn, masks))))
+        };
+        for layer in version.upper(span, lsn) {
             sources.push(match layer {
                 Candidate::Memory(m) => Source::Memory(m.range_at(s, e, lsn)?.into_iter()),
-                Candidate::Disk(d) => Source::Delta(Box::new(DeltaSource {
-                    iter: d
-                        .reader()?
-                        .range_owned(s, e)?
-                        .with_readahead(SCAN_READAHEAD_BYTES),
-                    lsn,
-                    pending: None,
-                })),
+                Candidate::Disk(d) => disk(d, Vec::new())?,
             });
+        }
+        for (layer, masks) in version.run_layers(span, lsn) {
+            sources.push(disk(layer, masks)?);
         }
         Ok(Scan::new(sources, Arc::clone(&version)))
     }

@@ -153,6 +153,7 @@ impl Db {
         // The new log claims the newest replayed one as it was found: from
         // now on, its end is known, and damage before it is corruption.
         // Every open starts a new manifest file holding the state found.
+        let gc_lsn = manifest.gc_lsn;
         let mut manifest =
             ManifestLog::create(Arc::clone(&storage), &dir, stats.clone(), manifest)?;
         let open = create_log(
@@ -166,7 +167,8 @@ impl Db {
         )?;
         let open = Arc::new(open.with_cache(layer_io.cache.clone()));
         let foreground_reads = Arc::clone(&layer_io.point_reads);
-        let version = Version::new(open, frozen, deltas)?;
+        let mut version = Version::new(open, frozen, deltas)?;
+        version.gc_lsn = gc_lsn;
         let inner = DbInner {
             dir: dir.clone(),
             storage: Arc::clone(&storage),
