@@ -2,8 +2,11 @@
 //! does not depend on timing: 16-byte keys, 1 KiB values, each layer
 //! flushed, the L0 layers compacted into one L1 run every 4 layers, no
 //! horizon (nothing collected). One load of random keys (every run over
-//! the whole key space), then one of ascending keys (each run over its own
-//! range).
+//! the whole key space), one of ascending keys (each run over its own
+//! range), and one of updates to a hot range: random keys for the first
+//! half of the bytes, then updates to the loaded keys of one sixteenth of
+//! the key space (those whose first byte is below 16), over and over; and
+//! the same with one update in 16 to any loaded key.
 //!
 //! `cargo run --release -p strata --example compaction_wa -- [MiB] [dir]`
 //! (defaults 1024 and a temporary directory under target/). Prints, at each
@@ -35,7 +38,7 @@ fn ascending_key(i: u64) -> [u8; 16] {
     k
 }
 
-fn load(dir: &std::path::Path, mib: u64, key: fn(u64) -> [u8; 16]) -> strata::Result<()> {
+fn load(dir: &std::path::Path, mib: u64, key: &dyn Fn(u64) -> [u8; 16]) -> strata::Result<()> {
     let opts = Options {
         layer_size_bytes_max: LAYER_BYTES,
         target_file_bytes: LAYER_BYTES,
@@ -110,8 +113,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&base)?;
     let dir = tempfile::tempdir_in(&base)?;
     println!("random keys:");
-    load(&dir.path().join("random"), mib, random_key)?;
+    load(&dir.path().join("random"), mib, &random_key)?;
     println!("ascending keys:");
-    load(&dir.path().join("ascending"), mib, ascending_key)?;
+    load(&dir.path().join("ascending"), mib, &ascending_key)?;
+    println!("a hot range (1/16 of the keys) updated after a load of half the bytes:");
+    let loaded = (mib << 20) / 2 / (16 + VALUE_BYTES as u64);
+    let hot: Vec<u64> = (0..loaded).filter(|&j| random_key(j)[0] < 16).collect();
+    let hot_key = |i: u64| {
+        if i < loaded {
+            random_key(i)
+        } else {
+            random_key(hot[((i - loaded) % hot.len() as u64) as usize])
+        }
+    };
+    load(&dir.path().join("hot"), mib, &hot_key)?;
+    println!("the same, with one update in 16 to any loaded key:");
+    let mixed_key = |i: u64| {
+        if i >= loaded && i.is_multiple_of(16) {
+            random_key(i.wrapping_mul(7919) % loaded)
+        } else {
+            hot_key(i)
+        }
+    };
+    load(&dir.path().join("mixed"), mib, &mixed_key)?;
     Ok(())
 }

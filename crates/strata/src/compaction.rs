@@ -53,7 +53,7 @@
 
 use crate::error::{Corruption, Error, Result};
 use crate::io::{BufferedWriter, ShutdownMode};
-use crate::keyspace::{Edge, Span, Union, START};
+use crate::keyspace::{as_ref, Edge, Span, Union, START};
 use crate::layer::delta::reader::{DeltaLayerReader, DeltaRangeIterOwned};
 use crate::layer::delta::writer::DeltaLayerWriter;
 use crate::layer::delta::{Lsn, ValueKind};
@@ -355,14 +355,6 @@ fn layers_in(
         .collect()
 }
 
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 fn merge_inner(
     inputs: &[Arc<Layer>],
     io: &Arc<LayerIo>,
@@ -589,10 +581,15 @@ pub(crate) fn write_image(
     })
 }
 
-/// What the image and GC policies see of a run.
+/// What the tier policy sees of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RunView<'a> {
     pub image: bool,
+    /// An image whose files' covers hold the whole key space.
+    pub whole: bool,
+    /// An L1 run whose keys images at or above its end cover whole: no read
+    /// at or above their LSNs reaches it.
+    pub hidden: bool,
     pub lsn_max: Lsn,
     /// Bytes of its files, and how many there are.
     pub bytes: u64,
@@ -639,16 +636,16 @@ fn overlap_depth(runs: &[&RunView<'_>]) -> usize {
     deepest
 }
 
-/// The newest image of `runs` (newest first), and how many L1 runs sit
-/// above it: a prefix of `runs`, since every run after the image ends at or
-/// below its LSN (an L1 run that ends at the image's LSN is covered by it).
-fn above_newest_image<'r, 'a>(runs: &'r [RunView<'a>]) -> (Option<&'r RunView<'a>>, usize) {
-    let image = runs.iter().find(|r| r.image);
-    let above = runs
-        .iter()
-        .take_while(|r| !r.image && image.is_none_or(|i| r.lsn_max > i.lsn_max))
-        .count();
-    (image, above)
+/// The L1 runs above the newest image of the whole key space, newest
+/// first, as indexes into `runs` (newest first): every run before that
+/// image in `runs` but the images of part of the key space, and the L1 run
+/// that ends at the image's LSN (the image covers it).
+fn above_newest_whole_image(runs: &[RunView<'_>]) -> Vec<usize> {
+    let image = runs.iter().find(|r| r.whole);
+    (0..runs.len())
+        .take_while(|&i| !runs[i].whole)
+        .filter(|&i| !runs[i].image && image.is_none_or(|im| runs[i].lsn_max > im.lsn_max))
+        .collect()
 }
 
 /// What the image and GC policies see of a run's file.
@@ -665,6 +662,35 @@ pub(crate) struct FileView<'a> {
     /// layer's first key (the gap between two files of a run is no gap in
     /// the run: its keys were between theirs), an image's cover.
     pub reach: Span<'a>,
+}
+
+/// `version`'s runs, as the tier policy sees them.
+pub(crate) fn run_views(version: &Version) -> Vec<RunView<'_>> {
+    let images: Vec<&crate::version::Run> = version.runs.iter().filter(|r| r.image).collect();
+    version
+        .runs
+        .iter()
+        .map(|r| {
+            let hidden = !r.image && {
+                let mut union = Union::default();
+                for image in images.iter().filter(|i| i.lsn_max >= r.lsn_max) {
+                    for l in &image.layers {
+                        union.add(l.span());
+                    }
+                }
+                r.layers.iter().all(|l| union.holds(&l.span()))
+            };
+            RunView {
+                image: r.image,
+                whole: r.image && r.covers_all(),
+                hidden,
+                lsn_max: r.lsn_max,
+                bytes: r.layers.iter().map(|l| l.desc.bytes).sum(),
+                files: r.layers.len(),
+                keys: r.key_range(),
+            }
+        })
+        .collect()
 }
 
 /// The files of `version`'s runs, as the policies see them.
@@ -818,10 +844,11 @@ pub(crate) fn image_plan(
     (!covers.is_empty()).then_some((lsn, covers))
 }
 
-/// How many of the newest runs (a prefix of `runs`, newest first) to merge
-/// into one L1 run, if any: those above the newest image taken from the
-/// newest while the next older one holds at most `TIER_SIZE_RATIO` times the
-/// bytes of those taken, once `threshold` of them overlap at some key, and
+/// Which of the newest L1 runs to merge into one L1 run, if any (indexes
+/// into `runs`, newest first): those above the newest image of the whole
+/// key space, taken from the newest while the next older one holds at most
+/// `TIER_SIZE_RATIO` times the bytes of those taken and is not hidden
+/// under newer images, once `threshold` of them overlap at some key, and
 /// no more than `max_files` files in all.
 ///
 /// Between two images, the runs above the last would otherwise pile up
@@ -829,20 +856,31 @@ pub(crate) fn image_plan(
 /// by like size, as in universal compaction, they stay a few tiers deep
 /// (about `threshold` per tier), and each byte is merged once per tier,
 /// about log(data ÷ run size) times in all. The merged run holds every
-/// version of the runs it replaces (their LSN ranges are adjacent): reads
-/// at every LSN see what they saw.
-pub(crate) fn tier_plan(runs: &[RunView<'_>], threshold: usize, max_files: usize) -> Option<usize> {
-    let (_, above) = above_newest_image(runs);
-    let (mut n, mut bytes, mut files) = (0usize, 0u64, 0usize);
-    for r in &runs[..above] {
-        let fits = n == 0 || r.bytes <= bytes.saturating_mul(TIER_SIZE_RATIO);
-        if !fits || files + r.files > max_files {
+/// version of the runs it replaces (the LSN ranges of L1 runs are
+/// adjacent): reads at every LSN see what they saw. An image of part of
+/// the key space between them (a hot range imaged again) does not stop a
+/// tier: the runs that reach past it would pile up under it until the
+/// rest of the keys is imaged too, and a read of those keys would pass
+/// them all. A run that images cover whole does: no read at their LSNs
+/// passes it, and merging it again would only rewrite history.
+pub(crate) fn tier_plan(
+    runs: &[RunView<'_>],
+    threshold: usize,
+    max_files: usize,
+) -> Option<Vec<usize>> {
+    let (mut taken, mut bytes, mut files) = (Vec::new(), 0u64, 0usize);
+    for i in above_newest_whole_image(runs) {
+        let r = &runs[i];
+        let fits = taken.is_empty() || r.bytes <= bytes.saturating_mul(TIER_SIZE_RATIO);
+        if !fits || r.hidden || files + r.files > max_files {
             break;
         }
-        (n, bytes, files) = (n + 1, bytes + r.bytes, files + r.files);
+        (bytes, files) = (bytes + r.bytes, files + r.files);
+        taken.push(i);
     }
-    let prefix: Vec<&RunView<'_>> = runs[..n].iter().collect();
-    (threshold > 1 && n >= threshold && overlap_depth(&prefix) >= threshold).then_some(n)
+    let tier: Vec<&RunView<'_>> = taken.iter().map(|&i| &runs[i]).collect();
+    (threshold > 1 && taken.len() >= threshold && overlap_depth(&tier) >= threshold)
+        .then_some(taken)
 }
 
 /// What GC removes below `horizon`, if anything: the ids of the files that
@@ -1038,6 +1076,8 @@ mod tests {
         spec.iter()
             .map(|&(image, lsn_max, bytes)| RunView {
                 image,
+                whole: image,
+                hidden: false,
                 lsn_max,
                 bytes,
                 files: 1,
@@ -1224,7 +1264,7 @@ mod tests {
             (true, 5, 99),
             (false, 5, 10),
         ]);
-        assert_eq!(tier_plan(&r, 4, 100), Some(4));
+        assert_eq!(tier_plan(&r, 4, 100), Some(vec![0, 1, 2, 3]));
         assert_eq!(tier_plan(&r, 5, 100), None, "not deep enough");
         assert_eq!(tier_plan(&r, 0, 100), None, "threshold 0: never");
         // A run more than twice the newer ones together stops the tier
@@ -1236,7 +1276,7 @@ mod tests {
             (false, 6, 30),
             (false, 5, 200),
         ]);
-        assert_eq!(tier_plan(&r, 4, 100), Some(4));
+        assert_eq!(tier_plan(&r, 4, 100), Some(vec![0, 1, 2, 3]));
         let r = sized(&[
             (false, 9, 10),
             (false, 8, 10),
@@ -1256,7 +1296,7 @@ mod tests {
             (false, 6, 10),
         ]);
         r[3].files = 50;
-        assert_eq!(tier_plan(&r, 3, 52), Some(3));
+        assert_eq!(tier_plan(&r, 3, 52), Some(vec![0, 1, 2]));
         assert_eq!(tier_plan(&r, 4, 52), None);
         // Runs over keys of their own do not pile up: no merge.
         let keys: Vec<[u8; 2]> = (0..8u8).map(|i| [b'a', i]).collect();
@@ -1265,6 +1305,8 @@ mod tests {
             .enumerate()
             .map(|(i, k)| RunView {
                 image: false,
+                whole: false,
+                hidden: false,
                 lsn_max: 100 - i as Lsn,
                 bytes: 10,
                 files: 1,
@@ -1275,6 +1317,20 @@ mod tests {
         // Nothing above the image: nothing to merge.
         let r = sized(&[(false, 5, 10), (true, 5, 10), (false, 4, 10)]);
         assert_eq!(tier_plan(&r, 1, 100), None);
+        assert_eq!(tier_plan(&r, 2, 100), None);
+        // An image of part of the key space between runs does not stop a
+        // tier: the runs on either side of it merge.
+        let mut r = sized(&[
+            (false, 9, 10),
+            (true, 8, 10),
+            (false, 8, 10),
+            (false, 7, 10),
+            (true, 5, 99),
+        ]);
+        r[1].whole = false;
+        assert_eq!(tier_plan(&r, 3, 100), Some(vec![0, 2, 3]));
+        // Unless the run under it is hidden (the image covers its keys).
+        r[2].hidden = true;
         assert_eq!(tier_plan(&r, 2, 100), None);
     }
 

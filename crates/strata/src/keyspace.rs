@@ -72,12 +72,9 @@ impl<'a> Edge<'a> {
     }
 }
 
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
+/// A bound on owned keys as one on borrowed keys.
+pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
 }
 
 /// The stretch `[from, to)` of the key line.
@@ -89,7 +86,6 @@ pub(crate) struct Span<'a> {
 
 impl<'a> Span<'a> {
     /// The whole key space.
-    #[cfg(test)]
     pub(crate) const ALL: Span<'static> = Span {
         from: START,
         to: Edge::End,

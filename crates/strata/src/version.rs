@@ -354,6 +354,16 @@ impl Run {
         Some((&first.desc.key_min, &last.desc.key_max))
     }
 
+    /// Whether its files' spans hold the whole key space (an image that
+    /// answers for every key).
+    pub(crate) fn covers_all(&self) -> bool {
+        let mut union = Union::default();
+        for l in &self.layers {
+            union.add(l.span());
+        }
+        union.holds(&Span::ALL)
+    }
+
     /// The layer whose span holds `key`, if one does.
     fn layer_for(&self, key: &[u8]) -> Option<&Arc<Layer>> {
         let at = crate::keyspace::Edge::Key(key, crate::keyspace::Side::Before);

@@ -13,8 +13,8 @@
 
 use super::*;
 use crate::compaction::{
-    file_views, gc_plan, image_plan, merge_into_run, plan, tier_plan, write_image, JobOptions,
-    Policy, RunView,
+    file_views, gc_plan, image_plan, merge_into_run, plan, run_views, tier_plan, write_image,
+    JobOptions, Policy,
 };
 use crate::manifest::Cover;
 
@@ -141,17 +141,7 @@ impl DbInner {
         let cancelled = || self.compaction_cancelled() && !force;
         self.set_hurry(self.behind_on_l0(version.l0.len()));
         let take_id = || Ok(lock(&self.manifest)?.take_file_id());
-        let runs: Vec<RunView> = version
-            .runs
-            .iter()
-            .map(|r| RunView {
-                image: r.image,
-                lsn_max: r.lsn_max,
-                bytes: r.layers.iter().map(|l| l.desc.bytes).sum(),
-                files: r.layers.len(),
-                keys: r.key_range(),
-            })
-            .collect();
+        let runs = run_views(&version);
         let files = file_views(&version);
         // Layers (the oldest L0 layers, or adjacent runs) merged into one
         // L1 run: the inputs, and the run's layers.
@@ -213,15 +203,14 @@ impl DbInner {
                     &cancelled,
                 )?;
                 (Vec::new(), outputs, 0)
-            } else if let Some(n) = tier_plan(
+            } else if let Some(tier) = tier_plan(
                 &runs,
                 self.opts.image_run_threshold,
                 self.policy().max_inputs,
             ) {
                 let (inputs, outputs) = merge(
-                    version.runs[..n]
-                        .iter()
-                        .flat_map(|r| r.layers.iter().cloned())
+                    tier.iter()
+                        .flat_map(|&i| version.runs[i].layers.iter().cloned())
                         .collect(),
                 )?;
                 (inputs, outputs, 0)

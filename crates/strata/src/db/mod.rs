@@ -29,7 +29,7 @@ use crate::io::{
     AlignedBuf, BufferedWriter, EntryKind, FileClass, FileOptions, IoMode, IoStats,
     IoStatsSnapshot, OsStorage, ReadRequest, ShutdownMode, Storage, StorageFile, StorageLock,
 };
-use crate::keyspace::Span;
+use crate::keyspace::{as_ref, Span};
 use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
@@ -692,13 +692,6 @@ impl DbInner {
         let lsn = lsn.min(self.visible_lsn.load(Ordering::Acquire));
         let version = self.version()?;
         check_horizon(&version, lsn)?;
-        fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-            match b {
-                Bound::Included(k) => Bound::Included(k.as_slice()),
-                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-                Bound::Unbounded => Bound::Unbounded,
-            }
-        }
         let (s, e) = (as_ref(&start), as_ref(&end));
         let span = Span::of_range(s, e);
         let mut sources = Vec::new();
