@@ -318,6 +318,13 @@ impl Layer {
         }
     }
 
+    /// Whether `key` is within its keys.
+    fn holds_key(&self, key: &[u8]) -> bool {
+        !self.is_empty()
+            && self.desc.key_min.as_slice() <= key
+            && key <= self.desc.key_max.as_slice()
+    }
+
     /// The keys it answers for: an image's cover, another layer's keys.
     pub(crate) fn span(&self) -> Span<'_> {
         match &self.desc.cover {
@@ -364,8 +371,18 @@ impl Run {
         union.holds(&Span::ALL)
     }
 
-    /// The layer whose span holds `key`, if one does.
+    /// The layer whose span holds `key`, if one does. (An L1 run's by
+    /// plain key comparisons: this is on every get's path.)
     fn layer_for(&self, key: &[u8]) -> Option<&Arc<Layer>> {
+        if !self.image {
+            let i = self
+                .layers
+                .partition_point(|l| l.desc.key_max.as_slice() < key);
+            return self
+                .layers
+                .get(i)
+                .filter(|l| l.desc.key_min.as_slice() <= key);
+        }
         let at = crate::keyspace::Edge::Key(key, crate::keyspace::Side::Before);
         let i = self.layers.partition_point(|l| l.span().to <= at);
         self.layers.get(i).filter(|l| l.span().contains(key))
@@ -600,7 +617,16 @@ impl Version {
                 visit
             })
             .map(|(_, l)| Candidate::Disk(l));
-        self.upper(Span::of_keys(key, key), lsn).chain(runs)
+        let memory = std::iter::once(&self.open)
+            .chain(self.frozen.iter().rev())
+            .map(Candidate::Memory);
+        let l0 = self
+            .l0
+            .iter()
+            .rev()
+            .filter(move |l| l.lsn_range().0 <= lsn && l.holds_key(key))
+            .map(Candidate::Disk);
+        memory.chain(l0).chain(runs)
     }
 
     /// The run layers a read at `lsn` of the keys in `span` visits, newest
