@@ -39,7 +39,6 @@ use crate::layer::file::LayerFile;
 use crate::layer::inmemory::InMemoryLayer;
 use crate::manifest::{delta_name, Cover, LayerDesc, Level};
 use std::cmp::Reverse;
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
