@@ -140,6 +140,10 @@ const PACE_EVERY_BYTES: u64 = 64 << 10;
 /// still counts as reading (`Pacer::foreground_reading`).
 const FOREGROUND_READS_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// The longest a background job waits for foreground reads in all
+/// (`Pacer::yield_to_reads`).
+const FOREGROUND_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Paces background compaction to `bytes_per_sec` of output (a token
 /// bucket holding at most 50 ms of budget; a job that overdraws it sleeps
 /// the debt off in steps of at most 100 ms, so that `hurry` and
@@ -157,6 +161,12 @@ pub(crate) struct Pacer {
     /// (`LayerIo::point_reads`); the count last seen, and when it last moved.
     foreground_reads: Arc<std::sync::atomic::AtomicU64>,
     reads_seen: std::sync::Mutex<(u64, Option<std::time::Instant>)>,
+    /// How long the current job has waited for foreground reads, of at
+    /// most `pause_max` (`FOREGROUND_PAUSE_MAX`); reset as each job starts.
+    paused: std::sync::Mutex<std::time::Duration>,
+    pause_max: std::time::Duration,
+    /// Set when the database closes: no more waiting.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Pacer {
@@ -172,6 +182,52 @@ impl Pacer {
             budget: std::sync::Mutex::new((std::time::Instant::now(), 0.0)),
             foreground_reads,
             reads_seen: std::sync::Mutex::new((0, None)),
+            paused: std::sync::Mutex::new(std::time::Duration::ZERO),
+            pause_max: FOREGROUND_PAUSE_MAX,
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A job starts: its pause budget is whole again.
+    pub(crate) fn start_job(&self) {
+        if let Ok(mut paused) = self.paused.lock() {
+            *paused = std::time::Duration::ZERO;
+        }
+    }
+
+    /// The database closes: a job waits for foreground reads no more.
+    pub(crate) fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits while point lookups read layer files, unless compaction is
+    /// behind (`hurry`), the database closes, or the job has waited
+    /// `FOREGROUND_PAUSE_MAX` already. The idle I/O class orders the
+    /// requests waiting for the device; it does not take the device from a
+    /// request of the job already there, and a get that arrives behind one
+    /// waits for it (a 64 KiB read or write: the read phases' p99). The
+    /// budget keeps a job from starving under reads that never stop: past
+    /// it, the job runs on in the idle class.
+    fn yield_to_reads(&self) {
+        use std::sync::atomic::Ordering;
+        let step = FOREGROUND_READS_QUIET / 4;
+        loop {
+            if self.hurry.load(Ordering::Relaxed)
+                || self.stopping.load(Ordering::Relaxed)
+                || !self.foreground_reading()
+            {
+                return;
+            }
+            let Ok(mut paused) = self.paused.lock() else {
+                return;
+            };
+            if *paused >= self.pause_max {
+                return;
+            }
+            *paused += step;
+            drop(paused);
+            std::thread::sleep(step);
         }
     }
 
@@ -208,6 +264,7 @@ impl Pacer {
     /// its I/O class (`follow_foreground`).
     pub(crate) fn pace(&self, bytes: u64) {
         use std::sync::atomic::Ordering;
+        self.yield_to_reads();
         self.follow_foreground();
         if self.bytes_per_sec == 0 || self.hurry.load(Ordering::Relaxed) {
             return;
@@ -478,6 +535,7 @@ fn write_run(
             if unchecked >= PACE_EVERY_BYTES {
                 unchecked = 0;
                 if let Some(pacer) = &opts.pacer {
+                    pacer.yield_to_reads();
                     pacer.follow_foreground();
                 }
             }
@@ -984,6 +1042,62 @@ mod tests {
         let started = Instant::now();
         unpaced.pace(1 << 40);
         assert!(started.elapsed() < Duration::from_secs(5), "0 never waits");
+    }
+
+    #[test]
+    fn a_job_waits_while_foreground_reads_go_on_unless_hurried_stopped_or_out_of_budget() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::time::{Duration, Instant};
+        let reads = Arc::new(AtomicU64::new(0));
+        // Reads for 400 ms, one every 5 ms (the quiet period is 100 ms).
+        let reading = |reads: Arc<AtomicU64>| {
+            let done = Arc::new(AtomicBool::new(false));
+            let d = Arc::clone(&done);
+            let t = std::thread::spawn(move || {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(400) {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                d.store(true, Ordering::Relaxed);
+            });
+            (t, done)
+        };
+        let pacer = Pacer::new(0, Arc::clone(&reads));
+        let (t, done) = reading(Arc::clone(&reads));
+        std::thread::sleep(Duration::from_millis(20));
+        let start = Instant::now();
+        pacer.pace(1);
+        // It waited for the reads to stop (and for the quiet period).
+        assert!(done.load(Ordering::Relaxed), "{:?}", start.elapsed());
+        assert!(start.elapsed() < Duration::from_secs(5));
+        t.join().unwrap();
+        // Hurried, or stopping: no wait.
+        for (hurry, stop) in [(true, false), (false, true)] {
+            let pacer = Pacer::new(0, Arc::clone(&reads));
+            pacer.hurry.store(hurry, Ordering::Relaxed);
+            if stop {
+                pacer.stop();
+            }
+            let (t, done) = reading(Arc::clone(&reads));
+            std::thread::sleep(Duration::from_millis(20));
+            pacer.pace(1);
+            assert!(!done.load(Ordering::Relaxed), "waited: {hurry} {stop}");
+            t.join().unwrap();
+        }
+        // Out of budget: it goes on while the reads do; a new job waits
+        // again.
+        let mut pacer = Pacer::new(0, Arc::clone(&reads));
+        pacer.pause_max = Duration::from_millis(50);
+        let (t, done) = reading(Arc::clone(&reads));
+        std::thread::sleep(Duration::from_millis(20));
+        pacer.pace(1);
+        pacer.pace(1);
+        assert!(!done.load(Ordering::Relaxed), "waited past the budget");
+        pacer.start_job();
+        pacer.pace(1);
+        assert!(!done.load(Ordering::Relaxed), "a budget of 50 ms");
+        t.join().unwrap();
     }
 
     #[test]

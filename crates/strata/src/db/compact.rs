@@ -137,6 +137,7 @@ impl DbInner {
         let _job = lock(&self.compact_lock)?;
         self.check_poisoned()?;
         let version = self.version()?;
+        self.pacer.start_job();
         let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
         let cancelled = || self.compaction_cancelled() && !force;
         self.set_hurry(self.behind_on_l0(version.l0.len()));

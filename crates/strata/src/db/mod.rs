@@ -454,6 +454,7 @@ impl Db {
         if let Ok(mut s) = self.inner.compact_signal.lock() {
             s.shutdown = true;
         }
+        self.inner.pacer.stop();
         self.inner.compact_cv.notify_all();
         if let Some(t) = self.flush_thread.take() {
             let _ = t.join();
