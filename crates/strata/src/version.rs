@@ -574,13 +574,13 @@ impl Version {
         Ok(())
     }
 
-    /// The in-memory and L0 layers a read at `lsn` of `span` visits,
-    /// newest first: every in-memory layer, and the L0 layers that hold an
-    /// LSN at or below `lsn` and a key of `span`.
+    /// The in-memory and L0 layers a read at `lsn` visits, newest first:
+    /// every in-memory layer, and the L0 layers that hold an LSN at or
+    /// below `lsn` and a key the read wants (`wanted`).
     pub(crate) fn upper<'a>(
         &'a self,
-        span: Span<'a>,
         lsn: Lsn,
+        wanted: impl Fn(&Layer) -> bool + 'a,
     ) -> impl Iterator<Item = Candidate<'a>> + 'a {
         let memory = std::iter::once(&self.open)
             .chain(self.frozen.iter().rev())
@@ -589,7 +589,7 @@ impl Version {
             .l0
             .iter()
             .rev()
-            .filter(move |l| l.lsn_range().0 <= lsn && l.keys().meets(&span))
+            .filter(move |l| l.lsn_range().0 <= lsn && wanted(l))
             .map(Candidate::Disk);
         memory.chain(l0)
     }
@@ -616,16 +616,8 @@ impl Version {
                 visit
             })
             .map(|(_, l)| Candidate::Disk(l));
-        let memory = std::iter::once(&self.open)
-            .chain(self.frozen.iter().rev())
-            .map(Candidate::Memory);
-        let l0 = self
-            .l0
-            .iter()
-            .rev()
-            .filter(move |l| l.lsn_range().0 <= lsn && l.holds_key(key))
-            .map(Candidate::Disk);
-        memory.chain(l0).chain(runs)
+        // L0 layers by plain key comparisons: this is on every get's path.
+        self.upper(lsn, move |l| l.holds_key(key)).chain(runs)
     }
 
     /// The run layers a read at `lsn` of the keys in `span` visits, newest
@@ -815,7 +807,7 @@ mod tests {
     /// The layers a scan of `s..e` visits.
     fn range_ids(v: &Version, s: Bound<&[u8]>, e: Bound<&[u8]>, lsn: Lsn) -> Vec<u64> {
         let span = Span::of_range(s, e);
-        v.upper(span, lsn)
+        v.upper(lsn, move |l| l.keys().meets(&span))
             .map(id)
             .chain(v.run_layers(span, lsn).into_iter().map(|(l, _)| l.desc.id))
             .collect()

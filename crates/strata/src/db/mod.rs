@@ -703,7 +703,7 @@ impl DbInner {
                 .with_readahead(SCAN_READAHEAD_BYTES);
             Ok(Source::Delta(Box::new(DeltaSource::new(iter, lsn, masks))))
         };
-        for layer in version.upper(span, lsn) {
+        for layer in version.upper(lsn, move |l| l.keys().meets(&span)) {
             sources.push(match layer {
                 Candidate::Memory(m) => Source::Memory(m.range_at(s, e, lsn)?.into_iter()),
                 Candidate::Disk(d) => disk(d, Vec::new())?,
