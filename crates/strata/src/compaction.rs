@@ -1201,8 +1201,8 @@ mod tests {
     }
 
     /// A run file of one file: (image, LSN, bytes, first key, last key).
-    /// An L1 file holds its keys; an image covers from its first key to
-    /// just past its last ("" for the start or end of the key space).
+    /// An L1 file holds its keys; an image covers from its first key up to
+    /// its last, excluded ("" for the start or end of the key space).
     fn file(id: u64, spec: (bool, Lsn, u64, &'static str, &'static str)) -> FileView<'static> {
         let (image, lsn_max, bytes, first, last) = spec;
         let span = if image {
@@ -1213,7 +1213,7 @@ mod tests {
                 },
                 to: match last {
                     "" => Edge::End,
-                    k => Edge::Key(k.as_bytes(), crate::keyspace::Side::After),
+                    k => Edge::Key(k.as_bytes(), crate::keyspace::Side::Before),
                 },
             }
         } else {
@@ -1332,11 +1332,9 @@ mod tests {
             (false, 90, 100, "n", "p"),
             (false, 80, 100, "n", "p"),
             (false, 70, 100, "n", "p"),
-            (true, 50, 1000, "", "l"),
+            (true, 50, 1000, "", "m"),
             (true, 50, 1000, "m", ""),
         ]);
-        f[3].span.to = Edge::Key(b"m", crate::keyspace::Side::Before);
-        f[3].reach = f[3].span;
         // The image file under them holds more than they do: not yet.
         assert_eq!(image_plan(&f, 3, false), None);
         // Once they hold as much: the cover of that file, not the other.
@@ -1350,13 +1348,10 @@ mod tests {
             (false, 85, 100, "b", "c"),
             (false, 80, 100, "n", "p"),
             (false, 75, 100, "b", "c"),
-            (true, 50, 100, "", "e"),
-            (true, 50, 100, "f", "l"),
+            (true, 50, 100, "", "f"),
+            (true, 50, 100, "f", "m"),
             (true, 50, 100, "m", ""),
         ]);
-        let before = |k: &'static [u8]| Edge::Key(k, crate::keyspace::Side::Before);
-        (g[4].span.to, g[5].span.to) = (before(b"f"), before(b"m"));
-        (g[4].reach, g[5].reach) = (g[4].span, g[5].span);
         let before_f = g[4].span.to_cover();
         assert_eq!(
             image_plan(&g, 2, false),
@@ -1450,18 +1445,17 @@ mod tests {
 
     #[test]
     fn gc_removes_the_files_that_newer_images_at_or_below_the_horizon_cover_whole() {
-        let mut f = files(&[
+        let f = files(&[
             (false, 90, 100, "n", "p"), // 1
             (true, 90, 100, "m", ""),   // 2: an image of "m" on
             (false, 80, 100, "n", "p"), // 3
             (false, 70, 100, "a", "z"), // 4
-            (true, 50, 100, "", "l"),   // 5: before "m"
+            (true, 50, 100, "", "m"),   // 5: before "m"
             (true, 50, 100, "m", ""),   // 6: from "m" on
             (false, 50, 100, "a", "l"), // 7
             (false, 50, 100, "m", "z"), // 8
             (false, 30, 100, "a", "z"), // 9
         ]);
-        f[4].span.to = Edge::Key(b"m", crate::keyspace::Side::Before);
         let ids = |h| {
             gc_plan(&f, h).map(|(mut ids, lsn)| {
                 ids.sort_unstable();
