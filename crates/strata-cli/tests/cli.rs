@@ -408,7 +408,7 @@ fn inspect_shows_levels_and_records_and_verify_finds_a_flipped_byte() {
     assert!(strata(&["db", &db, "compact", "--horizon", "1"]).0);
     let (ok, out, err) = strata(&["inspect", &db, "--verify"]);
     assert!(ok, "{err}");
-    assert!(out.contains("manifest     format 3"), "{out}");
+    assert!(out.contains("manifest     format 4"), "{out}");
     assert!(out.contains("L1: 1 layers in 1 runs"), "{out}");
     assert!(out.contains("image: 1 layers in 1 runs"), "{out}");
     // The image answers for the whole key space; GC has taken nothing.

@@ -836,7 +836,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
         .collect();
     // A snapshot and edits after it.
     let mut bytes = crate::manifest::encode_file(&states[2]);
-    for edit in [
+    let edits = [
         Edit::AddLog(9),
         Edit::Flushed {
             log: 7,
@@ -867,11 +867,23 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
             ],
             gc_lsn: 1,
         },
-    ] {
-        let record = crate::manifest::encode_edit_record(bytes.len() as u64, &edit);
+    ];
+    for edit in &edits {
+        let record = crate::manifest::encode_edit_record(bytes.len() as u64, edit);
         bytes.extend(record);
     }
-    seeds.push(("manifest-edits".into(), bytes));
+    // Format 3 (records back to back, still read): the same edits.
+    let mut v3 = crate::manifest::encode_file_in(&states[2], crate::manifest::FORMAT_V3);
+    for edit in &edits {
+        let record =
+            crate::manifest::frame_record(v3.len() as u64, &crate::manifest::encode_edit(edit));
+        v3.extend(record);
+    }
+    seeds.push(("manifest-v3".into(), v3));
+    seeds.push(("manifest-edits".into(), bytes.clone()));
+    // Closed: the seal after the edits.
+    bytes.extend(crate::manifest::encode_seal_record(bytes.len() as u64));
+    seeds.push(("manifest-sealed".into(), bytes));
     // Format 2: two image files of one LSN, whose covers are derived.
     let v2 = ManifestState {
         next_file_id: 9,
@@ -1186,8 +1198,8 @@ fn fix_delta_file_checksums(data: &mut [u8]) {
 
 fn fix_manifest_checksums(data: &mut [u8]) {
     use crate::manifest::{
-        frame_record, HEADER_BYTES, HEADER_CRC_OFFSET, PAYLOAD_CRC_OFFSET, PAYLOAD_LEN_OFFSET,
-        RECORD_HEADER_BYTES,
+        frame_record, next_record_at, HEADER_BYTES, HEADER_CRC_OFFSET, PAYLOAD_CRC_OFFSET,
+        PAYLOAD_LEN_OFFSET, RECORD_HEADER_BYTES,
     };
     if data.len() < HEADER_BYTES {
         return;
@@ -1204,7 +1216,8 @@ fn fix_manifest_checksums(data: &mut [u8]) {
         put_u32(data, HEADER_CRC_OFFSET, crc);
         return;
     }
-    // Version 2: every whole record's two checksums, in turn.
+    // Versions 2 to 4: every whole record's two checksums, in turn.
+    let version = u32_at(data, 8).unwrap_or(0);
     let mut at = HEADER_BYTES;
     while let Some(len) = u32_at(data, at) {
         let start = at + RECORD_HEADER_BYTES;
@@ -1213,7 +1226,7 @@ fn fix_manifest_checksums(data: &mut [u8]) {
         };
         let framed = frame_record(at as u64, &data[start..end]);
         data[at..start].copy_from_slice(&framed[..RECORD_HEADER_BYTES]);
-        at = end;
+        at = next_record_at(at, len as usize, version);
     }
 }
 

@@ -43,8 +43,9 @@ pub type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 /// What a manifest file says.
 #[derive(Debug, Clone)]
 pub struct ManifestInfo {
-    /// 1 (ids only), 2 (the edit log) or 3 (the edit log, with image
-    /// covers and the GC cutoff).
+    /// 1 (ids only), 2 (the edit log), 3 (the edit log, with image
+    /// covers and the GC cutoff) or 4 (each record on a page of its own, a
+    /// seal at close).
     pub format_version: u32,
     /// Reads below this LSN are refused: GC removed history below it.
     pub gc_lsn: Lsn,

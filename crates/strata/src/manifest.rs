@@ -11,17 +11,26 @@
 //! append or sync, so an edit never follows bytes whose fate is unknown.
 //!
 //! Open reads the manifest alone: the layer files open when first read, and
-//! a layer's file is checked against its descriptor then. A file of the
-//! database that the manifest does not list is garbage, removed at open.
+//! a layer's file is checked against its descriptor then. Recovery
+//! (db/recovery.rs) removes a file the manifest does not list only when it
+//! proves the file superseded.
 //!
-//! Where the log ends: a record whose bytes are incomplete (it runs past the
-//! end of the file) or hold a zeroed 512-byte sector is a torn append that
-//! was never acknowledged, and is dropped with everything after it; any
-//! other bad record is corruption, named by file and offset. Layout in
-//! docs/format.md. Older formats are read and rewritten as version 3 at
-//! open: version 1 (one whole-file payload, delta ids only) and version 2
-//! (an image's files partition the whole key space; no GC cutoff recorded:
-//! both are derived, see `upgrade_v2`).
+//! Where the log ends (format 4): each record starts on a page boundary
+//! (`RECORD_ALIGN_BYTES`), so a page or sector that is lost or decays holds
+//! bytes of one record only. A record that runs past the end of the file,
+//! or fails its checks and holds a zeroed 512-byte sector, with no whole
+//! record after it, is a torn append and is dropped. That is the only
+//! record that can be dropped: a bad record before a whole one is
+//! corruption, and a close appends a seal after the last edit, so after a
+//! clean close nothing can be. The window (the last edit of a database
+//! that crashed, decayed before the next edit or close) is closed by
+//! recovery's check of the files against the state; see docs/format.md.
+//! Any other bad record is corruption, named by file and offset. Older
+//! formats are read and rewritten as version 4 at open: version 1 (one
+//! whole-file payload, delta ids only), version 2 (an image's files
+//! partition the whole key space; no GC cutoff recorded: both are derived,
+//! see `upgrade_v2`) and version 3 (records back to back, the old torn
+//! rule: a zeroed sector may hold several edits).
 
 use crate::error::{Corruption, Error, Result};
 use crate::io::{is_not_found, FileClass, FileOptions, IoMode, IoStats, Storage, StorageFile};
@@ -33,7 +42,9 @@ use std::sync::Arc;
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 const MAGIC: [u8; 8] = *b"STRMANIF";
-pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 3;
+pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 4;
+/// Records back to back, without end marks (still read).
+pub(crate) const FORMAT_V3: u32 = 3;
 /// The format before covers and the GC cutoff (still read).
 pub(crate) const FORMAT_V2: u32 = 2;
 pub(crate) const HEADER_BYTES: usize = 24;
@@ -53,11 +64,25 @@ pub(crate) const RECORD_BYTES_MAX: usize = 1 << 28;
 const ROLLOVER_BYTES_MIN: u64 = 1 << 20;
 /// The unit a torn write loses whole (a device sector).
 const TORN_SECTOR_BYTES: usize = 512;
+/// Format 4: every record starts on a multiple of this (the snapshot right
+/// after the header), its end mark followed by zeros up to the next one. A
+/// page: the unit the page cache writes back, so a lost or decayed page
+/// (or sector) holds bytes of one record only, and an append never
+/// rewrites a byte an earlier append made durable.
+pub(crate) const RECORD_ALIGN_BYTES: usize = 4096;
+/// Format 4: the bytes after each record's data, so the record's last
+/// sector never reads as zeros when it was written.
+pub(crate) const RECORD_END_MAGIC: [u8; 4] = *b"MEND";
+const _: () = assert!(RECORD_ALIGN_BYTES.is_multiple_of(TORN_SECTOR_BYTES));
+const _: () =
+    assert!(HEADER_BYTES + RECORD_HEADER_BYTES + RECORD_END_MAGIC.len() < RECORD_ALIGN_BYTES);
 
 const RECORD_SNAPSHOT: u8 = 1;
 const RECORD_ADD_LOG: u8 = 2;
 const RECORD_FLUSHED: u8 = 3;
 const RECORD_COMPACTED: u8 = 4;
+/// Format 4: written at close after every edit; nothing follows it.
+const RECORD_SEAL: u8 = 5;
 
 pub(crate) fn log_name(id: u64) -> String {
     format!("{id:016x}.log")
@@ -323,6 +348,9 @@ pub(crate) struct Loaded {
     pub records: usize,
     /// Where a torn append was dropped, if one was.
     pub torn_at: Option<u64>,
+    /// The file ends with a seal (format 4: it was closed, and nothing
+    /// was dropped).
+    pub sealed: bool,
     /// Each record read: its offset and what it says (for `strata inspect`).
     pub record_log: Vec<(u64, String)>,
 }
@@ -410,7 +438,8 @@ fn header_crc(offset: u64, len: u32, data_crc: u32) -> u32 {
     crc32c::crc32c(&b)
 }
 
-/// A record with its header, for the file offset `offset`.
+/// A record with its header, for the file offset `offset`, as formats 2
+/// and 3 frame it (no end mark, no padding).
 pub(crate) fn frame_record(offset: u64, data: &[u8]) -> Vec<u8> {
     let len = data.len() as u32;
     let dcrc = data_crc(offset, data);
@@ -420,6 +449,32 @@ pub(crate) fn frame_record(offset: u64, data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&header_crc(offset, len, dcrc).to_le_bytes());
     out.extend_from_slice(data);
     out
+}
+
+/// A record framed for format `version` at `offset`: in format 4, its end
+/// mark and the zeros up to the next record boundary follow it.
+pub(crate) fn frame_record_in(offset: u64, data: &[u8], version: u32) -> Vec<u8> {
+    let mut out = frame_record(offset, data);
+    if version >= MANIFEST_FORMAT_VERSION {
+        out.extend_from_slice(&RECORD_END_MAGIC);
+        let end = offset as usize + out.len();
+        out.resize(
+            out.len() + (end.next_multiple_of(RECORD_ALIGN_BYTES) - end),
+            0,
+        );
+    }
+    out
+}
+
+/// Where the record after one at `at` with `len` bytes of data starts, in
+/// format `version`.
+pub(crate) fn next_record_at(at: usize, len: usize, version: u32) -> usize {
+    let end = at + RECORD_HEADER_BYTES + len;
+    if version >= MANIFEST_FORMAT_VERSION {
+        (end + RECORD_END_MAGIC.len()).next_multiple_of(RECORD_ALIGN_BYTES)
+    } else {
+        end
+    }
 }
 
 fn encode_snapshot(s: &ManifestState, version: u32) -> Vec<u8> {
@@ -440,7 +495,7 @@ fn encode_snapshot(s: &ManifestState, version: u32) -> Vec<u8> {
     o.0
 }
 
-fn encode_edit(e: &Edit) -> Vec<u8> {
+pub(crate) fn encode_edit(e: &Edit) -> Vec<u8> {
     let mut o = Out(Vec::new(), MANIFEST_FORMAT_VERSION);
     match e {
         Edit::AddLog(id) => {
@@ -482,13 +537,20 @@ pub(crate) fn encode_file(state: &ManifestState) -> Vec<u8> {
 pub(crate) fn encode_file_in(state: &ManifestState, version: u32) -> Vec<u8> {
     let mut out = header(version);
     let snapshot = encode_snapshot(state, version);
-    out.extend_from_slice(&frame_record(HEADER_BYTES as u64, &snapshot));
+    out.extend_from_slice(&frame_record_in(HEADER_BYTES as u64, &snapshot, version));
     out
 }
 
-/// `edit` framed as the record at `offset`.
+/// `edit` framed as the record at `offset` (a record boundary).
 pub(crate) fn encode_edit_record(offset: u64, edit: &Edit) -> Vec<u8> {
-    frame_record(offset, &encode_edit(edit))
+    debug_assert!(offset.is_multiple_of(RECORD_ALIGN_BYTES as u64));
+    frame_record_in(offset, &encode_edit(edit), MANIFEST_FORMAT_VERSION)
+}
+
+/// The seal framed as the record at `offset` (a record boundary).
+pub(crate) fn encode_seal_record(offset: u64) -> Vec<u8> {
+    debug_assert!(offset.is_multiple_of(RECORD_ALIGN_BYTES as u64));
+    frame_record_in(offset, &[RECORD_SEAL], MANIFEST_FORMAT_VERSION)
 }
 
 // ---------------------------------------------------------------------------
@@ -594,6 +656,8 @@ impl In<'_> {
 enum Record {
     Snapshot(ManifestState),
     Edit(Edit),
+    /// Written at close: every record before it was durable.
+    Seal,
 }
 
 impl Record {
@@ -606,6 +670,7 @@ impl Record {
                 s.logs,
                 ids(&s.layers)
             ),
+            Record::Seal => "seal (closed)".to_string(),
             Record::Edit(Edit::AddLog(id)) => format!("add log {id}"),
             Record::Edit(Edit::Flushed { log, layer }) => {
                 format!("flushed log {log} into layer {}", layer.id)
@@ -680,6 +745,7 @@ fn decode_record(data: &[u8], version: u32) -> std::result::Result<Record, Strin
                 gc_lsn: r.gc_lsn()?,
             })
         }
+        RECORD_SEAL if version >= MANIFEST_FORMAT_VERSION => Record::Seal,
         t => return Err(format!("unknown record type {t}")),
     };
     r.end()?;
@@ -701,9 +767,10 @@ fn has_zero_sector(bytes: &[u8], from: usize, to: usize) -> bool {
 }
 
 /// Whether a whole, valid record starts anywhere after `at` (its header
-/// checksum covers its offset, so one found is one that was written there).
-fn record_after(bytes: &[u8], at: usize) -> bool {
-    (at + 1..bytes.len().saturating_sub(RECORD_HEADER_BYTES - 1)).any(|o| {
+/// checksum covers its offset, so one found is one that was written
+/// there). In format 4 records start only on record boundaries.
+fn record_after(bytes: &[u8], at: usize, version: u32) -> bool {
+    let is_record = |o: usize| {
         let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
         let (len, dcrc, hcrc) = (u32_at(o), u32_at(o + 4), u32_at(o + 8));
         let data = (o + RECORD_HEADER_BYTES)
@@ -711,7 +778,14 @@ fn record_after(bytes: &[u8], at: usize) -> bool {
             .and_then(|end| bytes.get(o + RECORD_HEADER_BYTES..end));
         hcrc == header_crc(o as u64, len, dcrc)
             && data.is_some_and(|d| data_crc(o as u64, d) == dcrc)
-    })
+    };
+    let last = bytes.len().saturating_sub(RECORD_HEADER_BYTES - 1);
+    if version >= MANIFEST_FORMAT_VERSION {
+        let first = (at + 1).next_multiple_of(RECORD_ALIGN_BYTES);
+        (first..last).step_by(RECORD_ALIGN_BYTES).any(is_record)
+    } else {
+        (at + 1..last).any(is_record)
+    }
 }
 
 /// Decodes a manifest file.
@@ -738,7 +812,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     match u32_at(VERSION_OFFSET) {
         0 => Err(Corruption::new(path, VERSION_OFFSET as u64, "manifest version 0").into()),
         1 => decode_v1(path, bytes),
-        v @ (FORMAT_V2 | MANIFEST_FORMAT_VERSION) => decode_log(path, bytes, v),
+        v @ (FORMAT_V2 | FORMAT_V3 | MANIFEST_FORMAT_VERSION) => decode_log(path, bytes, v),
         version => Err(Error::UnsupportedVersion {
             path: path.to_owned(),
             found: version,
@@ -747,7 +821,89 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     }
 }
 
-/// Formats 2 and 3: a header, a snapshot record, edit records.
+/// How a record at some offset reads.
+enum Framed<'a> {
+    /// Whole and checked: its data, and where the next record starts.
+    Whole(&'a [u8], usize),
+    /// Bad in a way a crash can leave the last append (see `torn_is_possible`).
+    Torn,
+    /// Bad in a way no crash leaves a record.
+    Corrupt(Error),
+}
+
+/// Reads the record at `at` of a format `version` file (2, 3 or 4).
+fn frame_at<'a>(path: &Path, bytes: &'a [u8], at: usize, version: u32) -> Framed<'a> {
+    let corrupt = |what: String| Framed::Corrupt(Corruption::new(path, at as u64, what).into());
+    let aligned = version >= MANIFEST_FORMAT_VERSION;
+    let rest = &bytes[at..];
+    if rest.len() < RECORD_HEADER_BYTES {
+        return Framed::Torn;
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(rest[o..o + 4].try_into().expect("4 bytes"));
+    let (len, dcrc, hcrc) = (u32_at(0), u32_at(4), u32_at(8));
+    let expected = header_crc(at as u64, len, dcrc);
+    if hcrc != expected {
+        // Format 4: the header lies in one sector, which a crash leaves
+        // whole or zero; before, a record could span sectors anywhere.
+        let lost = if aligned {
+            rest[..RECORD_HEADER_BYTES].iter().all(|&b| b == 0)
+        } else {
+            has_zero_sector(bytes, at, bytes.len())
+        };
+        if lost {
+            return Framed::Torn;
+        }
+        return Framed::Corrupt(
+            Corruption::checksum(path, at as u64, "manifest record header", hcrc, expected).into(),
+        );
+    }
+    let len = len as usize;
+    if len > RECORD_BYTES_MAX {
+        return corrupt(format!("a manifest record of {len} bytes"));
+    }
+    let end = at + RECORD_HEADER_BYTES + len;
+    let mark_end = end + if aligned { RECORD_END_MAGIC.len() } else { 0 };
+    if mark_end > bytes.len() {
+        return Framed::Torn;
+    }
+    let data = &bytes[at + RECORD_HEADER_BYTES..end];
+    let actual = data_crc(at as u64, data);
+    if actual != dcrc {
+        if has_zero_sector(bytes, at, mark_end) {
+            return Framed::Torn;
+        }
+        return Framed::Corrupt(
+            Corruption::checksum(path, at as u64, "manifest record", dcrc, actual).into(),
+        );
+    }
+    if !aligned {
+        return Framed::Whole(data, end);
+    }
+    if bytes[end..mark_end] != RECORD_END_MAGIC {
+        if has_zero_sector(bytes, at, mark_end) {
+            return Framed::Torn;
+        }
+        return Framed::Corrupt(
+            Corruption::new(path, end as u64, "manifest record end mark").into(),
+        );
+    }
+    let next = next_record_at(at, len, version);
+    let pad = &bytes[mark_end..next.min(bytes.len())];
+    if let Some(i) = pad.iter().position(|&b| b != 0) {
+        return Framed::Corrupt(
+            Corruption::new(
+                path,
+                (mark_end + i) as u64,
+                "nonzero byte in the padding after a manifest record",
+            )
+            .into(),
+        );
+    }
+    Framed::Whole(data, next)
+}
+
+/// Formats 2, 3 and 4: a header, a snapshot record, edit records (and in
+/// format 4, a seal at the end of a file that was closed).
 fn decode_log(path: &Path, bytes: &[u8], version: u32) -> Result<Loaded> {
     let corrupt = |at: usize, what: String| Error::from(Corruption::new(path, at as u64, what));
     if bytes[PAYLOAD_LEN_OFFSET..HEADER_CRC_OFFSET] != [0; 8] {
@@ -761,59 +917,36 @@ fn decode_log(path: &Path, bytes: &[u8], version: u32) -> Result<Loaded> {
     let mut record_log = Vec::new();
     let mut at = HEADER_BYTES;
     let mut torn_at = None;
+    let mut sealed = false;
     while at < bytes.len() {
-        let rest = &bytes[at..];
-        // A torn append: what is left cannot be a record, or it is one that
-        // lost a sector; and no whole record follows (an edit is appended
-        // only after the one before it is durable).
-        let torn =
-            |to: usize| has_zero_sector(bytes, at, to.min(bytes.len())) && !record_after(bytes, at);
-        if rest.len() < RECORD_HEADER_BYTES || rest.iter().all(|&b| b == 0) {
-            if record_after(bytes, at) {
-                return Err(corrupt(at, "zeroed bytes before a manifest record".into()));
+        // The end of the log: zeros, or a torn append; either way with no
+        // whole record after it (an edit is appended only after the one
+        // before it is durable, so a bad record before a whole one was
+        // durable once: corruption).
+        let zeros = bytes[at..].iter().all(|&b| b == 0);
+        let (data, next) = match frame_at(path, bytes, at, version) {
+            _ if zeros && record_after(bytes, at, version) => {
+                return Err(corrupt(at, "zeroed bytes before a manifest record".into()))
             }
-            torn_at = Some(at as u64);
-            break;
-        }
-        let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
-        let dcrc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
-        let hcrc = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
-        if hcrc != header_crc(at as u64, len, dcrc) {
-            if torn(bytes.len()) {
+            _ if zeros => {
                 torn_at = Some(at as u64);
                 break;
             }
-            return Err(Corruption::checksum(
-                path,
-                at as u64,
-                "manifest record header",
-                hcrc,
-                header_crc(at as u64, len, dcrc),
-            )
-            .into());
-        }
-        let len = len as usize;
-        if len > RECORD_BYTES_MAX {
-            return Err(corrupt(at, format!("a manifest record of {len} bytes")));
-        }
-        let end = at + RECORD_HEADER_BYTES + len;
-        if end > bytes.len() {
-            if record_after(bytes, at) {
-                return Err(corrupt(at, "a manifest record runs into the next".into()));
+            Framed::Whole(data, next) => (data, next),
+            Framed::Torn if record_after(bytes, at, version) => {
+                return Err(corrupt(
+                    at,
+                    "a damaged manifest record before a whole one".into(),
+                ))
             }
-            torn_at = Some(at as u64);
-            break;
-        }
-        let data = &bytes[at + RECORD_HEADER_BYTES..end];
-        let actual = data_crc(at as u64, data);
-        if actual != dcrc {
-            if torn(end) {
+            Framed::Torn => {
                 torn_at = Some(at as u64);
                 break;
             }
-            return Err(
-                Corruption::checksum(path, at as u64, "manifest record", dcrc, actual).into(),
-            );
+            Framed::Corrupt(e) => return Err(e),
+        };
+        if sealed {
+            return Err(corrupt(at, "a manifest record after the seal".into()));
         }
         let record = decode_record(data, version).map_err(|e| corrupt(at, e))?;
         record_log.push((at as u64, record.describe()));
@@ -822,13 +955,14 @@ fn decode_log(path: &Path, bytes: &[u8], version: u32) -> Result<Loaded> {
             (Record::Snapshot(_), Some(_)) => {
                 return Err(corrupt(at, "a second snapshot record".into()))
             }
-            (Record::Edit(_), None) => {
-                return Err(corrupt(at, "an edit before the snapshot record".into()))
+            (Record::Edit(_) | Record::Seal, None) => {
+                return Err(corrupt(at, "a record before the snapshot record".into()))
             }
             (Record::Edit(e), Some(s)) => s.apply(&e).map_err(|why| corrupt(at, why))?,
+            (Record::Seal, Some(_)) => sealed = true,
         }
         records += 1;
-        at = end;
+        at = next;
     }
     let mut state = state.ok_or_else(|| {
         corrupt(
@@ -844,6 +978,7 @@ fn decode_log(path: &Path, bytes: &[u8], version: u32) -> Result<Loaded> {
         v1_deltas: Vec::new(),
         records,
         torn_at,
+        sealed,
         record_log,
     })
 }
@@ -963,6 +1098,7 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
         v1_deltas: ids[logs_n..].to_vec(),
         records: 1,
         torn_at: None,
+        sealed: false,
         record_log: vec![(
             HEADER_BYTES as u64,
             format!(
@@ -1090,6 +1226,7 @@ impl ManifestLog {
         let limit = self.rollover_bytes_min.max(4 * self.snapshot_bytes);
         match &self.file {
             Some(file) if self.end < limit => {
+                debug_assert!(self.end.is_multiple_of(RECORD_ALIGN_BYTES as u64));
                 let record = encode_edit_record(self.end, &edit);
                 let written = file
                     .write_all_at(&record, self.end)
@@ -1104,6 +1241,23 @@ impl ManifestLog {
             }
             _ => self.rollover(next),
         }
+    }
+
+    /// At close, after the last edit: appends the seal and syncs it, so
+    /// that damage to the last edit is found as corruption at the next
+    /// open, not taken for a torn append. A later edit (none is expected)
+    /// starts a new file.
+    pub(crate) fn seal(&mut self) -> Result<()> {
+        let Some(file) = self.file.take() else {
+            // After a failed append, or sealed already: the next open
+            // writes a new file from the state this one holds.
+            return Ok(());
+        };
+        let record = encode_seal_record(self.end);
+        file.write_all_at(&record, self.end)?;
+        file.sync_data()?;
+        self.end += record.len() as u64;
+        Ok(())
     }
 
     /// Replaces the manifest with a new file holding `state`.
@@ -1310,36 +1464,130 @@ mod tests {
             },
         };
         edits.push(long);
-        let (bytes, _) = file(&edits);
+        let (bytes, all) = file(&edits);
         let (before, state) = file(&edits[..3]);
         let p = Path::new("MANIFEST");
-        // The last append cut anywhere.
+        let len = u32::from_le_bytes(bytes[before.len()..][..4].try_into().unwrap()) as usize;
+        let mark_end = before.len() + RECORD_HEADER_BYTES + len + RECORD_END_MAGIC.len();
+        assert_eq!(bytes.len(), mark_end.next_multiple_of(RECORD_ALIGN_BYTES));
+        // The last append cut anywhere: torn until its end mark is there.
         for cut in before.len()..bytes.len() {
             let loaded = decode(p, &bytes[..cut]).unwrap();
-            assert_eq!(loaded.state, state, "cut at {cut}");
-            assert_eq!(
-                loaded.torn_at,
-                (cut > before.len()).then_some(before.len() as u64)
-            );
+            if cut < mark_end {
+                assert_eq!(loaded.state, state, "cut at {cut}");
+                assert_eq!(
+                    loaded.torn_at,
+                    (cut > before.len()).then_some(before.len() as u64)
+                );
+            } else {
+                assert_eq!((loaded.state, loaded.torn_at), (all.clone(), None));
+            }
         }
-        // Or its sectors lost (zeros) from any sector on, or all of it.
-        let sectors = (before.len() / TORN_SECTOR_BYTES + 1) * TORN_SECTOR_BYTES;
-        for lost in std::iter::once(before.len()).chain((sectors..bytes.len()).step_by(512)) {
-            let mut zeroed = bytes.clone();
-            zeroed[lost..].fill(0);
-            let loaded = decode(p, &zeroed).unwrap();
-            assert_eq!(loaded.state, state, "zeroed from {lost}");
-            assert_eq!(loaded.torn_at, Some(before.len() as u64));
+        // Or its sectors lost (zeros): any one of those it spans, or all.
+        for lost in (before.len()..mark_end).step_by(TORN_SECTOR_BYTES) {
+            for to in [lost + TORN_SECTOR_BYTES, bytes.len()] {
+                let mut zeroed = bytes.clone();
+                zeroed[lost..to].fill(0);
+                let loaded = decode(p, &zeroed).unwrap();
+                assert_eq!(loaded.state, state, "zeroed from {lost} to {to}");
+                assert_eq!(loaded.torn_at, Some(before.len() as u64));
+            }
+        }
+        // Its padding zeroed: nothing lost.
+        let mut zeroed = bytes.clone();
+        zeroed[mark_end.next_multiple_of(TORN_SECTOR_BYTES)..].fill(0);
+        assert_eq!(decode(p, &zeroed).unwrap().state, all);
+        // A flipped bit in a sector that holds data is corruption, torn
+        // or not.
+        for at in (before.len()..mark_end).step_by(97) {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            assert!(decode(p, &flipped).unwrap_err().is_corruption(), "{at}");
         }
         // A zeroed record before the last one is not a torn tail.
         let (one, _) = file(&edits[..1]);
         let mut holed = bytes.clone();
-        holed[one.len()..before.len()].fill(0);
+        holed[one.len()..one.len() + TORN_SECTOR_BYTES].fill(0);
         assert!(decode(p, &holed).unwrap_err().is_corruption());
         // Bytes after the last record that are not zero are corruption.
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[7; 40]);
         assert!(decode(p, &longer).unwrap_err().is_corruption());
+    }
+
+    /// Issue 27's second shape: one zeroed sector held ten synced edits,
+    /// all dropped as a torn tail. Now each edit has its own page, and a
+    /// zeroed one before a whole one is corruption.
+    #[test]
+    fn a_zeroed_sector_drops_at_most_the_last_edit() {
+        let p = Path::new("MANIFEST");
+        let edits: Vec<Edit> = (10..40).map(Edit::AddLog).collect();
+        let (bytes, all) = file(&edits);
+        for sector in (0..bytes.len()).step_by(TORN_SECTOR_BYTES) {
+            let mut zeroed = bytes.clone();
+            zeroed[sector..sector + TORN_SECTOR_BYTES].fill(0);
+            match decode(p, &zeroed) {
+                Err(e) => assert!(
+                    e.is_corruption() || matches!(e, Error::NotADatabase { .. }),
+                    "{e}"
+                ),
+                Ok(l) if l.torn_at.is_some() => {
+                    // Only the last edit, and only its first sector holds it.
+                    let last = bytes.len() - RECORD_ALIGN_BYTES;
+                    assert_eq!((sector, l.torn_at), (last, Some(last as u64)));
+                    assert_eq!(l.state.logs.len(), all.logs.len() - 1);
+                }
+                Ok(l) => assert_eq!(l.state, all, "sector {sector}: padding"),
+            }
+        }
+    }
+
+    #[test]
+    fn after_a_seal_nothing_is_dropped_and_nothing_follows() {
+        let p = Path::new("MANIFEST");
+        let (mut bytes, all) = file(&edits());
+        let last = bytes.len() - RECORD_ALIGN_BYTES;
+        bytes.extend(encode_seal_record(bytes.len() as u64));
+        let loaded = decode(p, &bytes).unwrap();
+        assert_eq!((&loaded.state, loaded.sealed), (&all, true));
+        // The last edit's sectors lost: the seal after it says it was durable.
+        let mut zeroed = bytes.clone();
+        zeroed[last..last + TORN_SECTOR_BYTES].fill(0);
+        assert!(decode(p, &zeroed).unwrap_err().is_corruption());
+        // The seal lost: nothing else is.
+        let mut zeroed = bytes.clone();
+        let seal = bytes.len() - RECORD_ALIGN_BYTES;
+        zeroed[seal..].fill(0);
+        let loaded = decode(p, &zeroed).unwrap();
+        assert_eq!((&loaded.state, loaded.sealed), (&all, false));
+        // A record after the seal.
+        let mut after = bytes.clone();
+        after.extend(encode_edit_record(after.len() as u64, &Edit::AddLog(50)));
+        assert!(decode(p, &after).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn version_3_records_back_to_back_are_read_with_their_torn_rule() {
+        let p = Path::new("MANIFEST");
+        let (_, start) = file(&[]);
+        let mut bytes = encode_file_in(&start, FORMAT_V3);
+        let mut state = start.clone();
+        let mut before = (bytes.clone(), state.clone());
+        for e in edits() {
+            before = (bytes.clone(), state.clone());
+            bytes.extend(frame_record(bytes.len() as u64, &encode_edit(&e)));
+            state.apply(&e).unwrap();
+        }
+        assert_eq!(decode(p, &bytes).unwrap().state, state);
+        let cut = before.0.len() + 5;
+        let loaded = decode(p, &bytes[..cut]).unwrap();
+        assert_eq!(
+            (loaded.state, loaded.torn_at),
+            (before.1, Some(before.0.len() as u64))
+        );
+        let mut holed = bytes.clone();
+        holed[encode_file_in(&start, FORMAT_V3).len()..][..20].fill(0);
+        assert!(decode(p, &holed).unwrap_err().is_corruption());
     }
 
     #[test]

@@ -467,7 +467,9 @@ impl Db {
         }
         let lsn = self.inner.visible_lsn.load(Ordering::Acquire);
         self.inner.group_sync(lsn)?;
-        self.inner.seal_open_log()
+        self.inner.seal_open_log()?;
+        // Last: no edit follows the manifest's seal.
+        lock(&self.inner.manifest)?.seal()
     }
 }
 
