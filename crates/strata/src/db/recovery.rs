@@ -1,6 +1,9 @@
-//! Recovery at open: the directory checks, the manifest, the sweep of
-//! unlisted files, the replay of the logs of unflushed layers, and the
-//! first new log. Nothing is written before the directory is locked.
+//! Recovery at open: the directory checks, the manifest, the replay of the
+//! logs of unflushed layers, the sweep of unlisted files, and the first new
+//! log. Nothing is written before the directory is locked, and a file is
+//! removed only when it is proven superseded (`Superseded::check`): a file
+//! the manifest does not list that holds writes no listed file holds fails
+//! the open with a `Corruption` naming the manifest and the file.
 
 use super::*;
 
@@ -42,19 +45,21 @@ impl Db {
             point_reads: Arc::default(),
             readers: OpenReaders::new(opts.index_memory_bytes_max),
         });
-        let (mut manifest, v1_deltas) = match loaded {
-            Some(l) => (l.state, l.v1_deltas),
+        let (mut manifest, v1_deltas, torn_at) = match loaded {
+            Some(l) => (l.state, l.v1_deltas, l.torn_at),
             None => (
                 ManifestState {
                     next_file_id: 1,
                     ..ManifestState::default()
                 },
                 Vec::new(),
+                None,
             ),
         };
 
-        // Garbage: own files the manifest does not list. A listed file that
-        // is missing is an error now, not at its first read.
+        // Own files the manifest does not list: garbage if proven
+        // superseded (below, once the logs are replayed). A listed file
+        // that is missing is an error now, not at its first read.
         let listed: std::collections::HashSet<String> = manifest
             .logs
             .iter()
@@ -63,10 +68,11 @@ impl Db {
             .chain(v1_deltas.iter().map(|&id| delta_name(id)))
             .collect();
         let mut present = std::collections::HashSet::new();
+        let mut unlisted = Vec::new();
         for entry in storage.list_dir(&dir)? {
             let name = entry.to_string_lossy().into_owned();
             if is_own_file(&name) && !listed.contains(&name) {
-                storage.remove_file(&dir.join(&entry))?;
+                unlisted.push(name.clone());
             }
             present.insert(name);
         }
@@ -149,6 +155,20 @@ impl Db {
         }
         drop(files);
         manifest.logs.retain(|id| !empty_logs.contains(id));
+
+        // Every unlisted file is proven superseded, or the open fails.
+        let bounds = Superseded {
+            flushed_lsn: manifest.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0),
+            durable_lsn: last_lsn,
+            manifest: dir.join(MANIFEST_NAME),
+            torn_at,
+        };
+        for name in &unlisted {
+            bounds.check(&*storage, &dir, name, &log_opts, &layer_io.opts, &stats)?;
+        }
+        for name in &unlisted {
+            storage.remove_file(&dir.join(name))?;
+        }
 
         // The new log claims the newest replayed one as it was found: from
         // now on, its end is known, and damage before it is corruption.
@@ -239,6 +259,114 @@ impl Db {
         db.inner.signal_flush();
         db.inner.signal_compaction();
         Ok(db)
+    }
+}
+
+/// What proves a file the manifest does not list superseded (see
+/// [`Superseded::check`]).
+struct Superseded {
+    /// The newest LSN the listed layer files hold.
+    flushed_lsn: Lsn,
+    /// The newest LSN the listed files hold, logs included.
+    durable_lsn: Lsn,
+    manifest: PathBuf,
+    /// Where the manifest's decoder dropped a torn append, if it did.
+    torn_at: Option<u64>,
+}
+
+impl Superseded {
+    /// `Ok` when `name`, a file of the database that the manifest does not
+    /// list, is proven superseded, so open may remove it; else a
+    /// `Corruption` naming the manifest and the file.
+    ///
+    /// The proof: every file strata writes is listed by the manifest edit
+    /// that makes it part of the database, and that same edit unlists the
+    /// files it replaces (a flush's log, a compaction's inputs). Recovery
+    /// drops at most the last edit (a torn append, see manifest.rs), and
+    /// every listed file is present (checked before). So an unlisted file
+    /// is one of these, each proven by what it holds:
+    /// - `MANIFEST.tmp`: a rollover whose rename did not happen;
+    /// - a layer file that does not open (an output whose write did not
+    ///   finish: its edit comes only after it is synced), or whose LSNs are
+    ///   all held by listed files (its sources are listed: its edit was not
+    ///   written, or was lost);
+    /// - a log that holds no record (created, never listed or never
+    ///   written), or only records at or below the newest LSN of the listed
+    ///   layer files (flushed, not yet removed).
+    ///
+    /// A log with a record above that LSN, or a layer above every listed
+    /// file, holds writes no listed file has: the manifest lost the edit
+    /// that listed it (a decayed or lost page of its last append), and
+    /// removing it would lose them for good.
+    fn check(
+        &self,
+        storage: &dyn Storage,
+        dir: &Path,
+        name: &str,
+        log_opts: &FileOptions,
+        layer_opts: &FileOptions,
+        stats: &IoStats,
+    ) -> Result<()> {
+        if name == MANIFEST_TMP_NAME {
+            return Ok(());
+        }
+        let lost = |why: String| -> Error {
+            let at = self
+                .torn_at
+                .map(|at| format!(" (it dropped a damaged last record at offset {at})"))
+                .unwrap_or_default();
+            crate::error::Corruption::new(
+                &self.manifest,
+                self.torn_at.unwrap_or(0),
+                format!(
+                    "the manifest does not list {name}, {why}: an edit of the manifest was lost{at}; \
+                     nothing was removed"
+                ),
+            )
+            .into()
+        };
+        let path = dir.join(name);
+        let id = name
+            .get(..16)
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .ok_or_else(|| lost("whose name holds no file id".into()))?;
+        if name.ends_with(".log") {
+            let file = storage.open(&path, log_opts, stats)?;
+            let bytes = read_whole(&*file, file.len()?)?;
+            if bytes.iter().all(|&b| b == 0) {
+                // Created, its header never durable.
+                return Ok(());
+            }
+            let log = match replay(&path, &bytes, id, None) {
+                Ok(log) => log,
+                Err(e) if e.is_corruption() => {
+                    return Err(lost(format!("which does not replay ({e})")))
+                }
+                Err(e) => return Err(e),
+            };
+            let first = log.records.first().map_or(0, |r| r.header.lsn);
+            if log.records.is_empty() || log.last_lsn <= self.flushed_lsn {
+                return Ok(());
+            }
+            return Err(lost(format!(
+                "which holds records at LSNs {first}..={}, above LSN {}, the newest the listed layers hold",
+                log.last_lsn, self.flushed_lsn
+            )));
+        }
+        let file = storage.open(&path, layer_opts, stats)?;
+        let len = file.len()?;
+        match DeltaLayerReader::open(LayerFile { file, len }) {
+            // Not whole: its edit was never written.
+            Err(e) if e.is_corruption() => Ok(()),
+            Err(e) => Err(e),
+            Ok(r) if r.summary().lsn_max <= self.durable_lsn => Ok(()),
+            Ok(r) => Err(lost(format!(
+                "a layer of LSNs {}..={}, above LSN {}, the newest the listed files hold",
+                r.summary().lsn_min,
+                r.summary().lsn_max,
+                self.durable_lsn
+            ))),
+        }
     }
 }
 
