@@ -161,6 +161,9 @@ impl StorageFile for GatedFile {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+    fn forget_cached(&self, offset: u64, len: u64) {
+        self.inner.forget_cached(offset, len)
+    }
 }
 
 impl Gated {
