@@ -255,7 +255,11 @@ impl Layer {
             )
             .into());
         }
-        let mut reader = DeltaLayerReader::open(LayerFile { file, len })?;
+        let mut reader = DeltaLayerReader::open(LayerFile {
+            file,
+            len,
+            stats: self.io.stats.clone(),
+        })?;
         self.io.attach(&mut reader, self.desc.id);
         if let Some(why) = self.desc.mismatch(reader.summary()) {
             return Err(Corruption::new(&path, 0, why).into());
@@ -756,6 +760,7 @@ mod tests {
             let reader = DeltaLayerReader::open(LayerFile {
                 file,
                 len: summary.file_bytes,
+                stats: self.stats.clone(),
             })
             .unwrap();
             let mut desc = LayerDesc::from_summary(id, reader.summary());

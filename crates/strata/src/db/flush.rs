@@ -201,6 +201,7 @@ impl DbInner {
             let reader = DeltaLayerReader::open(LayerFile {
                 file,
                 len: summary.file_bytes,
+                stats: self.stats.clone(),
             })?;
             Ok(reader)
         })();

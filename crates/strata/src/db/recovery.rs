@@ -85,7 +85,11 @@ impl Db {
         for &id in &v1_deltas {
             let file = storage.open(&dir.join(delta_name(id)), &layer_io.opts, &stats)?;
             let len = file.len()?;
-            let reader = DeltaLayerReader::open(LayerFile { file, len })?;
+            let reader = DeltaLayerReader::open(LayerFile {
+                file,
+                len,
+                stats: stats.clone(),
+            })?;
             manifest
                 .layers
                 .push(LayerDesc::from_summary(id, reader.summary()));

@@ -1490,3 +1490,109 @@ fn a_flipped_byte_of_a_value_block_is_corruption_at_its_offset() {
         assert!(scanned.expect_err("a scan").is_corruption());
     }
 }
+
+// ---------------------------------------------------------------------------
+// Reads that fail their check are read again.
+
+/// A layer file in memory whose reads numbered in `corrupt` (from 1) return
+/// a flipped bit: a storage that lies now and then.
+#[derive(Debug)]
+struct LyingFile {
+    file: MemFile,
+    corrupt: Vec<usize>,
+}
+
+impl ReadAt for LyingFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut bytes = self.file.read_at(offset, len)?;
+        if self.corrupt.contains(&self.file.reads()) {
+            bytes[len / 2] ^= 0x20;
+        }
+        Ok(bytes)
+    }
+    fn file_len(&self) -> u64 {
+        self.file.file_len()
+    }
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
+#[test]
+fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
+    let model = small_model();
+    let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
+    let mut reader = open_mem(bytes);
+    let cache = crate::cache::BlockCache::new(1 << 20).expect("a cache");
+    reader.set_cache(Some(Arc::clone(&cache)), 7);
+    let ((key, lsn), _) = model.iter().next().expect("an entry");
+    let want = model_get(&model, key, *lsn);
+    // Read and cached.
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    let good = reader.cached_block(0).expect("cached");
+    let offset = u64_from_usize(HEADER_BYTES);
+    // Memory flips a bit of the cached copy.
+    let mut bad = good.to_vec();
+    bad[good.len() / 2] ^= 0x01;
+    cache.insert(7, offset, crate::cache::Block::from(bad));
+    let reads = reader.file().reads();
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    assert_eq!(reader.file().reads(), reads + 1, "read from the file again");
+    assert_eq!(
+        cache.get(7, offset).as_deref(),
+        Some(&good[..]),
+        "cached again"
+    );
+    // The batched read's form of a cached block does the same.
+    let mut bad = good.to_vec();
+    bad[3] ^= 0x80;
+    let bad = crate::cache::Block::from(bad);
+    let got = reader
+        .get_in_cached_block(0, bad, key, *lsn)
+        .expect("get in a cached block");
+    assert_eq!(got, want);
+    assert_eq!(reader.file().reads(), reads + 2);
+}
+
+#[test]
+fn an_open_or_a_block_read_that_lies_once_is_read_again_and_answers_right() {
+    let model = small_model();
+    let (bytes, summary) = build(&model, SMALL_BLOCK_BYTES);
+    let expected = model_range(&model, Bound::Unbounded, Bound::Unbounded);
+    // Reads 1..=3 open the file (footer, header, the rest); a lie in any of
+    // them fails that read's check, and the file is opened again (three
+    // more reads).
+    for lie in 1..=3 {
+        let file = LyingFile {
+            file: MemFile::new(bytes.clone()),
+            corrupt: vec![lie],
+        };
+        let reader = DeltaLayerReader::open(file).expect("open after one lie");
+        assert_eq!(reader.summary(), &summary);
+        assert_eq!(reader.file().file.reads(), lie + 3, "read {lie} lied");
+    }
+    // A lie in a point read, or in a scan's block: the block is read again.
+    let file = LyingFile {
+        file: MemFile::new(bytes.clone()),
+        corrupt: vec![4, 7],
+    };
+    let reader = DeltaLayerReader::open(file).expect("open");
+    let ((key, lsn), _) = model.iter().nth(5).expect("an entry");
+    assert_eq!(
+        reader.get(key, *lsn).expect("get"),
+        model_get(&model, key, *lsn)
+    );
+    assert_eq!(reader.file().file.reads(), 5);
+    assert_eq!(
+        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+        expected
+    );
+    // Twice in a row: the second result stands.
+    let file = LyingFile {
+        file: MemFile::new(bytes),
+        corrupt: vec![4, 5],
+    };
+    let reader = DeltaLayerReader::open(file).expect("open");
+    let err = reader.get(key, *lsn).expect_err("lied twice");
+    assert!(err.is_corruption(), "{err}");
+}
