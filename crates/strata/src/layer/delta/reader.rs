@@ -13,7 +13,13 @@
 //! A data block is verified (crc32c, seeded with its offset) before any of its
 //! bytes is interpreted, and its entries are checked again as they are decoded
 //! (lengths, kinds, ascending order, first entry equal to the index's, every
-//! entry below the next block's first).
+//! entry below the next block's first) and against what the footer says of
+//! them where they are used: every entry's LSN within the footer's
+//! `lsn_min..=lsn_max`, and its key at most the layer's key_max (compared in
+//! the last block only: the others lie below its first key, which open
+//! checks). A scan of the whole layer (unbounded both ways, as compaction
+//! and images read their inputs) checks at its end that it saw as many
+//! entries and distinct keys as the footer counts.
 //!
 //! A check that fails is not the answer yet: every read and its checks go
 //! through the file's policy for bytes that fail their check
@@ -459,6 +465,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 "key range disagrees with the block index",
             ));
         }
+        let mut index = index;
+        index.set_key_max(&key_max);
 
         let summary = DeltaLayerSummary {
             key_min,
@@ -900,6 +908,7 @@ fn parse_block(
         block,
         first_pending: true,
         value_block: false,
+        continues_key: false,
     })
 }
 
@@ -942,6 +951,7 @@ fn parse_value_block(
         block,
         first_pending: false,
         value_block: true,
+        continues_key: false,
     })
 }
 
@@ -955,11 +965,13 @@ pub(crate) fn decode_block(
     next: Option<BlockHandle<'_>>,
     bytes: Vec<u8>,
 ) -> Result<Vec<DeltaEntry>> {
-    let mut index = BlockIndex::with_capacity(2, handle.first_key.len());
+    // No bounds beyond the blocks' own: every LSN, every key.
+    let mut index = BlockIndex::with_capacity(2, handle.first_key.len(), 0, Lsn::MAX);
     index.push(handle);
     if let Some(next) = next {
         index.push(next);
     }
+    index.set_key_max(&[u8::MAX; KEY_BYTES_MAX]);
     let mut block = parse_block(&Arc::from(path), &Arc::new(index), 0, Block::from(bytes))?;
     let mut entries = Vec::new();
     while let Some(entry) = block.next_entry()? {
@@ -985,7 +997,7 @@ pub(crate) fn decode_index(
     let key_bytes = bytes
         .len()
         .saturating_sub(count.saturating_mul(INDEX_ENTRY_HEADER_BYTES));
-    let mut index = BlockIndex::with_capacity(count, key_bytes);
+    let mut index = BlockIndex::with_capacity(count, key_bytes, lsn_min, lsn_max);
     let mut pos = 0usize;
     let mut next_block_offset = u64_from_usize(HEADER_BYTES);
     for block_index in 0..count {
@@ -1113,6 +1125,9 @@ struct EntryMeta {
     kind: ValueKind,
     /// The value's bytes in [`BlockCursor::bytes`].
     value: Range<usize>,
+    /// Its key differs from the previous entry's (for the block's first
+    /// entry: unless `BlockCursor::continues_key`).
+    new_key: bool,
 }
 
 /// Walks the entries of one verified data block, checking each.
@@ -1140,6 +1155,9 @@ struct BlockCursor {
     first_pending: bool,
     /// A value block: one put, `key` at `lsn`, whose value is `bytes[..end]`.
     value_block: bool,
+    /// The block before this one ends with the key this one starts with (a
+    /// scan that counts distinct keys sets it).
+    continues_key: bool,
 }
 
 impl BlockCursor {
@@ -1153,10 +1171,12 @@ impl BlockCursor {
                 return Ok(None);
             }
             self.remaining = 0;
+            // Its LSN and key are the index's: inside the layer's bounds.
             return Ok(Some(EntryMeta {
                 lsn: self.lsn,
                 kind: ValueKind::Put,
                 value: 0..self.end,
+                new_key: !self.continues_key,
             }));
         }
         let at = self.block_offset + u64_from_usize(self.pos);
@@ -1203,12 +1223,20 @@ impl BlockCursor {
         if end > self.end {
             return Err(bad("runs past the end of the block".into()));
         }
+        let (lsn_min, lsn_max) = self.index.lsns();
+        if lsn < lsn_min || lsn > lsn_max {
+            return Err(bad(format!(
+                "LSN {lsn} is outside the layer's {lsn_min}..={lsn_max}"
+            )));
+        }
         let suffix = &self.bytes[suffix_start..value_start];
+        let mut new_key = !self.continues_key;
         if !first {
-            let order = suffix.cmp(&self.key[shared..]).then(lsn.cmp(&self.lsn));
-            if order != Ordering::Greater {
+            let key_order = suffix.cmp(&self.key[shared..]);
+            if key_order.then(lsn.cmp(&self.lsn)) != Ordering::Greater {
                 return Err(bad("entries are not in ascending (key, lsn) order".into()));
             }
+            new_key = key_order != Ordering::Equal;
         }
         self.key.truncate(shared);
         self.key.extend_from_slice(suffix);
@@ -1219,11 +1247,21 @@ impl BlockCursor {
                 return Err(bad("first entry differs from the block index".into()));
             }
         }
-        if let Some(next) = self.index.first_entry(self.block + 1) {
-            if (&self.key[..], lsn) >= next {
-                return Err(bad(
-                    "entry does not sort below the next block's first entry".into(),
-                ));
+        match self.index.first_entry(self.block + 1) {
+            Some(next) => {
+                if (&self.key[..], lsn) >= next {
+                    return Err(bad(
+                        "entry does not sort below the next block's first entry".into(),
+                    ));
+                }
+            }
+            // The last block: nothing after it bounds its keys but the
+            // layer's key_max (the keys of the others lie below the last
+            // block's first key, which open checked against key_max).
+            None => {
+                if self.key.as_slice() > self.index.key_max() {
+                    return Err(bad("key is above the layer's key_max".into()));
+                }
             }
         }
         self.pos = end;
@@ -1232,6 +1270,7 @@ impl BlockCursor {
             lsn,
             kind,
             value: value_start..end,
+            new_key,
         }))
     }
 }
@@ -1257,6 +1296,19 @@ struct Scan<P> {
     end: Bound<Vec<u8>>,
     /// Set at the end of the range or after an error.
     done: bool,
+    /// A scan of the whole layer (unbounded on both sides, as compaction's
+    /// and images' reads are): at its end, the entries and the distinct
+    /// keys it saw must be the footer's counts.
+    whole: Option<Seen>,
+}
+
+/// What a scan of a whole layer has seen so far.
+#[derive(Default)]
+struct Seen {
+    entries: u64,
+    keys: u64,
+    /// The next block starts with the key the last one ended with.
+    key_continues: bool,
 }
 
 impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
@@ -1290,11 +1342,32 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
             ahead: std::collections::VecDeque::new(),
             readahead_bytes: 0,
             window_bytes: READAHEAD_FIRST_BYTES,
+            whole: matches!((&start, &end), (Bound::Unbounded, Bound::Unbounded))
+                .then(Seen::default),
             start,
             end,
             done: empty || misses,
             reader,
         }
+    }
+
+    /// The end of a whole-layer scan: what it saw against the footer.
+    fn check_counts(&self) -> Result<()> {
+        let (Some(seen), summary) = (&self.whole, &self.reader.summary) else {
+            return Ok(());
+        };
+        if (seen.entries, seen.keys) != (summary.entries, summary.distinct_keys) {
+            let footer = summary.file_bytes - u64_from_usize(FOOTER_BYTES);
+            return Err(corrupt(
+                &self.reader.path,
+                footer + u64_from_usize(FOOTER_ENTRY_COUNT_OFFSET),
+                format!(
+                    "the footer counts {} entries of {} keys, the layer holds {} of {}",
+                    summary.entries, summary.distinct_keys, seen.entries, seen.keys
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn next_item(&mut self) -> Result<Option<DeltaEntry>> {
@@ -1303,6 +1376,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                 Some(block) => block,
                 None => {
                     let Some(handle) = self.reader.index.get(self.next_block) else {
+                        self.check_counts()?;
                         return Ok(None);
                     };
                     if !before_end(&self.end, handle.first_key) {
@@ -1317,15 +1391,27 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                         Some(bytes) => BlockBytes::Read(bytes),
                         None => BlockBytes::Unread,
                     };
-                    let block = self.reader.verified_block(self.next_block, bytes, false)?;
+                    let mut block = self.reader.verified_block(self.next_block, bytes, false)?;
+                    block.continues_key = self.whole.as_ref().is_some_and(|s| s.key_continues);
                     self.next_block += 1;
                     self.block.insert(block)
                 }
             };
             let Some(entry) = block.next_entry()? else {
+                if let Some(seen) = &mut self.whole {
+                    seen.key_continues = self
+                        .reader
+                        .index
+                        .first_entry(self.next_block)
+                        .is_some_and(|(first, _)| first == block.key());
+                }
                 self.block = None;
                 continue;
             };
+            if let Some(seen) = &mut self.whole {
+                seen.entries += 1;
+                seen.keys += u64::from(entry.new_key);
+            }
             let key = block.key();
             if !before_end(&self.end, key) {
                 return Ok(None);
