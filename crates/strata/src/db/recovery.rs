@@ -1,6 +1,8 @@
 //! Recovery at open: the directory checks, the manifest, the sweep of
-//! unlisted files, the replay of the logs of unflushed layers, and the
-//! first new log. Nothing is written before the directory is locked.
+//! unlisted files, the newest layer files checked against their
+//! descriptors (the next LSN follows theirs), the replay of the logs of
+//! unflushed layers, and the first new log. Nothing is written before the
+//! directory is locked.
 
 use super::*;
 
@@ -100,6 +102,13 @@ impl Db {
             .iter()
             .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&layer_io))))
             .collect();
+        // The next LSN follows the newest layer's, as its descriptor says:
+        // the layers whose descriptors say so are opened now (their readers
+        // kept), so that a file that is not what its descriptor says fails
+        // the open, naming the file, before a write can take an LSN it holds.
+        for layer in deltas.iter().filter(|l| l.desc.lsn_max == last_lsn) {
+            layer.reader()?;
+        }
         let mut frozen = Vec::new();
         let mut last_lsn = last_lsn;
         let mut empty_logs = Vec::new();
