@@ -418,7 +418,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             f32_(FOOTER_INDEX_CRC_OFFSET),
             crc32c::crc32c(index_bytes),
         )?;
-        let index = decode_index(
+        let mut index = decode_index(
             index_bytes,
             path,
             index_offset,
@@ -465,7 +465,6 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 "key range disagrees with the block index",
             ));
         }
-        let mut index = index;
         index.set_key_max(&key_max);
 
         let summary = DeltaLayerSummary {
