@@ -70,6 +70,7 @@ pub fn to_json(stats: &Stats) -> Value {
         "layer_readers_closed": stats.layer_readers_closed,
         "point_lookups": stats.point_lookups,
         "point_lookup_reads": stats.point_lookup_reads,
+        "read_retries": stats.read_retries,
         "io": io_json(&stats.io),
     })
 }
@@ -150,6 +151,7 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
                 stats.point_lookups, stats.point_lookup_reads
             ),
         ),
+        ("read retries", stats.read_retries.to_string()),
     ];
 
     let io = &stats.io;

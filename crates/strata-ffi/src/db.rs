@@ -495,3 +495,20 @@ pub unsafe extern "C" fn strata_stats_json(
         Ok(malloc_copy(stats_json(&h.db.stats()).to_string().as_bytes())?.cast())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_json_keeps_the_engines_top_level_counters_as_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = engine::Db::open(dir.path(), engine::Options::default()).unwrap();
+        db.put(b"k", b"v", engine::WriteOptions::default()).unwrap();
+        let v = stats_json(&db.stats());
+        assert_eq!(v["last_lsn"], 1, "{v}");
+        assert_eq!(v["point_lookup_reads"], 0, "{v}");
+        assert_eq!(v["read_retries"], 0, "{v}");
+        assert!(v["io"]["log"]["write"]["ops"].as_u64() > Some(0), "{v}");
+    }
+}

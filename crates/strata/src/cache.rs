@@ -5,7 +5,8 @@
 //! strata reads layer files with O_DIRECT, so this is the only cache a
 //! block read can hit. Only blocks that passed their checksum are inserted,
 //! and a cached block is checked again when it is used (a crc32c of 4 KiB
-//! costs far less than the device read it saves). A log page has no
+//! costs far less than the device read it saves); one that fails is dropped
+//! and read from the file (the layer reader's read-again policy). A log page has no
 //! checksum of its own: what is read out of it (an entry) is checked on
 //! every use, and a page that fails is dropped. Keys stay unique for the
 //! life of the cache: within one open, file ids only grow; an id a crashed

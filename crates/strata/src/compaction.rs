@@ -520,7 +520,11 @@ fn write_run(
     for (id, len, crc) in finished {
         let path = io.dir.join(delta_name(id));
         let file = io.storage.open(&path, &io.opts, &io.stats)?;
-        let reader = Arc::new(DeltaLayerReader::open(LayerFile { file, len })?);
+        let reader = Arc::new(DeltaLayerReader::open(LayerFile {
+            file,
+            len,
+            stats: io.stats.clone(),
+        })?);
         let (mut back, mut entries, mut unchecked) = (0u32, 0u64, 0u64);
         for entry in reader
             .range_owned(Bound::Unbounded, Bound::Unbounded)?

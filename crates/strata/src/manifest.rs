@@ -10,8 +10,9 @@
 //! `ROLLOVER_BYTES_MIN` and four times its snapshot, and after any failed
 //! append or sync, so an edit never follows bytes whose fate is unknown.
 //!
-//! Open reads the manifest alone: the layer files open when first read, and
-//! a layer's file is checked against its descriptor then. Recovery
+//! Open reads the manifest, not the layer files: they open when first read
+//! (one newest layer at open, whose `lsn_max` picks the next LSN), and a
+//! layer's file is checked against its descriptor then. Recovery
 //! (db/recovery.rs) removes a file the manifest does not list only when it
 //! proves the file superseded.
 //!
@@ -1144,27 +1145,40 @@ fn manifest_file_options() -> FileOptions {
 }
 
 /// Reads the manifest of `dir`; `Ok(None)` when there is none. A read can
-/// return other bytes than those stored: a manifest that does not decode, or
-/// decodes to a torn tail, is read and decoded again, and the second result
-/// stands.
+/// return other bytes than those stored: a manifest that does not decode
+/// (a checksum, the structure, the magic), or decodes to a torn tail, is
+/// read and decoded again through the storage's policy for bytes that fail
+/// their check (`io::read_verified`: its cached pages forgotten first), and
+/// the second result stands.
 pub(crate) fn load(storage: &dyn Storage, dir: &Path) -> Result<Option<Loaded>> {
     let path = dir.join(MANIFEST_NAME);
-    // Not counted: the database's statistics start after open.
-    let file = match storage.open(&path, &manifest_file_options(), &IoStats::new()) {
+    // Not counted, nor its retry: the database's statistics start after open.
+    let stats = IoStats::new();
+    let file = match storage.open(&path, &manifest_file_options(), &stats) {
         Ok(file) => file,
         Err(e) if is_not_found(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let read = || -> Result<Vec<u8>> {
+    let mut attempts = 0;
+    crate::io::read_verified(&*file, &stats, 0, 0, || {
+        attempts += 1;
         let len = usize::try_from(file.len()?)
             .map_err(|_| Corruption::new(&path, 0, "manifest larger than memory"))?;
-        file.read_range(0, len)
-    };
-    match decode(&path, &read()?) {
-        Ok(loaded) if loaded.torn_at.is_none() => Ok(Some(loaded)),
-        Err(e) if !e.is_corruption() => Err(e),
-        _ => decode(&path, &read()?).map(Some),
-    }
+        let first = attempts == 1;
+        // A first reading with a torn tail or without the magic may be a
+        // read that returned other bytes: read again like one that fails a
+        // checksum (a file named MANIFEST that is not one stays refused).
+        match decode(&path, &file.read_range(0, len)?) {
+            Ok(loaded) => match loaded.torn_at {
+                Some(at) if first => Err(Corruption::new(&path, at, "torn tail").into()),
+                _ => Ok(Some(loaded)),
+            },
+            Err(Error::NotADatabase { why, .. }) if first => {
+                Err(Corruption::new(&path, 0, why).into())
+            }
+            Err(e) => Err(e),
+        }
+    })
 }
 
 /// The manifest being written: its state and the file edits append to.

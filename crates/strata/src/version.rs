@@ -255,7 +255,11 @@ impl Layer {
             )
             .into());
         }
-        let mut reader = DeltaLayerReader::open(LayerFile { file, len })?;
+        let mut reader = DeltaLayerReader::open(LayerFile {
+            file,
+            len,
+            stats: self.io.stats.clone(),
+        })?;
         self.io.attach(&mut reader, self.desc.id);
         if let Some(why) = self.desc.mismatch(reader.summary()) {
             return Err(Corruption::new(&path, 0, why).into());
@@ -756,6 +760,7 @@ mod tests {
             let reader = DeltaLayerReader::open(LayerFile {
                 file,
                 len: summary.file_bytes,
+                stats: self.stats.clone(),
             })
             .unwrap();
             let mut desc = LayerDesc::from_summary(id, reader.summary());
@@ -782,7 +787,7 @@ mod tests {
                 .unwrap();
             let mut writer = BufferedWriter::with_shared(file, 1 << 16, 0).unwrap();
             writer.write(&encode_log_header(id, None)).unwrap();
-            let layer = InMemoryLayer::new_open(id, writer, 1 << 20);
+            let layer = InMemoryLayer::new_open(id, writer, 1 << 20, &self.stats);
             for (k, lsn) in writes {
                 let mut b = WriteBatch::new();
                 b.put(k, b"v");

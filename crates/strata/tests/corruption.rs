@@ -196,3 +196,31 @@ fn flipped_byte_in_the_manifest_is_an_error_naming_it() {
     let db = Db::open(&dir, options()).unwrap();
     assert_eq!(db.get(key(7)).unwrap(), Some(value(7)));
 }
+
+#[test]
+fn a_newest_layer_whose_footer_disagrees_with_its_descriptor_fails_the_open() {
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = base.path().join("db");
+    make_db(&dir, 100, true);
+    // The layer holds LSNs 1..=10; the manifest's descriptor says so, and
+    // the next LSN (11) follows from it. A footer that claims LSNs up to
+    // 1000 (checksum intact, its entries still within) is not that file.
+    let delta = files_with_ext(&dir, "delta");
+    let newest = delta.last().expect("a layer file");
+    let mut bytes = std::fs::read(newest).unwrap();
+    let footer = bytes.len() - 124;
+    assert_eq!(
+        bytes[footer + 32..footer + 40],
+        10u64.to_le_bytes(),
+        "lsn_max"
+    );
+    bytes[footer + 32..footer + 40].copy_from_slice(&1000u64.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[footer..footer + 120]);
+    bytes[footer + 120..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(newest, bytes).unwrap();
+    let err = Db::open(&dir, options()).err().expect("the open must fail");
+    match &err {
+        Error::Corruption(c) => assert_eq!(&c.file, newest, "{err}"),
+        _ => panic!("not a corruption: {err}"),
+    }
+}

@@ -154,17 +154,23 @@ impl DbInner {
     /// Writes a frozen layer out as an L0 delta layer, lists it in the
     /// manifest instead of the log, and deletes the log.
     pub(super) fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
-        let bytes = read_whole(&**layer.file(), layer.size_bytes())?;
         // Every record the flush copies is checked first (record and entry
         // checksums, LSN order): a byte that rotted in the log since it was
         // written must not be sealed into a delta layer under fresh,
-        // valid checksums.
-        replay(
-            layer.path(),
-            &bytes,
-            layer.file_id,
-            Some(layer.sealed_claim()),
-        )?;
+        // valid checksums. A log that fails is read once more, as every
+        // reader's bytes are (`io::read_verified`).
+        let file = &**layer.file();
+        let size = layer.size_bytes();
+        let bytes = crate::io::read_verified(file, &self.stats, 0, size, || {
+            let bytes = read_whole(file, size)?;
+            replay(
+                layer.path(),
+                &bytes,
+                layer.file_id,
+                Some(layer.sealed_claim()),
+            )?;
+            Ok(bytes)
+        })?;
         let id = lock(&self.manifest)?.take_file_id();
         let path = self.dir.join(delta_name(id));
         let written = (|| -> Result<DeltaLayerReader<LayerFile>> {
@@ -201,6 +207,7 @@ impl DbInner {
             let reader = DeltaLayerReader::open(LayerFile {
                 file,
                 len: summary.file_bytes,
+                stats: self.stats.clone(),
             })?;
             Ok(reader)
         })();

@@ -233,6 +233,13 @@ pub struct Stats {
     /// background jobs.
     pub point_lookups: u64,
     pub point_lookup_reads: u64,
+    /// Reads made again, since open, because what a read returned failed
+    /// its check (a checksum, the structure): each such read is read once
+    /// more, and the second result stands (`io::read_verified`). Nonzero
+    /// means the storage returned other bytes than it stored at least once;
+    /// by file class in `io.read_retries(class)`. Not counted: the
+    /// manifest's read at open, before the statistics start.
+    pub read_retries: u64,
     /// Operations and bytes by kind and file class, since open.
     pub io: IoStatsSnapshot,
 }
@@ -745,8 +752,10 @@ impl DbInner {
             block_cache_misses: 0,
             point_lookups: self.point_lookups.load(Ordering::Relaxed),
             point_lookup_reads: self.layer_io.point_reads.load(Ordering::Relaxed),
+            read_retries: 0,
             io: self.stats.snapshot(),
         };
+        stats.read_retries = stats.io.read_retries_total();
         if let Some(cache) = &self.layer_io.cache {
             (
                 stats.block_cache_bytes,

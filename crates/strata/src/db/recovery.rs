@@ -1,9 +1,11 @@
-//! Recovery at open: the directory checks, the manifest, the replay of the
-//! logs of unflushed layers, the sweep of unlisted files, and the first new
-//! log. Nothing is written before the directory is locked, and a file is
-//! removed only when it is proven superseded (`Superseded::check`): a file
-//! the manifest does not list that holds writes no listed file holds fails
-//! the open with a `Corruption` naming the manifest and the file.
+//! Recovery at open: the directory checks, the manifest, the newest layer
+//! files checked against their descriptors (the next LSN follows theirs),
+//! the replay of the logs of unflushed layers, the sweep of unlisted files,
+//! and the first new log. Nothing is written before the directory is
+//! locked, and a file is removed only when it is proven superseded
+//! (`Superseded::check`): a file the manifest does not list that holds
+//! writes no listed file holds fails the open with a `Corruption` naming
+//! the manifest and the file.
 
 use super::*;
 
@@ -91,7 +93,11 @@ impl Db {
         for &id in &v1_deltas {
             let file = storage.open(&dir.join(delta_name(id)), &layer_io.opts, &stats)?;
             let len = file.len()?;
-            let reader = DeltaLayerReader::open(LayerFile { file, len })?;
+            let reader = DeltaLayerReader::open(LayerFile {
+                file,
+                len,
+                stats: stats.clone(),
+            })?;
             manifest
                 .layers
                 .push(LayerDesc::from_summary(id, reader.summary()));
@@ -102,6 +108,15 @@ impl Db {
             .iter()
             .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&layer_io))))
             .collect();
+        // The next LSN follows the newest layer's, as its descriptor says:
+        // a layer whose descriptor says so is opened now (its reader kept),
+        // so that a file that is not what its descriptor says fails the
+        // open, naming the file, before a write can take an LSN it holds.
+        // One: the newest may be a run of many files, which open lazily
+        // (each is checked against its descriptor at its first read).
+        if let Some(layer) = deltas.iter().find(|l| l.desc.lsn_max == last_lsn) {
+            layer.reader()?;
+        }
         let mut frozen = Vec::new();
         let mut last_lsn = last_lsn;
         let mut empty_logs = Vec::new();
@@ -112,8 +127,10 @@ impl Db {
             let path = dir.join(log_name(id));
             let file = storage.open(&path, &log_opts, &stats)?;
             let len = file.len()?;
-            let header = file.read_range(0, LOG_HEADER_BYTES.min(len as usize))?;
-            let header = decode_log_header(&path, &header)?;
+            let header_bytes = LOG_HEADER_BYTES.min(len as usize);
+            let header = crate::io::read_verified(&*file, &stats, 0, header_bytes as u64, || {
+                decode_log_header(&path, &file.read_range(0, header_bytes)?)
+            })?;
             files.push((id, path, file, header));
         }
         let mut newest: Option<PrevLog> = None;
@@ -123,7 +140,7 @@ impl Db {
                 .get(i + 1)
                 .and_then(|(_, _, _, next)| next.prev)
                 .filter(|p| p.file_id == id);
-            let (log, bytes) = replay_log(&**file, id, sealed)?;
+            let (log, bytes) = replay_log(&**file, &stats, id, sealed)?;
             newest = Some(PrevLog {
                 file_id: id,
                 end: log.end_offset,
@@ -137,7 +154,7 @@ impl Db {
             // crash: make it durable before newer writes can be, so a power
             // loss later cannot leave a hole below them.
             file.sync_data()?;
-            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes)?
+            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes, &stats)?
                 .with_cache(layer_io.cache.clone());
             let (lsn_min, lsn_max) = layer.lsn_range();
             if lsn_min <= last_lsn {
@@ -355,7 +372,8 @@ impl Superseded {
         }
         let file = storage.open(&path, layer_opts, stats)?;
         let len = file.len()?;
-        match DeltaLayerReader::open(LayerFile { file, len }) {
+        let stats = stats.clone();
+        match DeltaLayerReader::open(LayerFile { file, len, stats }) {
             // Not whole: its edit was never written.
             Err(e) if e.is_corruption() => Ok(()),
             Err(e) => Err(e),
@@ -395,10 +413,15 @@ pub(super) fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf>
 /// Replays the log in `file` (see [`replay`]) and returns it with its
 /// bytes. A read can return other bytes than those stored; so when the
 /// replay fails, or stops before the end of the file, the bytes from where
-/// it stopped are read again: if they differ, the first read was wrong and
-/// the whole log is read and replayed again; the second result stands.
+/// it stopped are read again (the file's cached copies of them forgotten
+/// first, as `io::read_verified` does): if they differ, the first read was
+/// wrong and the whole log is read and replayed again; the second result
+/// stands. A replay that failed, or a tail that differed, counts a read
+/// retry in `stats` (a tail read again to find it the same does not: a log
+/// padded past its end is read so at every open).
 pub(super) fn replay_log(
     file: &dyn StorageFile,
+    stats: &IoStats,
     id: u64,
     sealed: Option<PrevLog>,
 ) -> Result<(ReplayedLog, AlignedBuf)> {
@@ -408,12 +431,17 @@ pub(super) fn replay_log(
         Ok(log) if log.end_offset == len => return Ok((log, bytes)),
         Ok(log) => {
             let from = log.end_offset / LOG_SECTOR_BYTES * LOG_SECTOR_BYTES;
+            file.forget_cached(from, len - from);
             let tail = file.read_range(from, (len - from) as usize)?;
             if tail[..] == bytes[from as usize..] {
                 return Ok((log, bytes));
             }
+            stats.record_read_retry(file.class());
         }
-        Err(e) if e.is_corruption() => {}
+        Err(e) if e.is_corruption() => {
+            stats.record_read_retry(file.class());
+            file.forget_cached(0, len);
+        }
         Err(e) => return Err(e),
     }
     let bytes = read_whole(file, len)?;

@@ -28,6 +28,7 @@ pub(super) fn create_log(
         id,
         writer,
         opts.layer_size_bytes_max,
+        stats,
     ))
 }
 

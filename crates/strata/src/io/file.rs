@@ -470,6 +470,26 @@ impl IoFile {
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
+
+    /// Drops the page cache's clean copies of `len` bytes at `offset` (0: to
+    /// the end of the file) when reads go through it
+    /// (`posix_fadvise(POSIX_FADV_DONTNEED)`), so that the next read comes
+    /// from the device; O_DIRECT reads bypass the cache and need nothing.
+    /// Advice: a failure changes nothing and is not reported.
+    pub fn forget_cached(&self, offset: u64, len: u64) {
+        if self.mode.direct_reads() {
+            return;
+        }
+        let Ok(offset) = libc::off_t::try_from(offset) else {
+            return;
+        };
+        // A length past off_t reaches the end of the file, as 0 does.
+        let len = libc::off_t::try_from(len).unwrap_or(0);
+        // SAFETY: advice on a descriptor we own; no memory is passed.
+        let _ = unsafe {
+            libc::posix_fadvise(self.fd.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED)
+        };
+    }
 }
 
 impl BlockFile for IoFile {
@@ -508,6 +528,9 @@ impl StorageFile for IoFile {
     }
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+    fn forget_cached(&self, offset: u64, len: u64) {
+        IoFile::forget_cached(self, offset, len)
     }
 }
 

@@ -9,9 +9,13 @@
 //! read), the directory operations (stat, list, create, remove, rename,
 //! fsync of a directory) and the directory lock. Its files are
 //! [`StorageFile`]s: positioned reads and writes, fdatasync, set length,
-//! length. Who calls it: `Db` (open, recovery, the write path, flush, the
-//! lock), the in-memory layer (its log), the delta layers (through
-//! `LayerFile`) and the manifest. Nothing outside this module calls
+//! length, forgetting cached copies of a range. It also owns the one policy
+//! for a read whose bytes fail their check ([`read_verified`]: counted,
+//! the cached copies forgotten, read once more, the second result stands),
+//! which every reader of the engine goes through. Who calls it: `Db`
+//! (open, recovery, the write path, flush, the lock), the in-memory layer
+//! (its log), the delta layers (through `LayerFile`) and the manifest.
+//! Nothing outside this module calls
 //! `std::fs`, opens a `File` or calls `libc`; `Options::storage` picks the
 //! storage (empty: [`OsStorage`]).
 //!
@@ -34,7 +38,8 @@
 //!   directory returns, and not before; a sector (512 bytes) is written
 //!   whole or not at all (see docs/format.md);
 //! - reads, writes and syncs are counted in the database's [`IoStats`] by
-//!   file class, whatever the storage, so `Db::stats().io` reports them;
+//!   file class, whatever the storage, so `Db::stats().io` reports them
+//!   (and so are the reads made again after a failed check);
 //! - a call is dispatched dynamically once, never per byte; the write and
 //!   read paths make no copy or allocation for the seam.
 //!
@@ -64,8 +69,8 @@ pub use file::{
 };
 pub use os::OsStorage;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
-pub(crate) use storage::{is_not_found, short_read};
-pub use storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
+pub(crate) use storage::{again_on_corruption, is_not_found, short_read};
+pub use storage::{read_verified, EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 
 /// Largest single read or write of background work (a flush reading its
 /// log and writing its layer, a compaction's read-ahead and outputs,

@@ -36,7 +36,10 @@
 //! - Corruption on read ([`ReadCorruption`]): at the Nth read, or with a
 //!   probability per read, what a read returns gets a flipped bit, a zeroed
 //!   512-byte sector, or the bytes of another offset (a misdirected read);
-//!   the stored bytes stay intact.
+//!   the stored bytes stay intact. There is no page cache to forget: a
+//!   file's `forget_cached` is counted ([`SimStorage::forgotten_ranges`]),
+//!   so a test sees each read the engine makes again after a failed check
+//!   (and recovery's second read of a log's tail).
 //! - Alignment: files report 512 bytes ([`SECTOR_BYTES`]) unless the
 //!   options ask for more, and direct reads and writes must be aligned in
 //!   address, length and offset, as with O_DIRECT: an unaligned one is an
@@ -440,6 +443,7 @@ struct State {
     ops: u64,
     reads: u64,
     corrupted_reads: u64,
+    forgotten_ranges: u64,
     power_losses: u64,
     /// Draws for read corruption.
     rng: SimRng,
@@ -639,6 +643,7 @@ impl SimStorage {
             ops: 0,
             reads: 0,
             corrupted_reads: 0,
+            forgotten_ranges: 0,
             power_losses: 0,
             rng: SimRng::new(seed),
             faults: Vec::new(),
@@ -687,6 +692,13 @@ impl SimStorage {
     /// Reads that returned corrupted bytes so far.
     pub fn corrupted_reads(&self) -> u64 {
         self.state().corrupted_reads
+    }
+
+    /// Calls of a file's `forget_cached` so far: one before each read made
+    /// again after bytes read failed their check (`io::read_verified`), and
+    /// before recovery reads a log's tail again to compare it.
+    pub fn forgotten_ranges(&self) -> u64 {
+        self.state().forgotten_ranges
     }
 
     /// Power losses so far.
@@ -1119,5 +1131,9 @@ impl StorageFile for SimFile {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn forget_cached(&self, _offset: u64, _len: u64) {
+        self.sim.state().forgotten_ranges += 1;
     }
 }

@@ -1,5 +1,6 @@
 //! I/O statistics: operations and bytes by kind (read, write, sync) and by
-//! file class (log, delta, image, manifest, other).
+//! file class (log, delta, image, manifest, other), and the reads made again
+//! after bytes read failed their check (`io::read_verified`), by class.
 //!
 //! Every operation of the io layer is counted here, so the lab can report
 //! write amplification and device reads per get. Counters are relaxed atomics
@@ -76,6 +77,7 @@ const KINDS: usize = OpKind::ALL.len();
 struct Counters {
     ops: [[AtomicU64; KINDS]; CLASSES],
     bytes: [[AtomicU64; KINDS]; CLASSES],
+    read_retries: [AtomicU64; CLASSES],
 }
 
 /// Shared I/O counters. Clone to share.
@@ -97,10 +99,17 @@ impl IoStats {
         self.counters.bytes[c][k].fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Counts one read made again because the bytes of the one before
+    /// failed their check (see `io::read_verified`).
+    pub fn record_read_retry(&self, class: FileClass) {
+        self.counters.read_retries[class.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> IoStatsSnapshot {
         let mut snap = IoStatsSnapshot::default();
         for c in 0..CLASSES {
+            snap.read_retries[c] = self.counters.read_retries[c].load(Ordering::Relaxed);
             for k in 0..KINDS {
                 snap.ops[c][k] = self.counters.ops[c][k].load(Ordering::Relaxed);
                 snap.bytes[c][k] = self.counters.bytes[c][k].load(Ordering::Relaxed);
@@ -121,6 +130,7 @@ impl std::fmt::Debug for IoStats {
 pub struct IoStatsSnapshot {
     ops: [[u64; KINDS]; CLASSES],
     bytes: [[u64; KINDS]; CLASSES],
+    read_retries: [u64; CLASSES],
 }
 
 impl IoStatsSnapshot {
@@ -132,6 +142,18 @@ impl IoStatsSnapshot {
     /// Bytes moved by operations of `kind` on files of `class`.
     pub fn bytes(&self, class: FileClass, kind: OpKind) -> u64 {
         self.bytes[class.index()][kind.index()]
+    }
+
+    /// Reads of files of `class` made again because the bytes of the read
+    /// before failed their check (the reads themselves are counted as
+    /// reads too).
+    pub fn read_retries(&self, class: FileClass) -> u64 {
+        self.read_retries[class.index()]
+    }
+
+    /// [`Self::read_retries`] over all classes.
+    pub fn read_retries_total(&self) -> u64 {
+        self.read_retries.iter().sum()
     }
 
     /// Operations of `kind` over all classes.
@@ -158,6 +180,7 @@ impl IoStatsSnapshot {
     pub fn since(&self, earlier: &IoStatsSnapshot) -> IoStatsSnapshot {
         let mut out = *self;
         for c in 0..CLASSES {
+            out.read_retries[c] = self.read_retries[c].saturating_sub(earlier.read_retries[c]);
             for k in 0..KINDS {
                 out.ops[c][k] = self.ops[c][k].saturating_sub(earlier.ops[c][k]);
                 out.bytes[c][k] = self.bytes[c][k].saturating_sub(earlier.bytes[c][k]);
@@ -179,6 +202,13 @@ impl std::fmt::Debug for IoStatsSnapshot {
                         &format_args!("{} ops, {} bytes", ops, self.bytes(class, kind)),
                     );
                 }
+            }
+            let retries = self.read_retries(class);
+            if retries > 0 {
+                map.entry(
+                    &format_args!("{}.read_retries", class.name()),
+                    &format_args!("{retries}"),
+                );
             }
         }
         map.finish()
@@ -203,5 +233,23 @@ mod tests {
         let delta = second.since(&first);
         assert_eq!(delta.bytes(FileClass::Log, OpKind::Write), 8192);
         assert_eq!(delta.ops_total(OpKind::Sync), 1);
+    }
+
+    #[test]
+    fn read_retries_are_counted_by_class_and_shown_when_nonzero() {
+        let stats = IoStats::new();
+        assert!(!format!("{stats:?}").contains("read_retries"));
+        stats.record_read_retry(FileClass::Delta);
+        let first = stats.snapshot();
+        stats.record_read_retry(FileClass::Delta);
+        stats.record_read_retry(FileClass::Manifest);
+        let second = stats.snapshot();
+        assert_eq!(second.read_retries(FileClass::Delta), 2);
+        assert_eq!(second.read_retries(FileClass::Log), 0);
+        assert_eq!(second.read_retries_total(), 3);
+        assert_eq!(second.since(&first).read_retries_total(), 2);
+        assert_eq!(second.ops_total(OpKind::Read), 0, "a retry is not a read");
+        let text = format!("{second:?}");
+        assert!(text.contains("delta.read_retries: 2"), "{text}");
     }
 }

@@ -1,11 +1,13 @@
 //! The storage seam: the one trait through which the engine reaches the
-//! operating system, and the file trait its files implement.
+//! operating system, the file trait its files implement, and the one policy
+//! for a read whose bytes fail their check ([`read_verified`]).
 //!
 //! [`Storage`] owns every call the engine makes that touches a disk: create
 //! or open a file by class, batched reads, the directory operations (stat,
 //! list, create, remove, rename, fsync) and the directory lock. A file it
 //! returns, a [`StorageFile`], owns the calls on one file: positioned reads
-//! and writes, fdatasync, set length, length. `Db`, the layers, the manifest
+//! and writes, fdatasync, set length, length, forgetting cached copies of a
+//! range. `Db`, the layers, the manifest
 //! and recovery hold an `Arc<dyn Storage>` and `Arc<dyn StorageFile>`s and
 //! nothing else; [`super::OsStorage`] is the operating system's
 //! implementation (`IoFile` and its modes, engines, alignment and
@@ -24,6 +26,14 @@
 //!   under the file's class;
 //! - errors name the path and the operation; a missing file or directory is
 //!   an `Error::Io` whose source has `ErrorKind::NotFound`.
+//!
+//! A read may return other bytes than those stored (docs/format.md, "What
+//! the formats assume of the storage"); every reader checks what it reads
+//! (checksums, then the structure), and every reader whose check fails
+//! reads once more through [`read_verified`]: the failure is counted
+//! (`IoStats::record_read_retry`), the file is asked to forget cached copies
+//! of the range ([`StorageFile::forget_cached`]) so that the second read
+//! comes from the device, and the second result stands, whatever it is.
 
 use super::aligned_buf::{align_down, align_up, AlignedBuf};
 use super::file::{BlockFile, FileOptions, IoMode};
@@ -58,6 +68,17 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
     /// This file as `Any`, so a storage can recognize its own files in a
     /// batch (see [`Storage::read_batch`]).
     fn as_any(&self) -> &dyn Any;
+
+    /// Forgets cached copies of `len` bytes at `offset` (0: to the end of
+    /// the file), so that the next read of them comes from the device: the
+    /// step before a read made again because the bytes read failed their
+    /// check ([`read_verified`]). Advice only: nothing is lost, and a
+    /// failure is not reported (the next read is checked all the same). By
+    /// default nothing: a file whose reads bypass any cache (O_DIRECT) has
+    /// nothing to forget.
+    fn forget_cached(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 
     /// True when the file is empty.
     fn is_empty(&self) -> Result<bool> {
@@ -290,6 +311,45 @@ impl std::fmt::Debug for StorageLock {
     }
 }
 
+/// The one policy for a read whose bytes fail their check, for every reader
+/// of the engine (layer files, the logs' values, the manifest): runs
+/// `attempt` (a read of the `len` bytes at `offset` of `file`, 0: to its
+/// end, and the checks of what it read); when it fails with a corruption
+/// error, counts a read retry of the file's class in `stats`, asks `file`
+/// to forget cached copies of the range and runs `attempt` once more. The
+/// second result stands: a second corruption error is the answer (it names
+/// the file and the offset). Other errors are returned at once. Costs
+/// nothing but the error check when the first attempt passes.
+pub fn read_verified<T>(
+    file: &dyn StorageFile,
+    stats: &IoStats,
+    offset: u64,
+    len: u64,
+    attempt: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    again_on_corruption(attempt, || {
+        stats.record_read_retry(file.class());
+        file.forget_cached(offset, len);
+    })
+}
+
+/// The order of [`read_verified`], for a source that is not a storage file
+/// (bytes in memory, a file read outside the seam): `attempt`, and after a
+/// corruption error `before_again` and `attempt` once more; the second
+/// result stands.
+pub(crate) fn again_on_corruption<T>(
+    mut attempt: impl FnMut() -> Result<T>,
+    before_again: impl FnOnce(),
+) -> Result<T> {
+    match attempt() {
+        Err(e) if e.is_corruption() => {
+            before_again();
+            attempt()
+        }
+        done => done,
+    }
+}
+
 /// The error for a read that found the file shorter than it needed.
 pub(crate) fn short_read(path: &Path, what: String) -> Error {
     Error::io(
@@ -302,4 +362,103 @@ pub(crate) fn short_read(path: &Path, what: String) -> Error {
 /// True when `e` says a file or directory does not exist.
 pub(crate) fn is_not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Corruption;
+    use crate::io::sim::SimStorage;
+    use std::cell::Cell;
+
+    fn file(sim: &SimStorage, stats: &IoStats) -> Arc<dyn StorageFile> {
+        let opts = FileOptions {
+            mode: IoMode::Buffered,
+            class: FileClass::Delta,
+            ..FileOptions::default()
+        };
+        let f = sim.create(Path::new("/f"), &opts, stats).expect("create");
+        f.write_all_at(b"bytes", 0).expect("write");
+        f
+    }
+
+    /// An attempt that fails with `errors` in turn, then passes.
+    fn attempt<'a>(
+        errors: &'a [fn() -> Error],
+        calls: &'a Cell<usize>,
+    ) -> impl FnMut() -> Result<usize> + 'a {
+        move || {
+            let n = calls.get();
+            calls.set(n + 1);
+            match errors.get(n) {
+                Some(e) => Err(e()),
+                None => Ok(n),
+            }
+        }
+    }
+
+    fn corruption() -> Error {
+        Corruption::new("/f", 3, "bad").into()
+    }
+
+    fn eio() -> Error {
+        Error::io("/f", "read", std::io::Error::from_raw_os_error(libc::EIO))
+    }
+
+    #[test]
+    fn a_check_that_fails_once_is_counted_forgotten_and_read_again() {
+        let (sim, stats) = (SimStorage::new(1), IoStats::new());
+        let f = file(&sim, &stats);
+        let calls = Cell::new(0);
+        let got = read_verified(&*f, &stats, 0, 5, attempt(&[corruption], &calls));
+        assert_eq!(got.expect("the second attempt stands"), 1);
+        assert_eq!(calls.get(), 2);
+        assert_eq!(stats.snapshot().read_retries(FileClass::Delta), 1);
+        assert_eq!(sim.forgotten_ranges(), 1);
+    }
+
+    #[test]
+    fn the_second_result_stands_and_other_errors_are_not_read_again() {
+        let (sim, stats) = (SimStorage::new(2), IoStats::new());
+        let f = file(&sim, &stats);
+        let calls = Cell::new(0);
+        let twice: [fn() -> Error; 2] = [corruption, corruption];
+        let err = read_verified(&*f, &stats, 0, 5, attempt(&twice, &calls));
+        assert!(err.expect_err("twice").is_corruption());
+        assert_eq!((calls.get(), stats.snapshot().read_retries_total()), (2, 1));
+        let calls = Cell::new(0);
+        let err = read_verified(&*f, &stats, 0, 5, attempt(&[eio], &calls));
+        assert!(matches!(err, Err(Error::Io { .. })));
+        assert_eq!((calls.get(), stats.snapshot().read_retries_total()), (1, 1));
+        let calls = Cell::new(0);
+        assert_eq!(
+            read_verified(&*f, &stats, 0, 5, attempt(&[], &calls)).ok(),
+            Some(0)
+        );
+        assert_eq!(calls.get(), 1);
+        assert_eq!(sim.forgotten_ranges(), 1);
+    }
+
+    #[test]
+    fn forgetting_cached_bytes_is_advice_in_every_mode() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        let stats = IoStats::new();
+        for mode in IoMode::ALL {
+            let opts = FileOptions {
+                mode,
+                fallback_to_buffered: true,
+                ..FileOptions::default()
+            };
+            let f = crate::io::IoFile::create(&path, &opts, &stats).expect("create");
+            let page = crate::io::AlignedBuf::zeroed(f.alignment(), f.alignment());
+            f.write_all_at(&page, 0).expect("write");
+            f.sync_data().expect("sync");
+            let before = f.read_range(0, 100).expect("read");
+            f.forget_cached(0, 0);
+            f.forget_cached(0, u64::MAX);
+            f.forget_cached(u64::MAX, 1);
+            assert_eq!(f.read_range(0, 100).expect("read"), before, "{mode}");
+        }
+    }
 }

@@ -1,8 +1,12 @@
 //! `LayerFile`: a finished layer file read through the io layer, and the
 //! io layer's buffered writer as a layer file's sink.
+//!
+//! A layer file's reads and their checks go through the storage's policy
+//! for bytes that fail their check (`io::read_verified`): counted into the
+//! database's `IoStats`, the file's cached copies forgotten, read once more.
 
 use crate::error::Result;
-use crate::io::{BufferedWriter, StorageFile};
+use crate::io::{read_verified, BufferedWriter, IoStats, StorageFile};
 use crate::layer::delta::{LayerSink, ReadAt};
 use std::path::Path;
 use std::sync::Arc;
@@ -12,6 +16,9 @@ use std::sync::Arc;
 pub(crate) struct LayerFile {
     pub(crate) file: Arc<dyn StorageFile>,
     pub(crate) len: u64,
+    /// Where a read made again after a failed check is counted (the
+    /// statistics the file was opened with).
+    pub(crate) stats: IoStats,
 }
 
 impl ReadAt for LayerFile {
@@ -26,6 +33,14 @@ impl ReadAt for LayerFile {
     }
     fn path(&self) -> &Path {
         self.file.path()
+    }
+    fn read_verified<T>(
+        &self,
+        offset: u64,
+        len: u64,
+        attempt: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        read_verified(&*self.file, &self.stats, offset, len, attempt)
     }
 }
 

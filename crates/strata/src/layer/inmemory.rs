@@ -1,7 +1,9 @@
 //! The in-memory layer: a log file (the write-ahead log) plus an in-memory
 //! index `key → [(lsn, offset, len, kind)]`. Values are not kept in memory:
 //! the index points into the log, read back from the writer's buffer or the
-//! file. Beside the index, a bloom filter of its keys (`GrowingFilter`)
+//! file, and each value is checked against its entry's crc32c when read (a
+//! read that fails is read again once, through the storage's policy,
+//! `io::read_verified`). Beside the index, a bloom filter of its keys (`GrowingFilter`)
 //! lets a get of a key the layer does not hold skip the B-tree, whose cold
 //! nodes cost about a microsecond per lookup.
 //!
@@ -22,7 +24,9 @@
 use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::cache::{Block, BlockCache};
 use crate::error::{Error, Result};
-use crate::io::{align_down, align_up, BufferedWriter, ShutdownMode, StorageFile};
+use crate::io::{
+    align_down, align_up, read_verified, BufferedWriter, IoStats, ShutdownMode, StorageFile,
+};
 use crate::layer::bloom::{bloom_hash, GrowingFilter, PointKey};
 use crate::layer::delta::{Lsn, ValueKind};
 use crate::log::record::{pad_record, PrevLog, RecordHeader, RECORD_HEADER_BYTES};
@@ -202,15 +206,19 @@ pub(crate) struct InMemoryLayer {
     /// Where pages of the log that reads fetched are kept (see
     /// [`Self::read_log_range`]).
     cache: Option<Arc<BlockCache>>,
+    /// Where a value read again after a failed check is counted (the
+    /// statistics the log was opened with).
+    stats: IoStats,
 }
 
 impl InMemoryLayer {
     /// An open layer appending to `writer`'s log (whose header is written),
-    /// which is frozen at about `layer_bytes_max`.
+    /// which is frozen at about `layer_bytes_max`; `stats` are the log's.
     pub(crate) fn new_open(
         file_id: u64,
         writer: BufferedWriter<dyn StorageFile>,
         layer_bytes_max: u64,
+        stats: &IoStats,
     ) -> Self {
         let end = writer.end_offset();
         let keys = layer_bytes_max / FILTER_LOG_BYTES_PER_KEY;
@@ -228,15 +236,18 @@ impl InMemoryLayer {
             index_bytes: AtomicUsize::new(0),
             filter_bytes: AtomicUsize::new(0),
             cache: None,
+            stats: stats.clone(),
         }
     }
 
-    /// A frozen layer rebuilt from a replayed log whose bytes are `bytes`.
+    /// A frozen layer rebuilt from a replayed log whose bytes are `bytes`;
+    /// `stats` are the log's.
     pub(crate) fn from_replay(
         file_id: u64,
         file: Arc<dyn StorageFile>,
         log: &ReplayedLog,
         bytes: &[u8],
+        stats: &IoStats,
     ) -> Result<Self> {
         let layer = InMemoryLayer {
             file_id,
@@ -252,6 +263,7 @@ impl InMemoryLayer {
             index_bytes: AtomicUsize::new(0),
             filter_bytes: AtomicUsize::new(0),
             cache: None,
+            stats: stats.clone(),
         };
         for rec in &log.records {
             let start = rec.payload_offset as usize;
@@ -452,7 +464,9 @@ impl InMemoryLayer {
 
     /// The value of `key`'s version `v`, read with its entry and checked
     /// (entry crc, kind, lengths and key) before it is returned: bytes read
-    /// back from a log are never trusted.
+    /// back from a log are never trusted. An entry that fails is read again
+    /// once (its cached pages dropped first), through the storage's policy
+    /// for bytes that fail their check; the second result stands.
     fn read_value(&self, key: &[u8], v: Version) -> Result<Vec<u8>> {
         if v.kind == ValueKind::Delete || v.len == 0 {
             return Ok(Vec::new());
@@ -461,8 +475,25 @@ impl InMemoryLayer {
         let start = v.offset.checked_sub(head).ok_or_else(|| {
             crate::error::Corruption::new(&self.path, v.offset, "indexed value before its entry")
         })?;
-        let mut entry = self.read_log_range(start, (head + u64::from(v.len)) as usize)?;
-        let checked = check_entry(&entry, v.kind, key).map(|_| ());
+        let len = head + u64::from(v.len);
+        read_verified(&*self.file, &self.stats, start, len, || {
+            self.read_entry(key, v.kind, start, len, head)
+        })
+    }
+
+    /// One reading of the entry of [`Self::read_value`] (`len` bytes from
+    /// `start`, its value after `head` bytes), checked; its cached pages are
+    /// dropped when the check fails.
+    fn read_entry(
+        &self,
+        key: &[u8],
+        kind: ValueKind,
+        start: u64,
+        len: u64,
+        head: u64,
+    ) -> Result<Vec<u8>> {
+        let mut entry = self.read_log_range(start, len as usize)?;
+        let checked = check_entry(&entry, kind, key).map(|_| ());
         if checked.is_err() {
             self.forget_pages(start, entry.len() as u64);
         }

@@ -1,5 +1,7 @@
 //! A delta layer's block index as it is kept in memory: where each data
-//! block is, and the (key, LSN) it starts with.
+//! block is, and the (key, LSN) it starts with; and the bounds every entry
+//! of the layer lies in (the footer's LSN range, the key range's key_max),
+//! which the block cursors that share the index check each entry against.
 //!
 //! The indexes of every live layer stay in memory (within
 //! `Options::index_memory_bytes_max`), so a get costs one device read; at
@@ -14,7 +16,9 @@
 //! a block; nothing else builds an index but the fuzz targets): blocks are
 //! contiguous, so a block's length is where the next starts less where it
 //! starts; (first key, first LSN) ascend; every first key is
-//! `1..=KEY_BYTES_MAX` bytes, and all of them together fit a `u32`.
+//! `1..=KEY_BYTES_MAX` bytes, and all of them together fit a `u32`; every
+//! first LSN lies in the bounds' LSN range, and (checked at open) the last
+//! first key is at most the bounds' key_max.
 
 use super::Lsn;
 use std::ops::Range;
@@ -32,7 +36,7 @@ pub(crate) struct BlockHandle<'a> {
 }
 
 /// The block index of one layer file. See the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct BlockIndex {
     /// Every block's first key, end to end.
     keys: Vec<u8>,
@@ -45,19 +49,51 @@ pub(crate) struct BlockIndex {
     offsets: Vec<u64>,
     /// The value blocks: (block number, value length, crc32c), ascending.
     value_blocks: Vec<(u32, u32, u32)>,
+    /// The layer's LSNs, inclusive (the footer's `lsn_min`, `lsn_max`).
+    lsn_min: Lsn,
+    lsn_max: Lsn,
+    /// The layer's largest key (the key range section's); empty until
+    /// `set_key_max`, and for a layer without entries.
+    key_max: Vec<u8>,
 }
 
 impl BlockIndex {
     /// An empty index with room for `blocks` blocks whose first keys take
-    /// about `key_bytes` together.
-    pub(crate) fn with_capacity(blocks: usize, key_bytes: usize) -> Self {
+    /// about `key_bytes` together, of a layer whose entries' LSNs are
+    /// `lsn_min..=lsn_max`.
+    pub(crate) fn with_capacity(
+        blocks: usize,
+        key_bytes: usize,
+        lsn_min: Lsn,
+        lsn_max: Lsn,
+    ) -> Self {
         BlockIndex {
             keys: Vec::with_capacity(key_bytes),
             key_ends: Vec::with_capacity(blocks),
             first_lsns: Vec::with_capacity(blocks),
             offsets: Vec::with_capacity(blocks + 1),
             value_blocks: Vec::new(),
+            lsn_min,
+            lsn_max,
+            key_max: Vec::new(),
         }
+    }
+
+    /// Sets the layer's largest key (from its key range section, read after
+    /// the index).
+    pub(crate) fn set_key_max(&mut self, key_max: &[u8]) {
+        debug_assert!(self.last().is_none_or(|l| l.first_key <= key_max));
+        self.key_max = key_max.to_vec();
+    }
+
+    /// The LSNs of the layer's entries, inclusive.
+    pub(crate) fn lsns(&self) -> (Lsn, Lsn) {
+        (self.lsn_min, self.lsn_max)
+    }
+
+    /// The layer's largest key (see `set_key_max`).
+    pub(crate) fn key_max(&self) -> &[u8] {
+        &self.key_max
     }
 
     /// Whether a first key of `len` more bytes still fits the key arena.
@@ -73,6 +109,7 @@ impl BlockIndex {
         debug_assert!(self
             .last()
             .is_none_or(|l| (l.first_key, l.first_lsn) < (h.first_key, h.first_lsn)));
+        debug_assert!((self.lsn_min..=self.lsn_max).contains(&h.first_lsn));
         if let Some((value_len, crc)) = h.value_block {
             self.value_blocks.push((self.len() as u32, value_len, crc));
         }
@@ -92,6 +129,7 @@ impl BlockIndex {
         self.first_lsns.shrink_to_fit();
         self.offsets.shrink_to_fit();
         self.value_blocks.shrink_to_fit();
+        self.key_max.shrink_to_fit();
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -171,6 +209,7 @@ impl BlockIndex {
             + self.first_lsns.capacity() * std::mem::size_of::<Lsn>()
             + self.offsets.capacity() * std::mem::size_of::<u64>()
             + self.value_blocks.capacity() * std::mem::size_of::<(u32, u32, u32)>()
+            + self.key_max.capacity()
     }
 }
 
@@ -202,7 +241,7 @@ mod tests {
             handle(&keys[2], 1, 8192, 5000, false),
             handle(&keys[3], 2, 13192, 100, true),
         ];
-        let mut index = BlockIndex::with_capacity(1, 1);
+        let mut index = BlockIndex::with_capacity(1, 1, 0, 100);
         assert!(index.is_empty() && index.get(0).is_none() && index.last().is_none());
         for h in pushed {
             index.push(h);

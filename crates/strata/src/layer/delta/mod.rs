@@ -87,6 +87,9 @@ pub(crate) trait LayerSink {
 ///
 /// `read_at` returns exactly `len` bytes or an error; `file_len` is the exact
 /// length the writer produced (not padded to the direct-I/O alignment).
+/// `read_verified` is the storage's policy for bytes that fail their check
+/// (`io::read_verified`): the reader runs every read and its checks through
+/// it.
 pub(crate) trait ReadAt {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
     /// [`Self::read_at`] into a shared buffer, as the block cache keeps it.
@@ -95,6 +98,20 @@ pub(crate) trait ReadAt {
     }
     fn file_len(&self) -> u64;
     fn path(&self) -> &Path;
+    /// Runs `attempt` (reads of the `len` bytes at `offset`, 0: to the end,
+    /// and their checks) and, after a corruption error, once more; the
+    /// second result stands. By default with nothing to forget or count
+    /// between the two (`io::again_on_corruption`); a storage file's
+    /// (`LayerFile`) is `io::read_verified`.
+    fn read_verified<T>(
+        &self,
+        offset: u64,
+        len: u64,
+        attempt: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let _ = (offset, len);
+        crate::io::again_on_corruption(attempt, || {})
+    }
 }
 
 impl<T: ReadAt + ?Sized> ReadAt for std::sync::Arc<T> {
@@ -103,6 +120,14 @@ impl<T: ReadAt + ?Sized> ReadAt for std::sync::Arc<T> {
     }
     fn read_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
         (**self).read_shared(offset, len)
+    }
+    fn read_verified<U>(
+        &self,
+        offset: u64,
+        len: u64,
+        attempt: impl FnMut() -> Result<U>,
+    ) -> Result<U> {
+        (**self).read_verified(offset, len, attempt)
     }
     fn file_len(&self) -> u64 {
         (**self).file_len()

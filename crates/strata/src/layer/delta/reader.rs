@@ -13,7 +13,22 @@
 //! A data block is verified (crc32c, seeded with its offset) before any of its
 //! bytes is interpreted, and its entries are checked again as they are decoded
 //! (lengths, kinds, ascending order, first entry equal to the index's, every
-//! entry below the next block's first).
+//! entry below the next block's first) and against what the footer says of
+//! them where they are used: every entry's LSN within the footer's
+//! `lsn_min..=lsn_max`, and its key at most the layer's key_max (compared in
+//! the last block only: the others lie below its first key, which open
+//! checks). A scan of the whole layer (unbounded both ways, as compaction
+//! and images read their inputs) checks at its end that it saw as many
+//! entries and distinct keys as the footer counts.
+//!
+//! A check that fails is not the answer yet: every read and its checks go
+//! through the file's policy for bytes that fail their check
+//! (`ReadAt::read_verified`; a layer file's is `io::read_verified`, which
+//! counts the retry and has the storage forget its cached copies). An open
+//! reads and checks everything again, once; a data block that fails (read
+//! alone, read with others in a batch or a scan's read-ahead, or found in
+//! the block cache) is dropped from the cache and read again alone. The
+//! second result stands.
 //!
 //! Thread-safety: the reader is immutable after `open`; it is `Send + Sync`
 //! when its [`ReadAt`] is, and any number of threads may `get` and scan at once.
@@ -132,10 +147,38 @@ fn read_checked_with<R: ReadAt, B: AsRef<[u8]>>(
     Ok(bytes)
 }
 
+/// What `open` reads and keeps of a layer file.
+struct Opened {
+    summary: DeltaLayerSummary,
+    index: BlockIndex,
+    bloom: BloomFilter,
+}
+
 impl<R: ReadAt> DeltaLayerReader<R> {
     /// Reads and verifies the footer, the header, the block index, the bloom
     /// filter and the key range; keeps the index and the filter in memory.
+    /// A check that fails reads them all again, once (`ReadAt::
+    /// read_verified` over the whole file: an open is rare).
     pub(crate) fn open(file: R) -> Result<Self> {
+        let Opened {
+            summary,
+            index,
+            bloom,
+        } = file.read_verified(0, file.file_len(), || Self::read_opened(&file))?;
+        Ok(DeltaLayerReader {
+            path: Arc::from(file.path()),
+            file,
+            prefixes: PrefixIndex::new(&index, &summary.key_min, &summary.key_max),
+            summary,
+            index: Arc::new(index),
+            bloom,
+            cache: None,
+            point_reads: None,
+        })
+    }
+
+    /// One reading of what `open` keeps, checked.
+    fn read_opened(file: &R) -> Result<Opened> {
         let path = file.path();
         let file_len = file.file_len();
         if file_len < u64_from_usize(FILE_BYTES_MIN) {
@@ -151,7 +194,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         // Footer: one read of the last FOOTER_BYTES, which hold the footer of
         // this version; the version-independent tail says how long it is.
         let last_len = file_len.min(u64_from_usize(FOOTER_BYTES));
-        let last = read_checked(&file, file_len - last_len, last_len, "footer")?;
+        let last = read_checked(file, file_len - last_len, last_len, "footer")?;
         let tail_at = last.len() - FOOTER_TAIL_BYTES;
         let tail_offset = file_len - u64_from_usize(FOOTER_TAIL_BYTES);
         let footer_len = u32_at(&last, tail_at).unwrap_or(0);
@@ -169,7 +212,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         let footer = match last.len().checked_sub(footer_len as usize) {
             Some(start) => last[start..].to_vec(),
             // A longer footer (a newer version's): read it to verify it.
-            None => read_checked(&file, footer_offset, u64::from(footer_len), "footer")?,
+            None => read_checked(file, footer_offset, u64::from(footer_len), "footer")?,
         };
         let crc_at = footer.len() - 4;
         let stored = u32_at(&footer, crc_at).unwrap_or(0);
@@ -296,7 +339,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         }
 
         // Header.
-        let header = read_checked(&file, 0, u64_from_usize(HEADER_BYTES), "header")?;
+        let header = read_checked(file, 0, u64_from_usize(HEADER_BYTES), "header")?;
         let stored = u32_at(&header, HEADER_CRC_OFFSET).unwrap_or(0);
         check_crc(
             path,
@@ -336,7 +379,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
 
         // Block index, bloom filter and key range: contiguous, read at once.
         let meta = read_checked(
-            &file,
+            file,
             index_offset,
             footer_offset - index_offset,
             "block index, bloom filter and key range",
@@ -375,7 +418,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             f32_(FOOTER_INDEX_CRC_OFFSET),
             crc32c::crc32c(index_bytes),
         )?;
-        let index = decode_index(
+        let mut index = decode_index(
             index_bytes,
             path,
             index_offset,
@@ -422,6 +465,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 "key range disagrees with the block index",
             ));
         }
+        index.set_key_max(&key_max);
 
         let summary = DeltaLayerSummary {
             key_min,
@@ -433,15 +477,10 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             blocks: block_count,
             file_bytes: file_len,
         };
-        Ok(DeltaLayerReader {
-            path: Arc::from(file.path()),
-            file,
-            prefixes: PrefixIndex::new(&index, &summary.key_min, &summary.key_max),
+        Ok(Opened {
             summary,
-            index: Arc::new(index),
+            index,
             bloom,
-            cache: None,
-            point_reads: None,
         })
     }
 
@@ -498,29 +537,74 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         let Some(block) = self.locate(point, lsn) else {
             return Ok(None);
         };
-        let Some(handle) = self.index.get(block) else {
-            return Ok(None);
+        let bytes = match self.cached_block(block) {
+            Some(cached) => BlockBytes::Cached(cached),
+            None => BlockBytes::Unread,
         };
-        if let Some(bytes) = self.cached_block(block) {
-            // Checked again on use: memory can flip bits too.
-            return Self::search_block(
-                parse_block(&self.path, &self.index, block, bytes)?,
-                key,
-                lsn,
-            );
+        Self::search_block(self.verified_block(block, bytes, true)?, key, lsn)
+    }
+
+    /// Data block number `block`, verified, through the file's policy for
+    /// bytes that fail their check (`ReadAt::read_verified`): `bytes`, when
+    /// given and they pass, else the block read from the file alone (once
+    /// more, if that fails too). Bytes that fail are dropped from the block
+    /// cache (a cached block is checked again on use: memory can flip bits
+    /// too). A `point` read counts its reads from the file
+    /// (`count_point_reads`) and caches what came from the file.
+    fn verified_block(&self, block: usize, bytes: BlockBytes, point: bool) -> Result<BlockCursor> {
+        let handle = self.block_handle(block)?;
+        let mut bytes = Some(bytes);
+        let mut from_file = false;
+        let cursor = self
+            .file
+            .read_verified(handle.offset, handle.len_bytes, || {
+                let given = match bytes.take() {
+                    Some(BlockBytes::Cached(b)) => Some(b),
+                    Some(BlockBytes::Read(b)) => {
+                        from_file = true;
+                        Some(b)
+                    }
+                    Some(BlockBytes::Unread) | None => None,
+                };
+                if let Some(b) = given {
+                    let parsed = parse_block(&self.path, &self.index, block, b);
+                    if parsed.is_err() {
+                        self.uncache_block(handle);
+                    }
+                    return parsed;
+                }
+                from_file = true;
+                if point {
+                    if let Some(reads) = &self.point_reads {
+                        reads.fetch_add(1, AtomicOrdering::Relaxed);
+                    }
+                }
+                let bytes = read_checked_with(
+                    &self.file,
+                    handle.offset,
+                    handle.len_bytes,
+                    "data block",
+                    R::read_shared,
+                )?;
+                parse_block(&self.path, &self.index, block, bytes)
+            })?;
+        if point && from_file {
+            self.cache_block(handle, &cursor);
         }
-        if let Some(reads) = &self.point_reads {
-            reads.fetch_add(1, AtomicOrdering::Relaxed);
-        }
-        let cursor = self.read_block(block)?;
-        self.cache_block(handle, &cursor);
-        Self::search_block(cursor, key, lsn)
+        Ok(cursor)
     }
 
     /// Keeps a verified block in the cache, if there is one.
     fn cache_block(&self, handle: BlockHandle<'_>, cursor: &BlockCursor) {
         if let Some((cache, id)) = &self.cache {
             cache.insert(*id, handle.offset, Arc::clone(&cursor.bytes));
+        }
+    }
+
+    /// Drops a block from the cache, if it is there.
+    fn uncache_block(&self, handle: BlockHandle<'_>) {
+        if let Some((cache, id)) = &self.cache {
+            cache.remove(*id, handle.offset);
         }
     }
 
@@ -567,8 +651,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     }
 
     /// Finishes a batched point read: verifies the block's bytes (read at the
-    /// plan's offset and length) and finds the newest version of `key` at or
-    /// below `lsn` in it.
+    /// plan's offset and length; when they fail, the block is read again
+    /// alone) and finds the newest version of `key` at or below `lsn` in it.
     pub(crate) fn get_in_block(
         &self,
         block: usize,
@@ -576,21 +660,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let handle = self.block_handle(block)?;
-        if bytes.len() as u64 != handle.len_bytes {
-            return Err(corrupt(
-                self.file.path(),
-                handle.offset,
-                format!(
-                    "short read of data block: asked {} bytes, got {}",
-                    handle.len_bytes,
-                    bytes.len()
-                ),
-            ));
-        }
-        let cursor = parse_block(&self.path, &self.index, block, Block::from(bytes))?;
-        self.cache_block(handle, &cursor);
-        Self::search_block(cursor, key, lsn)
+        let bytes = BlockBytes::Read(Block::from(bytes));
+        Self::search_block(self.verified_block(block, bytes, true)?, key, lsn)
     }
 
     /// The index entry of block number `block` (from a plan of this reader).
@@ -605,7 +676,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     }
 
     /// [`Self::get_in_block`] for a block from [`Self::cached_block`]
-    /// (checked again, not cached again).
+    /// (checked again, not cached again; when it fails, dropped from the
+    /// cache and read from the file).
     pub(crate) fn get_in_cached_block(
         &self,
         block: usize,
@@ -613,11 +685,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        Self::search_block(
-            parse_block(&self.path, &self.index, block, bytes)?,
-            key,
-            lsn,
-        )
+        let bytes = BlockBytes::Cached(bytes);
+        Self::search_block(self.verified_block(block, bytes, true)?, key, lsn)
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
@@ -662,19 +731,18 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             scan: Scan::new(Arc::clone(self), start, end),
         })
     }
+}
 
-    /// Reads and verifies data block number `block` (of the index).
-    fn read_block(&self, block: usize) -> Result<BlockCursor> {
-        let handle = self.block_handle(block)?;
-        let bytes = read_checked_with(
-            &self.file,
-            handle.offset,
-            handle.len_bytes,
-            "data block",
-            R::read_shared,
-        )?;
-        parse_block(&self.path, &self.index, block, bytes)
-    }
+/// A data block's bytes as [`DeltaLayerReader::verified_block`] is handed
+/// them, before they are verified.
+enum BlockBytes {
+    /// None yet: read the block from the file.
+    Unread,
+    /// From the block cache.
+    Cached(Block),
+    /// Read from the file together with other blocks (a batch of point
+    /// reads, a scan's read-ahead).
+    Read(Block),
 }
 
 /// A dense search structure over the blocks' first keys, for point reads:
@@ -756,8 +824,8 @@ fn key_prefix(key: &[u8]) -> u64 {
 }
 
 /// Verifies a data block's checksum and header and opens a cursor on it.
-/// `bytes` are exactly the `len_bytes` bytes at the `offset` of block number
-/// `block` of `index` (from [`decode_index`]).
+/// `bytes` should be the `len_bytes` bytes at the `offset` of block number
+/// `block` of `index` (from [`decode_index`]); other lengths are refused.
 fn parse_block(
     path: &Arc<Path>,
     index: &Arc<BlockIndex>,
@@ -771,6 +839,17 @@ fn parse_block(
             format!("block number {block} is not in the index"),
         ));
     };
+    if bytes.len() as u64 != handle.len_bytes {
+        return Err(corrupt(
+            path,
+            handle.offset,
+            format!(
+                "short read of data block: asked {} bytes, got {}",
+                handle.len_bytes,
+                bytes.len()
+            ),
+        ));
+    }
     if let Some((value_len, crc)) = handle.value_block {
         return parse_value_block(path, index, block, handle, value_len as usize, crc, bytes);
     }
@@ -828,6 +907,7 @@ fn parse_block(
         block,
         first_pending: true,
         value_block: false,
+        continues_key: false,
     })
 }
 
@@ -870,6 +950,7 @@ fn parse_value_block(
         block,
         first_pending: false,
         value_block: true,
+        continues_key: false,
     })
 }
 
@@ -883,11 +964,13 @@ pub(crate) fn decode_block(
     next: Option<BlockHandle<'_>>,
     bytes: Vec<u8>,
 ) -> Result<Vec<DeltaEntry>> {
-    let mut index = BlockIndex::with_capacity(2, handle.first_key.len());
+    // No bounds beyond the blocks' own: every LSN, every key.
+    let mut index = BlockIndex::with_capacity(2, handle.first_key.len(), 0, Lsn::MAX);
     index.push(handle);
     if let Some(next) = next {
         index.push(next);
     }
+    index.set_key_max(&[u8::MAX; KEY_BYTES_MAX]);
     let mut block = parse_block(&Arc::from(path), &Arc::new(index), 0, Block::from(bytes))?;
     let mut entries = Vec::new();
     while let Some(entry) = block.next_entry()? {
@@ -913,7 +996,7 @@ pub(crate) fn decode_index(
     let key_bytes = bytes
         .len()
         .saturating_sub(count.saturating_mul(INDEX_ENTRY_HEADER_BYTES));
-    let mut index = BlockIndex::with_capacity(count, key_bytes);
+    let mut index = BlockIndex::with_capacity(count, key_bytes, lsn_min, lsn_max);
     let mut pos = 0usize;
     let mut next_block_offset = u64_from_usize(HEADER_BYTES);
     for block_index in 0..count {
@@ -1041,6 +1124,9 @@ struct EntryMeta {
     kind: ValueKind,
     /// The value's bytes in [`BlockCursor::bytes`].
     value: Range<usize>,
+    /// Its key differs from the previous entry's (for the block's first
+    /// entry: unless `BlockCursor::continues_key`).
+    new_key: bool,
 }
 
 /// Walks the entries of one verified data block, checking each.
@@ -1068,6 +1154,9 @@ struct BlockCursor {
     first_pending: bool,
     /// A value block: one put, `key` at `lsn`, whose value is `bytes[..end]`.
     value_block: bool,
+    /// The block before this one ends with the key this one starts with (a
+    /// scan that counts distinct keys sets it).
+    continues_key: bool,
 }
 
 impl BlockCursor {
@@ -1081,10 +1170,12 @@ impl BlockCursor {
                 return Ok(None);
             }
             self.remaining = 0;
+            // Its LSN and key are the index's: inside the layer's bounds.
             return Ok(Some(EntryMeta {
                 lsn: self.lsn,
                 kind: ValueKind::Put,
                 value: 0..self.end,
+                new_key: !self.continues_key,
             }));
         }
         let at = self.block_offset + u64_from_usize(self.pos);
@@ -1131,12 +1222,20 @@ impl BlockCursor {
         if end > self.end {
             return Err(bad("runs past the end of the block".into()));
         }
+        let (lsn_min, lsn_max) = self.index.lsns();
+        if lsn < lsn_min || lsn > lsn_max {
+            return Err(bad(format!(
+                "LSN {lsn} is outside the layer's {lsn_min}..={lsn_max}"
+            )));
+        }
         let suffix = &self.bytes[suffix_start..value_start];
+        let mut new_key = !self.continues_key;
         if !first {
-            let order = suffix.cmp(&self.key[shared..]).then(lsn.cmp(&self.lsn));
-            if order != Ordering::Greater {
+            let key_order = suffix.cmp(&self.key[shared..]);
+            if key_order.then(lsn.cmp(&self.lsn)) != Ordering::Greater {
                 return Err(bad("entries are not in ascending (key, lsn) order".into()));
             }
+            new_key = key_order != Ordering::Equal;
         }
         self.key.truncate(shared);
         self.key.extend_from_slice(suffix);
@@ -1147,11 +1246,21 @@ impl BlockCursor {
                 return Err(bad("first entry differs from the block index".into()));
             }
         }
-        if let Some(next) = self.index.first_entry(self.block + 1) {
-            if (&self.key[..], lsn) >= next {
-                return Err(bad(
-                    "entry does not sort below the next block's first entry".into(),
-                ));
+        match self.index.first_entry(self.block + 1) {
+            Some(next) => {
+                if (&self.key[..], lsn) >= next {
+                    return Err(bad(
+                        "entry does not sort below the next block's first entry".into(),
+                    ));
+                }
+            }
+            // The last block: nothing after it bounds its keys but the
+            // layer's key_max (the keys of the others lie below the last
+            // block's first key, which open checked against key_max).
+            None => {
+                if self.key.as_slice() > self.index.key_max() {
+                    return Err(bad("key is above the layer's key_max".into()));
+                }
             }
         }
         self.pos = end;
@@ -1160,6 +1269,7 @@ impl BlockCursor {
             lsn,
             kind,
             value: value_start..end,
+            new_key,
         }))
     }
 }
@@ -1185,6 +1295,19 @@ struct Scan<P> {
     end: Bound<Vec<u8>>,
     /// Set at the end of the range or after an error.
     done: bool,
+    /// A scan of the whole layer (unbounded on both sides, as compaction's
+    /// and images' reads are): at its end, the entries and the distinct
+    /// keys it saw must be the footer's counts.
+    whole: Option<Seen>,
+}
+
+/// What a scan of a whole layer has seen so far.
+#[derive(Default)]
+struct Seen {
+    entries: u64,
+    keys: u64,
+    /// The next block starts with the key the last one ended with.
+    key_continues: bool,
 }
 
 impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
@@ -1218,11 +1341,32 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
             ahead: std::collections::VecDeque::new(),
             readahead_bytes: 0,
             window_bytes: READAHEAD_FIRST_BYTES,
+            whole: matches!((&start, &end), (Bound::Unbounded, Bound::Unbounded))
+                .then(Seen::default),
             start,
             end,
             done: empty || misses,
             reader,
         }
+    }
+
+    /// The end of a whole-layer scan: what it saw against the footer.
+    fn check_counts(&self) -> Result<()> {
+        let (Some(seen), summary) = (&self.whole, &self.reader.summary) else {
+            return Ok(());
+        };
+        if (seen.entries, seen.keys) != (summary.entries, summary.distinct_keys) {
+            let footer = summary.file_bytes - u64_from_usize(FOOTER_BYTES);
+            return Err(corrupt(
+                &self.reader.path,
+                footer + u64_from_usize(FOOTER_ENTRY_COUNT_OFFSET),
+                format!(
+                    "the footer counts {} entries of {} keys, the layer holds {} of {}",
+                    summary.entries, summary.distinct_keys, seen.entries, seen.keys
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn next_item(&mut self) -> Result<Option<DeltaEntry>> {
@@ -1231,6 +1375,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                 Some(block) => block,
                 None => {
                     let Some(handle) = self.reader.index.get(self.next_block) else {
+                        self.check_counts()?;
                         return Ok(None);
                     };
                     if !before_end(&self.end, handle.first_key) {
@@ -1239,21 +1384,33 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
                     if self.ahead.is_empty() && self.readahead_bytes > 0 {
                         self.read_ahead()?;
                     }
-                    let reader = &*self.reader;
-                    let block = match self.ahead.pop_front() {
-                        Some(bytes) => {
-                            parse_block(&reader.path, &reader.index, self.next_block, bytes)?
-                        }
-                        None => reader.read_block(self.next_block)?,
+                    // A block read ahead that fails its check is read
+                    // again alone.
+                    let bytes = match self.ahead.pop_front() {
+                        Some(bytes) => BlockBytes::Read(bytes),
+                        None => BlockBytes::Unread,
                     };
+                    let mut block = self.reader.verified_block(self.next_block, bytes, false)?;
+                    block.continues_key = self.whole.as_ref().is_some_and(|s| s.key_continues);
                     self.next_block += 1;
                     self.block.insert(block)
                 }
             };
             let Some(entry) = block.next_entry()? else {
+                if let Some(seen) = &mut self.whole {
+                    seen.key_continues = self
+                        .reader
+                        .index
+                        .first_entry(self.next_block)
+                        .is_some_and(|(first, _)| first == block.key());
+                }
                 self.block = None;
                 continue;
             };
+            if let Some(seen) = &mut self.whole {
+                seen.entries += 1;
+                seen.keys += u64::from(entry.new_key);
+            }
             let key = block.key();
             if !before_end(&self.end, key) {
                 return Ok(None);

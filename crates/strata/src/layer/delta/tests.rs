@@ -1490,3 +1490,266 @@ fn a_flipped_byte_of_a_value_block_is_corruption_at_its_offset() {
         assert!(scanned.expect_err("a scan").is_corruption());
     }
 }
+
+// ---------------------------------------------------------------------------
+// Reads that fail their check are read again.
+
+/// A layer file in memory whose reads numbered in `corrupt` (from 1) return
+/// a flipped bit: a storage that lies now and then.
+#[derive(Debug)]
+struct LyingFile {
+    file: MemFile,
+    corrupt: Vec<usize>,
+}
+
+impl ReadAt for LyingFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut bytes = self.file.read_at(offset, len)?;
+        if self.corrupt.contains(&self.file.reads()) {
+            bytes[len / 2] ^= 0x20;
+        }
+        Ok(bytes)
+    }
+    fn file_len(&self) -> u64 {
+        self.file.file_len()
+    }
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
+#[test]
+fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
+    let model = small_model();
+    let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
+    let mut reader = open_mem(bytes);
+    let cache = crate::cache::BlockCache::new(1 << 20).expect("a cache");
+    reader.set_cache(Some(Arc::clone(&cache)), 7);
+    let ((key, lsn), _) = model.iter().next().expect("an entry");
+    let want = model_get(&model, key, *lsn);
+    // Read and cached.
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    let good = reader.cached_block(0).expect("cached");
+    let offset = u64_from_usize(HEADER_BYTES);
+    // Memory flips a bit of the cached copy.
+    let mut bad = good.to_vec();
+    bad[good.len() / 2] ^= 0x01;
+    cache.insert(7, offset, crate::cache::Block::from(bad));
+    let reads = reader.file().reads();
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    assert_eq!(reader.file().reads(), reads + 1, "read from the file again");
+    assert_eq!(
+        cache.get(7, offset).as_deref(),
+        Some(&good[..]),
+        "cached again"
+    );
+    // The batched read's form of a cached block does the same.
+    let mut bad = good.to_vec();
+    bad[3] ^= 0x80;
+    let bad = crate::cache::Block::from(bad);
+    let got = reader
+        .get_in_cached_block(0, bad, key, *lsn)
+        .expect("get in a cached block");
+    assert_eq!(got, want);
+    assert_eq!(reader.file().reads(), reads + 2);
+}
+
+#[test]
+fn an_open_or_a_block_read_that_lies_once_is_read_again_and_answers_right() {
+    let model = small_model();
+    let (bytes, summary) = build(&model, SMALL_BLOCK_BYTES);
+    let expected = model_range(&model, Bound::Unbounded, Bound::Unbounded);
+    // Reads 1..=3 open the file (footer, header, the rest); a lie in any of
+    // them fails that read's check, and the file is opened again (three
+    // more reads).
+    for lie in 1..=3 {
+        let file = LyingFile {
+            file: MemFile::new(bytes.clone()),
+            corrupt: vec![lie],
+        };
+        let reader = DeltaLayerReader::open(file).expect("open after one lie");
+        assert_eq!(reader.summary(), &summary);
+        assert_eq!(reader.file().file.reads(), lie + 3, "read {lie} lied");
+    }
+    // A lie in a point read, or in a scan's block: the block is read again.
+    let file = LyingFile {
+        file: MemFile::new(bytes.clone()),
+        corrupt: vec![4, 7],
+    };
+    let reader = DeltaLayerReader::open(file).expect("open");
+    let ((key, lsn), _) = model.iter().nth(5).expect("an entry");
+    assert_eq!(
+        reader.get(key, *lsn).expect("get"),
+        model_get(&model, key, *lsn)
+    );
+    assert_eq!(reader.file().file.reads(), 5);
+    assert_eq!(
+        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+        expected
+    );
+    // Twice in a row: the second result stands.
+    let file = LyingFile {
+        file: MemFile::new(bytes),
+        corrupt: vec![4, 5],
+    };
+    let reader = DeltaLayerReader::open(file).expect("open");
+    let err = reader.get(key, *lsn).expect_err("lied twice");
+    assert!(err.is_corruption(), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// What the footer says of the entries is checked where it is used.
+
+/// Rewrites the key range section's key_max (as long as the old one), its
+/// crc in the footer and the footer's crc.
+fn patch_key_max(bytes: &mut [u8], key_max: &[u8]) {
+    let footer = bytes.len() - FOOTER_BYTES;
+    let field = |at: usize| u64_at(&bytes[footer..], at).expect("field") as usize;
+    let (keys_offset, keys_len) = (
+        field(FOOTER_KEYS_OFFSET_OFFSET),
+        field(FOOTER_KEYS_LEN_OFFSET),
+    );
+    let keys = &mut bytes[keys_offset..keys_offset + keys_len];
+    let min_len = u16_at(keys, KEYS_MIN_LEN_OFFSET).expect("key_min length") as usize;
+    let max_len = u16_at(keys, KEYS_MAX_LEN_OFFSET).expect("key_max length") as usize;
+    assert_eq!(max_len, key_max.len(), "the same length keeps the layout");
+    keys[KEYS_HEADER_BYTES + min_len..].copy_from_slice(key_max);
+    let crc = crc32c::crc32c(keys);
+    patch_footer(bytes, FOOTER_KEYS_CRC_OFFSET, &crc.to_le_bytes());
+}
+
+/// The corruption `result` holds: of the test file, at an entry of its
+/// data blocks.
+fn entry_corruption<T: std::fmt::Debug>(result: Result<T>, index_offset: u64) -> String {
+    match result {
+        Err(Error::Corruption(c)) => {
+            assert_eq!(c.file, Path::new("mem/layer.delta"));
+            assert!(
+                (u64_from_usize(HEADER_BYTES + BLOCK_HEADER_BYTES)..index_offset)
+                    .contains(&c.offset),
+                "{c}"
+            );
+            c.what
+        }
+        other => panic!("not a corruption: {other:?}"),
+    }
+}
+
+#[test]
+fn an_entry_outside_the_footers_lsn_range_is_refused_on_read() {
+    // One block; its first entry (the index's) is (a, 10).
+    let mut model = Model::new();
+    put(&mut model, b"a", 10, b"x");
+    put(&mut model, b"a", 100, b"y");
+    put(&mut model, b"b", 5, b"z");
+    put(&mut model, b"c", 20, b"w");
+    let (good, summary) = build(&model, 4096);
+    assert_eq!(
+        (summary.lsn_min, summary.lsn_max, summary.blocks),
+        (5, 100, 1)
+    );
+    let index_offset = |bytes: &[u8]| {
+        u64_at(
+            &bytes[bytes.len() - FOOTER_BYTES..],
+            FOOTER_INDEX_OFFSET_OFFSET,
+        )
+        .expect("field")
+    };
+    // A footer whose lsn_max is below (a, 100), or lsn_min above (b, 5),
+    // but which holds the index's first LSN: it opens, and the entry
+    // outside it is refused wherever it is read.
+    for (field, lsn, key) in [
+        (FOOTER_LSN_MAX_OFFSET, 50u64, b"a"),
+        (FOOTER_LSN_MIN_OFFSET, 8, b"b"),
+    ] {
+        let mut bytes = good.clone();
+        patch_footer(&mut bytes, field, &lsn.to_le_bytes());
+        let at = index_offset(&bytes);
+        let reader = open_mem(bytes);
+        let what = entry_corruption(reader.get(key, Lsn::MAX), at);
+        assert!(what.contains("outside the layer's"), "{what}");
+        let scan: Result<Vec<DeltaEntry>> = reader
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .expect("range")
+            .collect();
+        entry_corruption(scan, at);
+    }
+}
+
+#[test]
+fn a_key_above_the_layers_key_max_is_refused_on_read() {
+    let mut model = Model::new();
+    for key in [b"k1", b"k2", b"k3"] {
+        put(&mut model, key, 7, b"v");
+    }
+    let (good, _) = build(&model, 4096);
+    let mut bytes = good.clone();
+    // key_max "k2": the last block's first key ("k1") is within it, so the
+    // file opens; "k3" is not.
+    patch_key_max(&mut bytes, b"k2");
+    let at = u64_at(
+        &bytes[bytes.len() - FOOTER_BYTES..],
+        FOOTER_INDEX_OFFSET_OFFSET,
+    )
+    .expect("field");
+    let reader = open_mem(bytes);
+    assert_eq!(reader.summary().key_max, b"k2");
+    // A get of "k2" decodes the block on to "k3".
+    let what = entry_corruption(reader.get(b"k2", Lsn::MAX), at);
+    assert!(what.contains("key_max"), "{what}");
+    let scan: Result<Vec<DeltaEntry>> = reader
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .expect("range")
+        .collect();
+    entry_corruption(scan, at);
+    // The reads the block's keys allow still answer.
+    assert_eq!(
+        reader.get(b"k1", 7).expect("get k1").map(|(l, ..)| l),
+        Some(7)
+    );
+}
+
+#[test]
+fn a_whole_layer_scan_refuses_footer_counts_that_disagree() {
+    let model = small_model();
+    let (good, summary) = build(&model, SMALL_BLOCK_BYTES);
+    let footer = summary.file_bytes - u64_from_usize(FOOTER_BYTES);
+    let expected = model_range(&model, Bound::Unbounded, Bound::Unbounded);
+    for (field, value) in [
+        (FOOTER_ENTRY_COUNT_OFFSET, summary.entries + 1),
+        (FOOTER_ENTRY_COUNT_OFFSET, summary.entries - 1),
+        (FOOTER_DISTINCT_KEYS_OFFSET, summary.distinct_keys - 1),
+        (FOOTER_DISTINCT_KEYS_OFFSET, summary.distinct_keys + 1),
+    ] {
+        let mut bytes = good.clone();
+        patch_footer(&mut bytes, field, &value.to_le_bytes());
+        let reader = Arc::new(open_mem(bytes));
+        // Every entry comes out; the end of the scan is the error.
+        let mut scan = reader
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .expect("range");
+        for want in &expected {
+            assert_eq!(scan.next().expect("an entry").expect("entry"), *want);
+        }
+        match scan.next() {
+            Some(Err(Error::Corruption(c))) => {
+                assert_eq!(c.offset, footer, "{c}");
+                assert!(c.what.contains("the footer counts"), "{c}");
+            }
+            other => panic!("field {field}: not a corruption: {other:?}"),
+        }
+        assert!(scan.next().is_none(), "nothing after the error");
+        // As compaction reads it: whole, read ahead.
+        let owned: Result<Vec<DeltaEntry>> = reader
+            .range_owned(Bound::Unbounded, Bound::Unbounded)
+            .expect("range")
+            .with_readahead(1 << 20)
+            .collect();
+        assert!(owned.expect_err("counts").is_corruption());
+        // A bounded scan does not count.
+        let first = expected[0].0.as_slice();
+        let bounded: Vec<DeltaEntry> =
+            collect_range(&reader, Bound::Included(first), Bound::Unbounded);
+        assert_eq!(bounded, expected);
+    }
+}
