@@ -212,8 +212,11 @@ fn a_manifest_read_corrupted_once_opens_right_after_one_retry() {
         let db = Db::open(DIR, options(&sim)).unwrap();
         assert_eq!(sim.corrupted_reads(), 1, "{kind:?}");
         // Read again once; not in the database's statistics, which start
-        // after the manifest is read.
-        assert_eq!(sim.forgotten_ranges(), clean + 1, "{kind:?}");
+        // after the manifest is read. (A zeroed sector may fall in the
+        // zero padding after a record, format 4: nothing to read again.)
+        let again = sim.forgotten_ranges() - clean;
+        let padding = kind == CorruptionKind::ZeroSector && again == 0;
+        assert!(again == 1 || padding, "{kind:?}: read again {again} times");
         assert_eq!(db.stats().read_retries, 0, "{kind:?}");
         for i in (0..2 * KEYS_PER_LAYER).step_by(11) {
             assert_eq!(db.get(key(i)).unwrap(), Some(value(i)), "{kind:?}");
