@@ -247,6 +247,18 @@ impl Pacer {
             .is_some_and(|at| now.duration_since(at) < FOREGROUND_READS_QUIET)
     }
 
+    /// The size of a background job's next request (`io::IoSteps`): small
+    /// while point lookups read layer files, large when none does.
+    pub(crate) fn step_bytes(&self) -> usize {
+        crate::io::background_step_bytes(self.foreground_reading())
+    }
+
+    /// [`Self::step_bytes`] as a background writer or reader asks it.
+    pub(crate) fn steps(self: &Arc<Self>) -> crate::io::IoSteps {
+        let pacer = Arc::clone(self);
+        Arc::new(move || pacer.step_bytes())
+    }
+
     /// On the background thread, sets its I/O class for what runs now:
     /// idle while foreground reads need the device (a get must not queue
     /// behind a merge's I/O), best effort when compaction is behind
@@ -992,7 +1004,12 @@ fn create_output(
     let path = io.dir.join(delta_name(id));
     let file = io.storage.create(&path, &io.opts, &io.stats)?;
     let buffer = crate::io::background_writer_bytes(&*file, opts.writer_buffer_bytes);
-    let sink = BufferedWriter::with_shared(file, buffer, 0)?;
+    let mut sink = BufferedWriter::with_shared(file, buffer, 0)?;
+    // Without a pacer (tests), requests of BACKGROUND_IO_BYTES_MAX.
+    sink.set_write_steps(match &opts.pacer {
+        Some(pacer) => pacer.steps(),
+        None => Arc::new(|| crate::io::BACKGROUND_IO_BYTES_MAX),
+    });
     Ok(Open {
         id,
         writer: DeltaLayerWriter::new(sink, opts.block_bytes)?,
@@ -1015,6 +1032,19 @@ fn finish(open: Open) -> Result<(u64, u64, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn background_requests_are_small_only_while_point_lookups_read() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let reads = Arc::new(AtomicU64::new(0));
+        let pacer = Arc::new(Pacer::new(0, Arc::clone(&reads)));
+        let steps = pacer.steps();
+        assert_eq!(steps(), crate::io::BACKGROUND_IO_IDLE_BYTES_MAX);
+        reads.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(steps(), crate::io::BACKGROUND_IO_BYTES_MAX);
+        std::thread::sleep(FOREGROUND_READS_QUIET + FOREGROUND_READS_QUIET / 2);
+        assert_eq!(steps(), crate::io::BACKGROUND_IO_IDLE_BYTES_MAX);
+    }
 
     #[test]
     fn the_pacer_holds_a_job_to_its_rate_unless_hurried() {

@@ -219,6 +219,40 @@ fn large_aligned_writes_bypass_the_buffer() {
 }
 
 #[test]
+fn a_buffer_is_written_in_the_requests_its_steps_give() {
+    let dir = test_dir();
+    let path = dir.path().join("f");
+    let rec = Recording::new(open(&path, IoMode::DirectRw, IoEngine::Sync), None);
+    let a = rec.alignment();
+    let mut w = BufferedWriter::new(rec, 16 * a, 0).unwrap();
+    // Two alignments per request, then four, then one alignment minus one
+    // (rounded down to nothing: one alignment), in turn.
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let turn = std::sync::Arc::clone(&asked);
+    w.set_write_steps(std::sync::Arc::new(move || {
+        [2 * a, 4 * a, a - 1][turn.fetch_add(1, Ordering::SeqCst) % 3]
+    }));
+    let data = pattern(7, 40 * a);
+    for chunk in data.chunks(3 * a + 5) {
+        w.write(chunk).unwrap();
+    }
+    let rec = w.finish(ShutdownMode::PadThenTruncate).unwrap();
+    assert_all_aligned(&rec, true);
+    let writes = rec.writes.lock().unwrap().clone();
+    // The full buffers (16 alignments each) went out in steps: none larger
+    // than four alignments, every size the steps gave.
+    assert!(asked.load(Ordering::SeqCst) >= 2 * 16 / 4, "{writes:?}");
+    assert!(writes.iter().all(|&(_, len, _)| len <= 4 * a), "{writes:?}");
+    for size in [a, 2 * a, 4 * a] {
+        assert!(
+            writes.iter().any(|&(_, len, _)| len == size),
+            "{size}: {writes:?}"
+        );
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+}
+
+#[test]
 fn writing_after_sync_rewrites_the_tail_block() {
     for (mode, engine) in MODES {
         let dir = test_dir();

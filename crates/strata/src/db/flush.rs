@@ -161,8 +161,9 @@ impl DbInner {
         // reader's bytes are (`io::read_verified`).
         let file = &**layer.file();
         let size = layer.size_bytes();
+        let steps = self.pacer.steps();
         let bytes = crate::io::read_verified(file, &self.stats, 0, size, || {
-            let bytes = read_whole(file, size)?;
+            let bytes = read_whole(file, size, &*steps)?;
             replay(
                 layer.path(),
                 &bytes,
@@ -178,7 +179,8 @@ impl DbInner {
                 .storage
                 .create(&path, &self.layer_io.opts, &self.stats)?;
             let buffer = crate::io::background_writer_bytes(&*file, self.opts.writer_buffer_bytes);
-            let sink = BufferedWriter::with_shared(file, buffer, 0)?;
+            let mut sink = BufferedWriter::with_shared(file, buffer, 0)?;
+            sink.set_write_steps(Arc::clone(&steps));
             let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
             layer.for_each_version(|key, v| {
                 let start = v.offset as usize;

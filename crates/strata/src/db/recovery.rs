@@ -279,6 +279,12 @@ impl Db {
     }
 }
 
+/// Recovery's reads come before any foreground read: requests of
+/// `BACKGROUND_IO_IDLE_BYTES_MAX`.
+fn recovery_steps() -> usize {
+    crate::io::BACKGROUND_IO_IDLE_BYTES_MAX
+}
+
 /// What proves a file the manifest does not list superseded (see
 /// [`Superseded::check`]).
 struct Superseded {
@@ -349,7 +355,7 @@ impl Superseded {
             .ok_or_else(|| lost("whose name holds no file id".into()))?;
         if name.ends_with(".log") {
             let file = storage.open(&path, log_opts, stats)?;
-            let bytes = read_whole(&*file, file.len()?)?;
+            let bytes = read_whole(&*file, file.len()?, &recovery_steps)?;
             if bytes.iter().all(|&b| b == 0) {
                 // Created, its header never durable.
                 return Ok(());
@@ -389,8 +395,13 @@ impl Superseded {
 }
 
 /// The first `len` bytes of `file` in aligned reads, without the copy a
-/// `read_range` makes (logs are read whole by recovery and by the flush).
-pub(super) fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf> {
+/// `read_range` makes (logs are read whole by recovery and by the flush),
+/// in requests of the size `steps` gives before each (`io::IoSteps`).
+pub(super) fn read_whole(
+    file: &dyn StorageFile,
+    len: u64,
+    steps: &dyn Fn() -> usize,
+) -> Result<AlignedBuf> {
     let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
         option: "log length",
         value: len,
@@ -399,7 +410,7 @@ pub(super) fn read_whole(file: &dyn StorageFile, len: u64) -> Result<AlignedBuf>
     let mut buf = AlignedBuf::zeroed(len, file.alignment());
     // In steps: one request for the whole log (128 MiB by default) would
     // hold every foreground read behind it.
-    let n = file.read_at_in_steps(buf.spare_capacity_full(), 0)?;
+    let n = file.read_at_steps(buf.spare_capacity_full(), 0, steps)?;
     if n < len {
         return Err(crate::io::short_read(
             file.path(),
@@ -426,7 +437,7 @@ pub(super) fn replay_log(
     sealed: Option<PrevLog>,
 ) -> Result<(ReplayedLog, AlignedBuf)> {
     let len = file.len()?;
-    let bytes = read_whole(file, len)?;
+    let bytes = read_whole(file, len, &recovery_steps)?;
     match replay(file.path(), &bytes, id, sealed) {
         Ok(log) if log.end_offset == len => return Ok((log, bytes)),
         Ok(log) => {
@@ -444,7 +455,7 @@ pub(super) fn replay_log(
         }
         Err(e) => return Err(e),
     }
-    let bytes = read_whole(file, len)?;
+    let bytes = read_whole(file, len, &recovery_steps)?;
     let log = replay(file.path(), &bytes, id, sealed)?;
     Ok((log, bytes))
 }

@@ -13,6 +13,10 @@
 //! - after any error the writer is failed: every later call returns an error,
 //!   so no write after a failure is ever reported as written or durable.
 //!
+//! A background writer may hand each full buffer to the file in several
+//! aligned requests whose size it asks before each (`set_write_steps`), so
+//! a large buffer does not hold a foreground read behind one long write.
+//!
 //! Large writes bypass the copy for their aligned middle part when its memory
 //! is aligned (always, for buffered writes). `sync()` writes the partial tail
 //! block padded with zeros, makes the file durable, and keeps the tail in the
@@ -21,6 +25,7 @@
 
 use super::aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 use super::file::{BlockFile, IoFile};
+use super::IoSteps;
 use crate::error::{Error, InvalidInput, Result};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -47,6 +52,8 @@ struct Job {
     /// flusher writes it; nobody mutates it until it comes back.
     buf: Arc<AlignedBuf>,
     offset: u64,
+    /// The size of each request the buffer is written in (`None`: one).
+    steps: Option<IoSteps>,
 }
 
 struct Flusher {
@@ -71,6 +78,10 @@ pub struct BufferedWriter<F: BlockFile + ?Sized = IoFile> {
     flusher: Option<Flusher>,
     /// Why the writer refuses further calls; empty while healthy.
     failed: Option<String>,
+    /// The size of each request a full buffer is written in, asked before
+    /// each (a background writer's, see `io::IoSteps`); empty: one request
+    /// per buffer.
+    steps: Option<IoSteps>,
 }
 
 impl<F: BlockFile> BufferedWriter<F> {
@@ -123,7 +134,16 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             in_flight: std::collections::VecDeque::with_capacity(2),
             flusher: Some(flusher),
             failed: None,
+            steps: None,
         })
+    }
+
+    /// Writes each full buffer in requests of the size `steps` gives before
+    /// each one (rounded down to the alignment, at least one alignment),
+    /// instead of one request per buffer: a background writer's large
+    /// buffer in small requests while foreground reads need the device.
+    pub fn set_write_steps(&mut self, steps: IoSteps) {
+        self.steps = Some(steps);
     }
 
     /// The file, shared with the flusher.
@@ -220,7 +240,7 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             is_aligned(at, self.alignment),
             "bypass at unaligned offset {at}"
         );
-        self.file.write_all_at(middle, at)?;
+        write_in_steps(&*self.file, middle, at, self.steps.as_deref())?;
         self.buf_start = at + middle_len as u64;
         *data = &data[head + middle_len..];
         Ok(true)
@@ -248,6 +268,7 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             .send(Job {
                 buf: Arc::clone(&full),
                 offset,
+                steps: self.steps.clone(),
             })
             .map_err(|_| Error::Poisoned("the flusher thread is gone".into()))?;
         self.in_flight.push_back((offset, full));
@@ -405,14 +426,22 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             ShutdownMode::DropTail => {
                 let whole = align_down(self.current.len() as u64, self.alignment) as usize;
                 if whole > 0 {
-                    self.file
-                        .write_all_at(&self.current.as_slice()[..whole], self.buf_start)?;
+                    write_in_steps(
+                        &*self.file,
+                        &self.current.as_slice()[..whole],
+                        self.buf_start,
+                        self.steps.as_deref(),
+                    )?;
                 }
             }
             ShutdownMode::ZeroPadToAlignment | ShutdownMode::PadThenTruncate => {
                 if !self.current.is_empty() {
-                    self.file
-                        .write_all_at(self.current.padded_slice(), self.buf_start)?;
+                    write_in_steps(
+                        &*self.file,
+                        self.current.padded_slice(),
+                        self.buf_start,
+                        self.steps.as_deref(),
+                    )?;
                 }
                 if mode == ShutdownMode::PadThenTruncate && !is_aligned(end, self.alignment) {
                     self.file.set_len(end)?;
@@ -440,6 +469,28 @@ impl<F: BlockFile + ?Sized> Drop for BufferedWriter<F> {
     }
 }
 
+/// Writes `bytes` (aligned) at `offset` in requests of `steps` bytes (one
+/// request without), each aligned.
+fn write_in_steps<F: BlockFile + ?Sized>(
+    file: &F,
+    bytes: &[u8],
+    offset: u64,
+    steps: Option<&(dyn Fn() -> usize + Send + Sync)>,
+) -> Result<()> {
+    let Some(steps) = steps else {
+        return file.write_all_at(bytes, offset);
+    };
+    let alignment = file.alignment();
+    let mut done = 0;
+    while done < bytes.len() {
+        let step = (align_down(steps() as u64, alignment) as usize).max(alignment);
+        let end = (done + step).min(bytes.len());
+        file.write_all_at(&bytes[done..end], offset + done as u64)?;
+        done = end;
+    }
+    Ok(())
+}
+
 fn spawn_flusher<F: BlockFile + ?Sized>(file: Arc<F>) -> Result<Flusher> {
     let (jobs, job_rx) = mpsc::channel::<Job>();
     let (done_tx, done) = mpsc::channel();
@@ -458,7 +509,7 @@ fn spawn_flusher<F: BlockFile + ?Sized>(file: Arc<F>) -> Result<Flusher> {
                         std::io::Error::other("not written: an earlier write of this file failed"),
                     ))
                 } else {
-                    file.write_all_at(job.buf.as_slice(), job.offset)
+                    write_in_steps(&*file, job.buf.as_slice(), job.offset, job.steps.as_deref())
                 };
                 failed |= result.is_err();
                 if done_tx.send((job.buf, result)).is_err() {

@@ -105,10 +105,22 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
     /// a request whole, and a foreground read queued behind a large one
     /// waits for all of it.
     fn read_at_in_steps(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        let step = super::BACKGROUND_IO_BYTES_MAX.max(self.alignment());
+        self.read_at_steps(buf, offset, &|| super::BACKGROUND_IO_BYTES_MAX)
+    }
+
+    /// Like `read_at`, in requests whose size `steps` gives before each
+    /// (rounded down to the alignment, at least one alignment): a
+    /// background job's whole-file reads (see `io::IoSteps`).
+    fn read_at_steps(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        steps: &dyn Fn() -> usize,
+    ) -> Result<usize> {
         let mut done = 0;
         while done < buf.len() {
-            let want = (buf.len() - done).min(step);
+            let step = align_down(steps() as u64, self.alignment()).max(self.alignment() as u64);
+            let want = (buf.len() - done).min(step as usize);
             let got = self.read_at(&mut buf[done..done + want], offset + done as u64)?;
             done += got;
             if got < want {
