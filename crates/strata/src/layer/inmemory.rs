@@ -83,6 +83,11 @@ impl Versions {
     }
 }
 
+/// The keys of a batch whose filter lines an append asks for ahead of its
+/// inserts (a batch of the ingest benchmarks holds 16; a larger one's later
+/// keys take their misses in turn).
+const FILTER_PREFETCH_KEYS_MAX: usize = 64;
+
 /// Keys up to this length are stored inline in the index, without an
 /// allocation of their own: 16-byte page keys and 32-byte hashes.
 const INLINE_KEY_BYTES: usize = 32;
@@ -293,7 +298,17 @@ impl InMemoryLayer {
             .write()
             .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         let mut added = 0usize;
-        for e in entries {
+        // The filter line of each key is a cache miss (the filter is larger
+        // than the caches, and hashes scatter): ask for the lines of the
+        // batch's first keys before the B-tree inserts, so the misses
+        // overlap (measured: GrowingFilter::insert was 16% of a 100 B
+        // Sequential ingest's CPU, one miss after another).
+        let mut hashes = [0u64; FILTER_PREFETCH_KEYS_MAX];
+        for (h, e) in hashes.iter_mut().zip(&entries) {
+            *h = bloom_hash(e.key);
+            index.filter.prefetch_insert(*h);
+        }
+        for (i, e) in entries.into_iter().enumerate() {
             let v = Version {
                 lsn,
                 offset: payload_offset + e.value_offset as u64,
@@ -304,7 +319,11 @@ impl InMemoryLayer {
             match index.map.entry(IndexKey::new(e.key)) {
                 std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().push(v),
                 std::collections::btree_map::Entry::Vacant(vacant) => {
-                    index.filter.insert(bloom_hash(e.key));
+                    let hash = match hashes.get(i) {
+                        Some(&h) => h,
+                        None => bloom_hash(e.key),
+                    };
+                    index.filter.insert(hash);
                     let heap = if e.key.len() > INLINE_KEY_BYTES {
                         e.key.len()
                     } else {
