@@ -71,6 +71,8 @@ pub fn to_json(stats: &Stats) -> Value {
         "point_lookups": stats.point_lookups,
         "point_lookup_reads": stats.point_lookup_reads,
         "read_retries": stats.read_retries,
+        "flush_memory_peak_bytes": stats.flush_memory_peak_bytes,
+        "flush_read_bytes": stats.flush_read_bytes,
         "io": io_json(&stats.io),
     })
 }
@@ -152,6 +154,14 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
             ),
         ),
         ("read retries", stats.read_retries.to_string()),
+        (
+            "flush memory",
+            format!(
+                "{} at most ({} of logs read)",
+                human_bytes(stats.flush_memory_peak_bytes),
+                human_bytes(stats.flush_read_bytes)
+            ),
+        ),
     ];
 
     let io = &stats.io;

@@ -37,6 +37,22 @@ pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
 /// Default of `Options::compaction_bytes_per_sec`: about a fifth of the
 /// sequential write bandwidth of this project's disk (~300 MiB/s).
 pub const COMPACTION_BYTES_PER_SEC_DEFAULT: u64 = 64 << 20;
+/// Default of `Options::in_memory_index_bytes_max`. The open layer's index
+/// is frozen at half of it, 32 MiB: about 270 Ki keys (124 bytes each in
+/// the B-tree: a 78 MiB log of 256-byte values, a 34 MiB one of 100-byte
+/// values; 8 KiB values reach `layer_size_bytes_max` first). Measured with `examples/memory_load`
+/// (1 GiB of 32-byte random keys and 256-byte values, synced batches of
+/// 1,000, defaults otherwise): peak RSS 133 MiB, inside a 256 MiB memory
+/// cgroup; at 128 MiB the same load peaked at 310 MiB (the B-trees, the
+/// allocator's free lists, a flush and a compaction at once) and was
+/// killed in the cgroup. The price: a burst of small writes larger than
+/// the open layer waits for the flush (100 B Sequential delta=No ingest,
+/// quick: 290 MiB/s with an unbounded backlog, 150 at this default).
+pub const IN_MEMORY_INDEX_BYTES_MAX_DEFAULT: u64 = 64 << 20;
+/// Default of `Options::flush_memory_bytes`: a 128 MiB log of keys written
+/// in order is read once; of random keys, about five times for 100-byte
+/// values (entries and their bookkeeping take about 1.2 times the log).
+pub const FLUSH_MEMORY_BYTES_DEFAULT: usize = 32 << 20;
 /// Default of `Options::block_cache_bytes`.
 pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::index_memory_bytes_max`: the indexes and filters of
@@ -113,6 +129,18 @@ pub struct Options {
     /// writers are slowed by the L0 backlog, and in `Db::compact()`, it runs
     /// unpaced.
     pub compaction_bytes_per_sec: u64,
+    /// Memory for the in-memory layers' indexes and filters (the open
+    /// layer's and those of the frozen layers waiting for their flush),
+    /// bytes: the open layer is frozen when its index takes half of it (or
+    /// its log reaches `layer_size_bytes_max`), and writers wait while the
+    /// frozen layers' take more than the other half.
+    pub in_memory_index_bytes_max: u64,
+    /// Memory a flush copies a frozen log's entries into, in key order,
+    /// window by window, bytes (besides one background read request of up
+    /// to 1 MiB): the log is read once per window its keys' order needs
+    /// (once for keys written in order; for random keys, about its entries'
+    /// bytes over this). `Stats::flush_memory_peak_bytes` shows the peak.
+    pub flush_memory_bytes: usize,
     /// Memory for verified data blocks of layer files, bytes (reads are
     /// O_DIRECT: this is the only cache); 0: none.
     pub block_cache_bytes: u64,
@@ -151,6 +179,8 @@ impl Default for Options {
             compaction_memory_bytes: COMPACTION_MEMORY_BYTES_DEFAULT,
             compaction_bytes_per_sec: COMPACTION_BYTES_PER_SEC_DEFAULT,
             image_run_threshold: IMAGE_RUN_THRESHOLD_DEFAULT,
+            in_memory_index_bytes_max: IN_MEMORY_INDEX_BYTES_MAX_DEFAULT,
+            flush_memory_bytes: FLUSH_MEMORY_BYTES_DEFAULT,
             block_cache_bytes: BLOCK_CACHE_BYTES_DEFAULT,
             index_memory_bytes_max: INDEX_MEMORY_BYTES_MAX_DEFAULT,
             create_if_missing: true,
@@ -251,6 +281,20 @@ impl Options {
             LAYER_BYTES_MIN,
             LAYER_BYTES_MAX,
             "64 KiB ..= 4 GiB",
+        )?;
+        range(
+            "in_memory_index_bytes_max",
+            self.in_memory_index_bytes_max,
+            1 << 20,
+            1 << 40,
+            "1 MiB ..= 1 TiB",
+        )?;
+        range(
+            "flush_memory_bytes",
+            self.flush_memory_bytes as u64,
+            64 << 10,
+            1 << 30,
+            "64 KiB ..= 1 GiB",
         )?;
         range(
             "compaction_memory_bytes",

@@ -663,6 +663,11 @@ impl Version {
     }
 
     /// The oldest LSN reads may ask for (see `gc_lsn`).
+    /// Bytes of the frozen layers' indexes and filters.
+    pub(crate) fn frozen_index_bytes(&self) -> usize {
+        self.frozen.iter().map(|l| l.index_memory_bytes()).sum()
+    }
+
     pub(crate) fn horizon(&self) -> Lsn {
         self.gc_lsn
     }
@@ -787,7 +792,7 @@ mod tests {
                 .unwrap();
             let mut writer = BufferedWriter::with_shared(file, 1 << 16, 0).unwrap();
             writer.write(&encode_log_header(id, None)).unwrap();
-            let layer = InMemoryLayer::new_open(id, writer, 1 << 20, &self.stats);
+            let layer = InMemoryLayer::new_open(id, writer, 1 << 20, 1 << 20, &self.stats);
             for (k, lsn) in writes {
                 let mut b = WriteBatch::new();
                 b.put(k, b"v");

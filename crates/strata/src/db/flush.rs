@@ -113,12 +113,19 @@ impl DbInner {
     }
 
     /// Write stall, before a write: while more than `frozen_layers_max`
-    /// frozen layers wait for their flush, a writer waits (or, without a
-    /// background thread, flushes them itself), so memory and unflushed
-    /// logs stay bounded; while the flush fails, it is refused.
+    /// frozen layers wait for their flush, or their indexes take more than
+    /// half of `in_memory_index_bytes_max` (the open layer is frozen at the
+    /// other half), a writer waits (or, without a background thread,
+    /// flushes them itself), so memory and unflushed logs stay bounded;
+    /// while the flush fails, it is refused.
     pub(super) fn wait_for_flush_backlog(&self) -> Result<()> {
         let backlog = || self.frozen_layers.load(Ordering::Acquire);
-        if backlog() <= self.opts.frozen_layers_max {
+        let over = || {
+            backlog() > self.opts.frozen_layers_max
+                || self.frozen_index_bytes.load(Ordering::Acquire) as u64
+                    > self.opts.in_memory_index_bytes_max / 2
+        };
+        if !over() {
             return Ok(());
         }
         if !self.opts.background_flush {
@@ -132,7 +139,7 @@ impl DbInner {
             });
         }
         let mut s = lock(&self.flush_signal)?;
-        while backlog() > self.opts.frozen_layers_max && !s.shutdown {
+        while over() && !s.shutdown {
             self.check_poisoned()?;
             if let Some(error) = &s.error {
                 return Err(Error::FlushBacklog {
@@ -154,24 +161,13 @@ impl DbInner {
     /// Writes a frozen layer out as an L0 delta layer, lists it in the
     /// manifest instead of the log, and deletes the log.
     pub(super) fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
-        // Every record the flush copies is checked first (record and entry
-        // checksums, LSN order): a byte that rotted in the log since it was
-        // written must not be sealed into a delta layer under fresh,
-        // valid checksums. A log that fails is read once more, as every
-        // reader's bytes are (`io::read_verified`).
-        let file = &**layer.file();
-        let size = layer.size_bytes();
+        // Every entry the flush copies is checked before the writer sees
+        // it, and the log's records as a whole before the layer is listed
+        // (`InMemoryLayer::for_each_value`): a byte that rotted in the log
+        // since it was written must not be sealed into a delta layer under
+        // fresh, valid checksums. Bytes that fail are read once more, as
+        // every reader's are (`io::read_verified`).
         let steps = self.pacer.steps();
-        let bytes = crate::io::read_verified(file, &self.stats, 0, size, || {
-            let bytes = read_whole(file, size, &*steps)?;
-            replay(
-                layer.path(),
-                &bytes,
-                layer.file_id,
-                Some(layer.sealed_claim()),
-            )?;
-            Ok(bytes)
-        })?;
         let id = lock(&self.manifest)?.take_file_id();
         let path = self.dir.join(delta_name(id));
         let written = (|| -> Result<DeltaLayerReader<LayerFile>> {
@@ -182,26 +178,14 @@ impl DbInner {
             let mut sink = BufferedWriter::with_shared(file, buffer, 0)?;
             sink.set_write_steps(Arc::clone(&steps));
             let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
-            layer.for_each_version(|key, v| {
-                let start = v.offset as usize;
-                let value = bytes.get(start..start + v.len as usize).ok_or_else(|| {
-                    crate::error::Corruption::new(
-                        layer.path(),
-                        v.offset,
-                        "indexed value past the end of the log",
-                    )
+            let read =
+                layer.for_each_value(self.opts.flush_memory_bytes, &*steps, |key, v, value| {
+                    writer.add(key, v.lsn, v.kind, value)
                 })?;
-                writer.add(
-                    key,
-                    v.lsn,
-                    v.kind,
-                    if v.kind == ValueKind::Delete {
-                        &[]
-                    } else {
-                        value
-                    },
-                )
-            })?;
+            self.flush_memory_peak
+                .fetch_max(read.peak_memory_bytes as u64, Ordering::Relaxed);
+            self.flush_read_bytes
+                .fetch_add(read.bytes_read, Ordering::Relaxed);
             let (sink, summary) = writer.finish()?;
             let file = sink.finish(ShutdownMode::PadThenTruncate)?;
             file.sync_data()?;

@@ -59,7 +59,6 @@ mod flush;
 mod recovery;
 mod write;
 
-use recovery::read_whole;
 use write::create_log;
 
 const LOCK_NAME: &str = "LOCK";
@@ -140,6 +139,8 @@ struct DbInner {
     /// `install`: the write path's backlog checks read these, not the
     /// version (no lock, no `Arc` clone per write).
     frozen_layers: AtomicUsize,
+    /// The frozen layers' index and filter bytes, kept the same way.
+    frozen_index_bytes: AtomicUsize,
     l0_layers: AtomicUsize,
     visible_lsn: AtomicU64,
     sync: Mutex<SyncState>,
@@ -160,6 +161,10 @@ struct DbInner {
     poisoned: Mutex<Option<String>>,
     /// Keys asked of get and multi_get (`Stats::point_lookups`).
     point_lookups: AtomicU64,
+    /// The most memory one flush's read of its log held (see `Stats`).
+    flush_memory_peak: AtomicU64,
+    /// Log bytes flushes read since open.
+    flush_read_bytes: AtomicU64,
     snapshots: Mutex<BTreeMap<Lsn, usize>>,
     closed: AtomicBool,
 }
@@ -240,6 +245,13 @@ pub struct Stats {
     /// by file class in `io.read_retries(class)`. Not counted: the
     /// manifest's read at open, before the statistics start.
     pub read_retries: u64,
+    /// The most memory a flush's copy of a frozen log held at once since
+    /// open (its window of entries, one read request, one record: at most
+    /// `Options::flush_memory_bytes` plus about 1 MiB, or one entry larger
+    /// than that), and the log bytes flushes read (a log of random keys is
+    /// read once per window, see `Options::flush_memory_bytes`).
+    pub flush_memory_peak_bytes: u64,
+    pub flush_read_bytes: u64,
     /// Operations and bytes by kind and file class, since open.
     pub io: IoStatsSnapshot,
 }
@@ -557,6 +569,8 @@ impl DbInner {
         let version = next(&guard)?;
         self.frozen_layers
             .store(version.frozen.len(), Ordering::Release);
+        self.frozen_index_bytes
+            .store(version.frozen_index_bytes(), Ordering::Release);
         self.l0_layers.store(version.l0.len(), Ordering::Release);
         *guard = Arc::new(version);
         Ok(())
@@ -753,6 +767,8 @@ impl DbInner {
             point_lookups: self.point_lookups.load(Ordering::Relaxed),
             point_lookup_reads: self.layer_io.point_reads.load(Ordering::Relaxed),
             read_retries: 0,
+            flush_memory_peak_bytes: self.flush_memory_peak.load(Ordering::Relaxed),
+            flush_read_bytes: self.flush_read_bytes.load(Ordering::Relaxed),
             io: self.stats.snapshot(),
         };
         stats.read_retries = stats.io.read_retries_total();

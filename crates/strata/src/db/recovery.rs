@@ -215,6 +215,7 @@ impl Db {
             stats,
             write: Mutex::new(WriteState { last_lsn }),
             frozen_layers: AtomicUsize::new(version.frozen.len()),
+            frozen_index_bytes: AtomicUsize::new(version.frozen_index_bytes()),
             l0_layers: AtomicUsize::new(version.l0.len()),
             version: RwLock::new(Arc::new(version)),
             visible_lsn: AtomicU64::new(last_lsn),
@@ -238,6 +239,8 @@ impl Db {
             caller_horizon: AtomicU64::new(0),
             poisoned: Mutex::new(None),
             point_lookups: AtomicU64::new(0),
+            flush_memory_peak: AtomicU64::new(0),
+            flush_read_bytes: AtomicU64::new(0),
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
         };
@@ -397,11 +400,7 @@ impl Superseded {
 /// The first `len` bytes of `file` in aligned reads, without the copy a
 /// `read_range` makes (logs are read whole by recovery and by the flush),
 /// in requests of the size `steps` gives before each (`io::IoSteps`).
-pub(super) fn read_whole(
-    file: &dyn StorageFile,
-    len: u64,
-    steps: &dyn Fn() -> usize,
-) -> Result<AlignedBuf> {
+fn read_whole(file: &dyn StorageFile, len: u64, steps: &dyn Fn() -> usize) -> Result<AlignedBuf> {
     let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
         option: "log length",
         value: len,

@@ -28,6 +28,7 @@ pub(super) fn create_log(
         id,
         writer,
         opts.layer_size_bytes_max,
+        opts.in_memory_index_bytes_max / 2,
         stats,
     ))
 }
@@ -86,7 +87,9 @@ impl DbInner {
             // "not written". A failed freeze poisons the database; for an
             // unsynced write that is the same as a crash before the next
             // sync, so only a synced write reports it (as NotDurable).
-            if open.size_bytes() >= self.opts.layer_size_bytes_max {
+            if open.size_bytes() >= self.opts.layer_size_bytes_max
+                || open.index_memory_bytes() as u64 >= self.opts.in_memory_index_bytes_max / 2
+            {
                 if let Err(e) = self.freeze_locked(&mut ws) {
                     if opts.sync {
                         return Err(Error::NotDurable {

@@ -144,6 +144,230 @@ fn durable_claim_after(bytes: &[u8], bad_at: usize, step: usize) -> Option<(u64,
     best
 }
 
+/// The rules an intact record (`h`, at `at`, its checksums passed) must
+/// also keep: a pad record (LSN 0) has no entries; any other follows
+/// `last_lsn` and its `payload` decodes. `Ok(true)` for a record with
+/// entries, `Ok(false)` for a pad record.
+fn check_intact(
+    path: &Path,
+    payload: &[u8],
+    at: u64,
+    h: RecordHeader,
+    last_lsn: u64,
+) -> Result<bool> {
+    if h.lsn == PAD_LSN {
+        if h.count != 0 {
+            return Err(Corruption::new(path, at, "pad record (LSN 0) with entries").into());
+        }
+        return Ok(false);
+    }
+    if h.lsn <= last_lsn {
+        return Err(Corruption::new(
+            path,
+            at,
+            format!("record LSN {} does not follow LSN {last_lsn}", h.lsn),
+        )
+        .into());
+    }
+    if let Err((offset, what)) = decode_entries(payload, h.count) {
+        let payload_offset = at + RECORD_HEADER_BYTES as u64;
+        return Err(Corruption::new(path, payload_offset + offset as u64, what).into());
+    }
+    Ok(true)
+}
+
+/// The check of [`replay`] with a sealed claim, made as the log's bytes
+/// stream past in order (the flush reads a frozen log in windows, never
+/// whole: see `InMemoryLayer::for_each_value`). Every record must be
+/// intact, in LSN order, and the records must end exactly at the claimed
+/// end with the claimed last LSN; bytes past the end are not looked at.
+/// Memory: the part of one record (or of the log header) that a piece of
+/// bytes left unfinished.
+#[derive(Clone)]
+pub(crate) struct SealedCheck<'a> {
+    path: &'a Path,
+    file_id: u64,
+    sealed: PrevLog,
+    /// Offset of the first byte of `carry` (of the next record to check).
+    at: u64,
+    /// Bytes from `at` on, received but not yet a whole record.
+    carry: Vec<u8>,
+    last_lsn: u64,
+}
+
+impl<'a> SealedCheck<'a> {
+    pub(crate) fn new(path: &'a Path, file_id: u64, sealed: PrevLog) -> Self {
+        SealedCheck {
+            path,
+            file_id,
+            sealed,
+            at: 0,
+            carry: Vec::new(),
+            last_lsn: 0,
+        }
+    }
+
+    /// The offset of the next byte [`Self::feed`] takes.
+    pub(crate) fn wanted(&self) -> u64 {
+        self.at + self.carry.len() as u64
+    }
+
+    /// True when every byte up to the claimed end has been checked.
+    pub(crate) fn is_done(&self) -> bool {
+        self.at >= self.sealed.end
+    }
+
+    /// Bytes held for an unfinished record.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.carry.capacity()
+    }
+
+    /// Checks `bytes`, the log's bytes from [`Self::wanted`] on; what ends
+    /// in the middle of a record is kept for the next call.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<()> {
+        let room = self.sealed.end.saturating_sub(self.wanted());
+        let mut bytes = &bytes[..bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
+        while !bytes.is_empty() {
+            if self.carry.is_empty() {
+                let used = self.check_whole(bytes)?;
+                self.at += used as u64;
+                // Less than one item is left: kept until the rest comes.
+                self.carry.extend_from_slice(&bytes[used..]);
+                return Ok(());
+            }
+            // An unfinished item: add what it needs, no more, and look again.
+            let need = Self::needed(self.at, &self.carry);
+            let take = need.saturating_sub(self.carry.len()).clamp(1, bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            let carry = std::mem::take(&mut self.carry);
+            let used = self.check_whole(&carry)?;
+            self.at += used as u64;
+            self.carry = carry;
+            self.carry.drain(..used);
+        }
+        Ok(())
+    }
+
+    /// How many bytes the item at `at` (the log header, or a record) spans,
+    /// from its first bytes `head`: a record's header until it is there (or
+    /// when it does not decode: the check says why).
+    fn needed(at: u64, head: &[u8]) -> usize {
+        if at == 0 {
+            return LOG_HEADER_BYTES;
+        }
+        match head.get(..RECORD_HEADER_BYTES) {
+            Some(h) => match RecordHeader::decode(h.try_into().expect("header length")) {
+                Ok(h) if h.payload_len as usize <= BATCH_BYTES_MAX => {
+                    RECORD_HEADER_BYTES + h.payload_len as usize
+                }
+                // Bad already: the whole check says why.
+                _ => RECORD_HEADER_BYTES,
+            },
+            None => RECORD_HEADER_BYTES,
+        }
+    }
+
+    /// Checks the whole items (the log header, records) at the start of
+    /// `bytes` (the log's bytes from `at`); returns how many bytes they take.
+    /// An item `bytes` holds only part of is left, unless its bytes already
+    /// show it bad (its header, or an extent past the claimed end).
+    fn check_whole(&mut self, bytes: &[u8]) -> Result<usize> {
+        let mut used = 0usize;
+        let end = self.sealed.end;
+        loop {
+            let at = self.at + used as u64;
+            if at >= end {
+                return Ok(used);
+            }
+            let left = end - at;
+            let rest = &bytes[used..];
+            let view = &rest[..rest.len().min(usize::try_from(left).unwrap_or(usize::MAX))];
+            if at == 0 {
+                if left < LOG_HEADER_BYTES as u64 {
+                    return Err(Corruption::new(
+                        self.path,
+                        0,
+                        format!("the next log says this one ends at {end}, inside its header"),
+                    )
+                    .into());
+                }
+                if view.len() < LOG_HEADER_BYTES {
+                    return Ok(used);
+                }
+                let header = decode_log_header(self.path, &view[..LOG_HEADER_BYTES])?;
+                if header.file_id != self.file_id {
+                    return Err(Corruption::new(
+                        self.path,
+                        LOG_HEADER_FILE_ID_OFFSET as u64,
+                        format!(
+                            "the log header names file {:016x}, not {:016x}",
+                            header.file_id, self.file_id
+                        ),
+                    )
+                    .into());
+                }
+                used += LOG_HEADER_BYTES;
+                continue;
+            }
+            // Wait for more when the item fits before the end and is not
+            // all here yet; otherwise the whole check says what it is.
+            let need = Self::needed(at, view) as u64;
+            if (view.len() as u64) < need.min(left) {
+                return Ok(used);
+            }
+            let h = check_record(view, 0).map_err(|bad| {
+                let what = format!("{}, before the end {end} the next log claims", bad.what);
+                match bad.checksum {
+                    Some((expected, found)) => {
+                        Corruption::checksum(self.path, at, what, expected, found)
+                    }
+                    None => Corruption::new(self.path, at, what),
+                }
+            })?;
+            let next = RECORD_HEADER_BYTES + h.payload_len as usize;
+            if check_intact(
+                self.path,
+                &view[RECORD_HEADER_BYTES..next],
+                at,
+                h,
+                self.last_lsn,
+            )? {
+                self.last_lsn = h.lsn;
+            }
+            used += next;
+        }
+    }
+
+    /// Ends the check: the records reached the claimed end exactly, with
+    /// the claimed last LSN.
+    pub(crate) fn finish(self) -> Result<()> {
+        if self.at != self.sealed.end || !self.carry.is_empty() {
+            return Err(Corruption::new(
+                self.path,
+                self.wanted(),
+                format!(
+                    "the log's records end at {}, the next log says it was sealed at {}",
+                    self.at, self.sealed.end
+                ),
+            )
+            .into());
+        }
+        if self.last_lsn != self.sealed.last_lsn {
+            return Err(Corruption::new(
+                self.path,
+                self.at,
+                format!(
+                    "the log's last LSN is {}, the next log says it was {}",
+                    self.last_lsn, self.sealed.last_lsn
+                ),
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
 /// Replays the log `bytes` read from `path`, the log of file `file_id`.
 /// `sealed`: what the successor log's header claims of this one (it ends at
 /// `end`, its last LSN is `last_lsn`); then the records must reach exactly
@@ -199,36 +423,13 @@ pub(crate) fn replay(
             Ok(h) => {
                 let payload_offset = at + RECORD_HEADER_BYTES;
                 let next = payload_offset + h.payload_len as usize;
-                if h.lsn == PAD_LSN {
-                    if h.count != 0 {
-                        return Err(Corruption::new(
-                            path,
-                            at as u64,
-                            "pad record (LSN 0) with entries",
-                        )
-                        .into());
-                    }
-                    at = next;
-                    continue;
+                if check_intact(path, &bytes[payload_offset..next], at as u64, h, last_lsn)? {
+                    last_lsn = h.lsn;
+                    records.push(Replayed {
+                        header: h,
+                        payload_offset: payload_offset as u64,
+                    });
                 }
-                if h.lsn <= last_lsn {
-                    return Err(Corruption::new(
-                        path,
-                        at as u64,
-                        format!("record LSN {} does not follow LSN {last_lsn}", h.lsn),
-                    )
-                    .into());
-                }
-                if let Err((offset, what)) = decode_entries(&bytes[payload_offset..next], h.count) {
-                    return Err(
-                        Corruption::new(path, (payload_offset + offset) as u64, what).into(),
-                    );
-                }
-                last_lsn = h.lsn;
-                records.push(Replayed {
-                    header: h,
-                    payload_offset: payload_offset as u64,
-                });
                 at = next;
                 continue;
             }
@@ -426,6 +627,54 @@ mod tests {
         ] {
             let err = replay(path(), bytes, 1, claim).unwrap_err();
             assert!(err.is_corruption(), "{claim:?}: {err}");
+        }
+    }
+
+    /// The streaming check's answer for `bytes` fed in pieces of the sizes
+    /// `cuts` gives in turn.
+    fn sealed_check(bytes: &[u8], claim: PrevLog, cuts: &[usize]) -> Result<()> {
+        let mut check = SealedCheck::new(path(), 1, claim);
+        let mut cuts = cuts.iter().cycle();
+        while !check.is_done() && (check.wanted() as usize) < bytes.len() {
+            let at = check.wanted() as usize;
+            let n = *cuts.next().expect("cycle");
+            check.feed(&bytes[at..(at + n).min(bytes.len())])?;
+            assert!(
+                check.wanted() as usize > at || check.is_done(),
+                "no progress at {at}"
+            );
+        }
+        check.finish()
+    }
+
+    proptest::proptest! {
+        /// Fed in any pieces, the streaming check answers as the replay
+        /// of the whole log does, on a whole log and on one with a byte
+        /// changed anywhere or a claim that disagrees.
+        #[test]
+        fn the_streaming_check_answers_as_the_replay(
+            syncs in proptest::collection::vec(1usize..4, 1..5),
+            cuts in proptest::collection::vec(1usize..700, 1..6),
+            flip in proptest::option::of((0usize..1 << 16, 1u8..=255)),
+            claim_off in proptest::prop_oneof![4 => proptest::strategy::Just(0i64), 1 => -600i64..600],
+            lsn_off in proptest::prop_oneof![4 => proptest::strategy::Just(0u64), 1 => 1u64..3],
+        ) {
+            let mut lsn = 0;
+            let lsns: Vec<Vec<u64>> = syncs.iter().map(|&n| (0..n).map(|_| { lsn += 1; lsn }).collect()).collect();
+            let groups: Vec<&[u64]> = lsns.iter().map(|v| &v[..]).collect();
+            let (mut bytes, points) = synced_log(&groups);
+            if let Some((at, x)) = flip {
+                let at = at % bytes.len();
+                bytes[at] ^= x;
+            }
+            let end = (*points.last().unwrap() as i64 + claim_off).max(0) as u64;
+            let claim = PrevLog { file_id: 1, end, last_lsn: lsn + lsn_off };
+            let whole = replay(path(), &bytes, 1, Some(claim)).map(|_| ());
+            let streamed = sealed_check(&bytes, claim, &cuts);
+            proptest::prop_assert_eq!(whole.is_ok(), streamed.is_ok(), "{:?} / {:?}", whole, streamed);
+            if let (Err(a), Err(b)) = (&whole, &streamed) {
+                proptest::prop_assert!(a.is_corruption() && b.is_corruption());
+            }
         }
     }
 

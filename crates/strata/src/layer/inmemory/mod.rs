@@ -21,6 +21,8 @@
 //! index is behind an `RwLock` (readers share it, the single appender takes
 //! it briefly); the writer behind a `Mutex`.
 
+mod flush_source;
+
 use crate::batch::{check_entry, decode_entries, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::cache::{Block, BlockCache};
 use crate::error::{Error, Result};
@@ -47,12 +49,19 @@ pub(crate) struct Version {
 }
 
 /// The versions of one key, ascending by LSN. Most keys have one version, so
-/// it is stored inline without a second allocation.
+/// it is stored inline without a second allocation; the vector of a key
+/// with more is boxed, so that the enum takes no more than one version (24
+/// bytes, its tag in `ValueKind`'s spare values) in every B-tree entry.
 #[derive(Debug, Clone)]
 pub(crate) enum Versions {
     One(Version),
-    Many(Vec<Version>),
+    // The box is the point: a bare vector (24 bytes) would make every
+    // entry 32.
+    #[allow(clippy::box_collection)]
+    Many(Box<Vec<Version>>),
 }
+
+const _: () = assert!(std::mem::size_of::<Versions>() == std::mem::size_of::<Version>());
 
 impl Versions {
     pub(crate) fn as_slice(&self) -> &[Version] {
@@ -63,14 +72,27 @@ impl Versions {
     }
 
     /// Adds `v`, which has the highest LSN so far, or replaces the version of
-    /// the same LSN (the last write of a key within a batch wins).
-    fn push(&mut self, v: Version) {
+    /// the same LSN (the last write of a key within a batch wins); true when
+    /// it added one.
+    fn push(&mut self, v: Version) -> bool {
         match self {
-            Versions::One(one) if one.lsn == v.lsn => *one = v,
-            Versions::One(one) => *self = Versions::Many(vec![*one, v]),
+            Versions::One(one) if one.lsn == v.lsn => {
+                *one = v;
+                false
+            }
+            Versions::One(one) => {
+                *self = Versions::Many(Box::new(vec![*one, v]));
+                true
+            }
             Versions::Many(many) => match many.last_mut() {
-                Some(last) if last.lsn == v.lsn => *last = v,
-                _ => many.push(v),
+                Some(last) if last.lsn == v.lsn => {
+                    *last = v;
+                    false
+                }
+                _ => {
+                    many.push(v);
+                    true
+                }
             },
         }
     }
@@ -163,9 +185,18 @@ impl std::borrow::Borrow<[u8]> for IndexKey {
     }
 }
 
-/// Approximate bytes of index memory per key beyond the key itself (B-tree
-/// node share and the inline version).
-const INDEX_KEY_OVERHEAD_BYTES: usize = 64;
+/// Bytes of index memory per key beyond a long key's own allocation: its
+/// share of the B-tree's nodes, which hold 11 entries of a 40-byte
+/// `IndexKey` and 24-byte `Versions` each. Measured (450 Ki keys, RSS):
+/// 124 bytes per key inserted in order (a split at the right edge leaves
+/// the left node half full), 99 for random keys; the larger is counted,
+/// so that `Options::in_memory_index_bytes_max` holds.
+const INDEX_KEY_OVERHEAD_BYTES: usize = 124;
+
+/// Bytes of index memory per version of a key beyond its first (the
+/// versions' vector, grown by doubling: 24 bytes each, up to half again,
+/// and its box).
+const INDEX_VERSION_BYTES: usize = 40;
 
 /// The index and the filter of its keys, kept together under one lock.
 struct Index {
@@ -187,7 +218,8 @@ const LOG_PAGE_BYTES: usize = 4096;
 
 /// Log bytes per key that an open layer's filter is first sized for: a
 /// 128 MiB layer's filter starts at 512 Ki keys (1 MiB) and grows if the
-/// entries are smaller.
+/// entries are smaller (or at as many keys as the index may take before
+/// the layer is frozen, if fewer: 270 Ki by default).
 const FILTER_LOG_BYTES_PER_KEY: u64 = 256;
 
 pub(crate) struct InMemoryLayer {
@@ -218,15 +250,18 @@ pub(crate) struct InMemoryLayer {
 
 impl InMemoryLayer {
     /// An open layer appending to `writer`'s log (whose header is written),
-    /// which is frozen at about `layer_bytes_max`; `stats` are the log's.
+    /// which is frozen at about `layer_bytes_max` of log or `index_bytes_max`
+    /// of index; `stats` are the log's.
     pub(crate) fn new_open(
         file_id: u64,
         writer: BufferedWriter<dyn StorageFile>,
         layer_bytes_max: u64,
+        index_bytes_max: u64,
         stats: &IoStats,
     ) -> Self {
         let end = writer.end_offset();
-        let keys = layer_bytes_max / FILTER_LOG_BYTES_PER_KEY;
+        let keys = (layer_bytes_max / FILTER_LOG_BYTES_PER_KEY)
+            .min(index_bytes_max / INDEX_KEY_OVERHEAD_BYTES as u64);
         InMemoryLayer {
             file_id,
             path: writer.file().path().to_owned(),
@@ -317,7 +352,11 @@ impl InMemoryLayer {
             };
             let index = &mut *index;
             match index.map.entry(IndexKey::new(e.key)) {
-                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().push(v),
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    if o.get_mut().push(v) {
+                        added += INDEX_VERSION_BYTES;
+                    }
+                }
                 std::collections::btree_map::Entry::Vacant(vacant) => {
                     let hash = match hashes.get(i) {
                         Some(&h) => h,
@@ -704,23 +743,6 @@ impl InMemoryLayer {
                 Ok((k, v.kind, value))
             })
             .collect()
-    }
-
-    /// Every (key, version) in (key, lsn) order, for the flush.
-    pub(crate) fn for_each_version(
-        &self,
-        mut f: impl FnMut(&[u8], Version) -> Result<()>,
-    ) -> Result<()> {
-        let index = self
-            .index
-            .read()
-            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
-        for (k, vs) in index.map.iter() {
-            for &v in vs.as_slice() {
-                f(k.as_slice(), v)?;
-            }
-        }
-        Ok(())
     }
 
     pub(crate) fn path(&self) -> &Path {

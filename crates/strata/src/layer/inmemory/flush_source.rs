@@ -1,0 +1,289 @@
+//! What a flush copies out of a frozen layer: every version in (key, LSN)
+//! order with its value read from the log and checked, in bounded memory.
+//!
+//! The log is read in windows of the index's key order. A window takes the
+//! next versions in key order whose entries (and their bookkeeping, a
+//! `Slot` each) fit in the flush's memory (`Options::flush_memory_bytes`;
+//! always at least one version), reads the log where those entries lie, in
+//! offset order, in requests of the background I/O size (`io::IoSteps`),
+//! copies each entry into its place, checks it against the index (its
+//! crc32c, kind, key and lengths: `batch::check_entry`) and hands the
+//! versions on in key order. Keys written in order put a window's entries
+//! in one stretch of the log, which is then read once in all; random keys
+//! scatter every window over the whole log, which is read about (entry
+//! bytes / window) times: reads traded for memory.
+//!
+//! The log as a whole is checked as its bytes go past (`SealedCheck`: the
+//! same rules as the replay before a flush always kept: every record intact
+//! and in LSN order up to exactly the end the next log claims); a read
+//! that skips a stretch leaves the check behind, and what it has not seen
+//! when the windows are done is read for it alone. A rotted log is refused
+//! whether or not the rot lies in a value the flush copies.
+//!
+//! Invariants: no value is handed on before its entry passed its check; a
+//! read whose bytes fail a check (an entry, or a record) is read again once
+//! (its cached copies forgotten, `Stats::read_retries` counted) and the
+//! second result stands; the record check has ended before `Ok` is
+//! returned. Memory: the window (at most the budget, or one version's entry
+//! if that is larger), one background read request, and one record the
+//! check holds across two requests.
+
+use super::{InMemoryLayer, Version};
+use crate::batch::{check_entry, ENTRY_HEADER_BYTES};
+use crate::error::{Corruption, Error, Result};
+use crate::io::{align_down, align_up, AlignedBuf, IoStats, StorageFile};
+use crate::layer::delta::ValueKind;
+use crate::log::replay::SealedCheck;
+
+/// Where one entry of a window lies: in the log, and in the window buffer.
+#[derive(Clone, Copy)]
+struct Slot {
+    start: u64,
+    len: u32,
+    at: u32,
+}
+
+/// Bytes a window counts per version beside its entry.
+const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
+
+/// What a flush's read of its log took.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FlushRead {
+    /// Most memory held at once: window, bookkeeping, read request, record.
+    pub peak_memory_bytes: usize,
+    /// Bytes of the log read from the file.
+    pub bytes_read: u64,
+    /// Windows the versions were copied in.
+    pub windows: usize,
+}
+
+/// The bytes of `v`'s entry in the log (header, key, value), or 0 for a
+/// version whose value is empty (a delete): nothing to read.
+fn entry_bytes(key: &[u8], v: Version) -> usize {
+    if v.kind == ValueKind::Delete || v.len == 0 {
+        0
+    } else {
+        ENTRY_HEADER_BYTES + key.len() + v.len as usize
+    }
+}
+
+/// The log read forwards in requests, feeding every byte it reads at the
+/// record check's position to the check.
+struct LogReader<'a> {
+    file: &'a dyn StorageFile,
+    stats: &'a IoStats,
+    /// Logical end of the log.
+    size: u64,
+    steps: &'a dyn Fn() -> usize,
+    buf: AlignedBuf,
+    /// Offset of `buf`'s first byte in the log, and how many are valid.
+    start: u64,
+    len: usize,
+    bytes_read: u64,
+}
+
+impl LogReader<'_> {
+    fn holds(&self, pos: u64) -> bool {
+        pos >= self.start && pos < self.start + self.len as u64
+    }
+
+    /// Reads the request that holds `pos`, from its aligned start; when the
+    /// record check stands a little before `pos` (less than half a request:
+    /// a short stretch no window needs), from there instead, so the check
+    /// keeps up rather than reading its stretch again at the end.
+    fn load(&mut self, pos: u64, check: &mut SealedCheck<'_>) -> Result<()> {
+        let alignment = self.file.alignment();
+        let step = align_down((self.steps)() as u64, alignment)
+            .max(alignment as u64)
+            .min(self.buf.capacity() as u64);
+        let wanted = check.wanted();
+        let from = if wanted < pos && pos - wanted < step / 2 {
+            align_down(wanted, alignment)
+        } else {
+            align_down(pos, alignment)
+        };
+        let want = step.min(align_up(self.size, alignment) - from) as usize;
+        let valid = (self.size - from).min(want as u64) as usize;
+        self.read(from, want, valid)?;
+        let at = check.wanted();
+        if at < from || at >= from + valid as u64 {
+            return Ok(());
+        }
+        // A record that fails is read again once (this request, its cached
+        // copies forgotten) before the check's answer stands.
+        let saved = check.clone();
+        let fed = check.feed(&self.buf.as_slice()[(at - from) as usize..valid]);
+        match fed {
+            Err(e) if e.is_corruption() => {
+                *check = saved;
+                self.stats.record_read_retry(self.file.class());
+                self.file.forget_cached(from, want as u64);
+                self.read(from, want, valid)?;
+                check.feed(&self.buf.as_slice()[(at - from) as usize..valid])
+            }
+            fed => fed,
+        }
+    }
+
+    /// `want` bytes (aligned) at `from` into the buffer, of which `valid`
+    /// must be there.
+    fn read(&mut self, from: u64, want: usize, valid: usize) -> Result<()> {
+        self.len = 0;
+        let got =
+            self.file
+                .read_at_steps(&mut self.buf.spare_capacity_full()[..want], from, &|| want)?;
+        self.bytes_read += got as u64;
+        if got < valid {
+            return Err(crate::io::short_read(
+                self.file.path(),
+                format!(
+                    "the log is {} bytes long, its file ends at {}",
+                    self.size,
+                    from + got as u64
+                ),
+            ));
+        }
+        self.start = from;
+        self.len = valid;
+        Ok(())
+    }
+
+    /// Copies the log's bytes at `pos` into `out`.
+    fn copy(&mut self, mut pos: u64, out: &mut [u8], check: &mut SealedCheck<'_>) -> Result<()> {
+        let mut done = 0;
+        while done < out.len() {
+            if !self.holds(pos) {
+                self.load(pos, check)?;
+            }
+            let from = (pos - self.start) as usize;
+            let n = (self.len - from).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&self.buf.as_slice()[from..from + n]);
+            done += n;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl InMemoryLayer {
+    /// Every version of the frozen layer in (key, LSN) order with its value
+    /// (empty for a delete), read from the log in windows of about
+    /// `memory_bytes` (see the module documentation) in requests `steps`
+    /// sizes, each checked before it is handed to `f`; the whole log is
+    /// checked against the claim its successor makes of it
+    /// ([`Self::sealed_claim`]) before this returns `Ok`.
+    pub(crate) fn for_each_value(
+        &self,
+        memory_bytes: usize,
+        steps: &dyn Fn() -> usize,
+        mut f: impl FnMut(&[u8], Version, &[u8]) -> Result<()>,
+    ) -> Result<FlushRead> {
+        let index = self
+            .index
+            .read()
+            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        let file = &*self.file;
+        let size = self.size_bytes();
+        let mut check = SealedCheck::new(&self.path, self.file_id, self.sealed_claim());
+        let mut reader = LogReader {
+            file,
+            stats: &self.stats,
+            size,
+            steps,
+            buf: AlignedBuf::zeroed(crate::io::BACKGROUND_IO_IDLE_BYTES_MAX, file.alignment()),
+            start: 0,
+            len: 0,
+            bytes_read: 0,
+        };
+        let mut next = index
+            .map
+            .iter()
+            .flat_map(|(k, vs)| vs.as_slice().iter().map(move |v| (k.as_slice(), *v)))
+            .peekable();
+        let mut window: Vec<u8> = Vec::new();
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut read = FlushRead::default();
+        while next.peek().is_some() {
+            let first = next.clone();
+            slots.clear();
+            let (mut used, mut count, mut bytes) = (0usize, 0usize, 0usize);
+            while let Some(&(key, v)) = next.peek() {
+                let entry = entry_bytes(key, v);
+                if count > 0 && used + entry + SLOT_BYTES > memory_bytes {
+                    break;
+                }
+                if entry > 0 {
+                    let head = (ENTRY_HEADER_BYTES + key.len()) as u64;
+                    let start = v
+                        .offset
+                        .checked_sub(head)
+                        .filter(|s| s + entry as u64 <= size);
+                    let Some(start) = start else {
+                        return Err(Corruption::new(
+                            &self.path,
+                            v.offset,
+                            "indexed value outside the log",
+                        )
+                        .into());
+                    };
+                    slots.push(Slot {
+                        start,
+                        len: entry as u32,
+                        at: bytes as u32,
+                    });
+                    bytes += entry;
+                }
+                used += entry + SLOT_BYTES;
+                count += 1;
+                next.next();
+            }
+            window.clear();
+            window.resize(bytes, 0);
+            // In the log's order: each request is read once per window.
+            slots.sort_unstable_by_key(|s| s.start);
+            for s in &slots {
+                let at = s.at as usize;
+                reader.copy(s.start, &mut window[at..at + s.len as usize], &mut check)?;
+            }
+            read.windows += 1;
+            read.peak_memory_bytes = read.peak_memory_bytes.max(
+                window.capacity()
+                    + slots.capacity() * SLOT_BYTES
+                    + reader.buf.capacity()
+                    + check.memory_bytes(),
+            );
+            let mut at = 0;
+            for (key, v) in first.take(count) {
+                let entry = entry_bytes(key, v);
+                if entry == 0 {
+                    f(key, v, &[])?;
+                    continue;
+                }
+                let bytes = &window[at..at + entry];
+                at += entry;
+                match check_entry(bytes, v.kind, key) {
+                    Ok(value) => f(key, v, value)?,
+                    Err(_) => {
+                        // Read again alone (through the read-again policy),
+                        // its request's cached copies forgotten first.
+                        self.stats.record_read_retry(file.class());
+                        let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
+                        file.forget_cached(start, entry as u64);
+                        let value = self.read_value(key, v)?;
+                        f(key, v, &value)?;
+                    }
+                }
+            }
+        }
+        // What the windows skipped, read for the record check alone.
+        while !check.is_done() && check.wanted() < size {
+            reader.load(check.wanted(), &mut check)?;
+        }
+        read.peak_memory_bytes = read
+            .peak_memory_bytes
+            .max(reader.buf.capacity() + check.memory_bytes());
+        read.bytes_read = reader.bytes_read;
+        check.finish()?;
+        Ok(read)
+    }
+}

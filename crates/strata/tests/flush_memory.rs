@@ -1,0 +1,183 @@
+//! The flush in bounded memory and the in-memory layers' memory bound
+//! (issue 28), on the simulated storage: a flush copies a frozen log in
+//! windows of `flush_memory_bytes` (the keys' order picks which bytes each
+//! window reads) and every value reaches the delta layer right; its peak
+//! stays within the window and one read request; the whole log is still
+//! checked, so rot in bytes no window copies (a record header, a pad
+//! record) is refused; a read that lies once is read again; and writers
+//! wait for the flush once the frozen layers' indexes pass their half of
+//! `in_memory_index_bytes_max`.
+
+use std::sync::Arc;
+
+use strata::io::sim::{CorruptionKind, ReadCorruption, SimStorage};
+use strata::io::IoMode;
+use strata::{Db, Options, WriteBatch, WriteOptions};
+
+const DIR: &str = "/db";
+
+fn options(sim: &SimStorage, flush_memory_bytes: usize) -> Options {
+    Options {
+        io_mode: IoMode::DirectRw,
+        fallback_to_buffered: false,
+        writer_buffer_bytes: 16 << 10,
+        background_flush: false,
+        l0_compaction_trigger: 0,
+        flush_memory_bytes,
+        storage: Some(Arc::new(sim.clone())),
+        ..Options::default()
+    }
+}
+
+/// Key `i` in a scattered order (so that key order is not log order).
+fn key(i: u32) -> Vec<u8> {
+    format!("k{:08x}", i.wrapping_mul(0x9e37_79b9)).into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("v{i}-{round}-").into_bytes();
+    v.resize(100 + (i as usize * 37) % 900, (i % 251) as u8);
+    v
+}
+
+/// Writes `n` keys twice (two versions each) and a delete of every tenth,
+/// in batches of 7, with a sync every so often (pad records), then
+/// freezes; returns the database and the log bytes written.
+fn frozen_layer(sim: &SimStorage, flush_memory_bytes: usize, n: u32) -> Db {
+    let db = Db::open(DIR, options(sim, flush_memory_bytes)).unwrap();
+    for round in 0..2 {
+        for start in (0..n).step_by(7) {
+            let mut b = WriteBatch::new();
+            for i in start..(start + 7).min(n) {
+                b.put(key(i), value(i, round));
+            }
+            let sync = start % 70 == 0;
+            db.write(&b, WriteOptions { sync }).unwrap();
+        }
+    }
+    for i in (0..n).step_by(10) {
+        db.delete(key(i), WriteOptions::default()).unwrap();
+    }
+    db.freeze().unwrap();
+    db
+}
+
+fn check_all(db: &Db, n: u32) {
+    for i in 0..n {
+        let want = (i % 10 != 0).then(|| value(i, 1));
+        assert_eq!(db.get(key(i)).unwrap(), want, "key {i}");
+    }
+}
+
+#[test]
+fn a_flush_in_windows_writes_every_version_and_stays_in_its_window() {
+    const N: u32 = 3000;
+    let mut layers = Vec::new();
+    for window in [64 << 10, 256 << 10, 64 << 20] {
+        let sim = SimStorage::new(7);
+        let db = frozen_layer(&sim, window, N);
+        db.flush().unwrap();
+        let s = db.stats();
+        assert_eq!((s.frozen_layers, s.delta_layers), (0, 1));
+        // The window and one read request (1 MiB), and a record in between.
+        assert!(
+            s.flush_memory_peak_bytes <= (window as u64 + (1 << 20) + (64 << 10)).max(2 << 20),
+            "window {window}: peak {}",
+            s.flush_memory_peak_bytes
+        );
+        assert!(s.flush_memory_peak_bytes > 0);
+        check_all(&db, N);
+        // The versions below the newest are there too, at their LSNs.
+        let first_round = u64::from(N.div_ceil(7));
+        for i in (0..N).step_by(13) {
+            assert_eq!(db.get_at(key(i), first_round).unwrap(), Some(value(i, 0)));
+        }
+        layers.push((window, s.flush_read_bytes, s.delta_bytes));
+        drop(db);
+        let db = Db::open(DIR, options(&sim, window)).unwrap();
+        check_all(&db, N);
+    }
+    // Small windows read the log once per window (random key order), the
+    // large one once; the layer written is the same size in each.
+    let (_, read_small, bytes_small) = layers[0];
+    let (_, read_large, bytes_large) = layers[2];
+    assert_eq!(bytes_small, bytes_large);
+    assert!(read_small > 4 * read_large, "{read_small} vs {read_large}");
+}
+
+#[test]
+fn rot_in_bytes_no_window_copies_is_still_refused() {
+    const N: u32 = 400;
+    for window in [64 << 10, 64 << 20] {
+        let sim = SimStorage::new(3);
+        let db = frozen_layer(&sim, window, N);
+        let log = sim
+            .file_paths()
+            .into_iter()
+            .find(|p| p.extension().is_some_and(|e| e == "log"))
+            .unwrap();
+        // The first record's header: no value of it is copied from there.
+        assert!(sim.rot(&log, |b| b[64 + 9] ^= 0x10));
+        let err = db.flush().unwrap_err();
+        assert!(err.is_corruption(), "window {window}: {err}");
+        assert!(err.to_string().contains(&*log.to_string_lossy()), "{err}");
+        assert_eq!(db.stats().delta_layers, 0, "window {window}");
+        // Nothing was lost: the frozen layer still answers.
+        assert!(db.stats().frozen_layers > 0);
+    }
+}
+
+#[test]
+fn a_flush_read_that_lies_once_is_read_again() {
+    // A log of about 3 MiB: several read requests in each window.
+    const N: u32 = 3000;
+    for kind in [CorruptionKind::BitFlip, CorruptionKind::ZeroSector] {
+        for nth in [1, 2, 7] {
+            let sim = SimStorage::new(11);
+            let db = frozen_layer(&sim, 64 << 10, N);
+            sim.set_read_corruption(ReadCorruption {
+                at_read: Some(sim.reads() + nth),
+                one_in_reads: None,
+                kind: Some(kind),
+            });
+            db.flush()
+                .unwrap_or_else(|e| panic!("{kind:?} read {nth}: {e}"));
+            sim.set_read_corruption(ReadCorruption::default());
+            assert_eq!(sim.corrupted_reads(), 1, "{kind:?} read {nth}");
+            check_all(&db, N);
+            drop(db);
+            let db = Db::open(DIR, options(&sim, 64 << 10)).unwrap();
+            check_all(&db, N);
+        }
+    }
+}
+
+#[test]
+fn writers_wait_for_the_flush_at_the_in_memory_index_bound() {
+    let sim = SimStorage::new(5);
+    let opts = Options {
+        in_memory_index_bytes_max: 1 << 20,
+        // Flushed inline by the writer that finds the backlog over.
+        background_flush: false,
+        ..options(&sim, 1 << 20)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    // 40,000 puts of one-byte values: 2 MiB of log, far below
+    // `layer_size_bytes_max`, but about 5 MiB of index (124 bytes a key).
+    let mut frozen_most = 0;
+    for i in 0..40_000u32 {
+        db.put(key(i), b"v", WriteOptions::default()).unwrap();
+        if i % 50 == 0 {
+            frozen_most = frozen_most.max(db.stats().frozen_layers);
+        }
+    }
+    let s = db.stats();
+    // Frozen at half the bound (512 KiB of index, about 4,200 keys), and
+    // a second frozen layer would pass the other half: the writer flushed
+    // it first.
+    assert!((8..=12).contains(&s.delta_layers), "{s:?}");
+    assert!(frozen_most <= 1, "{frozen_most} frozen layers at once");
+    for i in (0..40_000u32).step_by(97) {
+        assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&b"v"[..]));
+    }
+}
