@@ -72,6 +72,10 @@ struct PhasesArgs {
     /// full 4× the memory budget; a full disk ends it too).
     #[arg(long)]
     phases_data_mib: Option<u64>,
+    /// phases: load inside the memory budget too (the default in full
+    /// mode; quick mode lifts the limit for the load).
+    #[arg(long)]
+    phases_load_in_budget: bool,
 }
 
 impl PhasesArgs {
@@ -82,6 +86,7 @@ impl PhasesArgs {
             iterations: self.phases_iterations,
             memory_budget_bytes: self.phases_memory_mib.map(|m| m << 20),
             data_target_bytes: self.phases_data_mib.map(|m| m << 20),
+            load_in_budget: self.phases_load_in_budget.then_some(true),
         }
     }
 }
