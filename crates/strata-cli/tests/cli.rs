@@ -130,7 +130,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let summary = &lines[..13];
+    let summary = &lines[..14];
     let labels: Vec<&str> = summary
         .iter()
         .map(|l| l[..l.find("  ").unwrap()].trim())
@@ -150,7 +150,8 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "block cache",
             "index memory",
             "point lookups",
-            "read retries"
+            "read retries",
+            "flush memory"
         ],
         "{}",
         run.stdout
@@ -191,9 +192,10 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert!(index.split(" (").next().unwrap().ends_with('B'), "{index}");
     assert_eq!(&summary[11][column..], "0 (0 data blocks read)");
     assert_eq!(&summary[12][column..], "0");
+    assert_eq!(&summary[13][column..], "0 B at most (0 B of logs read)");
 
-    assert_eq!(lines[13], "");
-    let header: Vec<&str> = lines[14]
+    assert_eq!(lines[14], "");
+    let header: Vec<&str> = lines[15]
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -209,7 +211,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "syncs"
         ]
     );
-    let rows: Vec<&str> = lines[15..]
+    let rows: Vec<&str> = lines[16..]
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
@@ -219,7 +221,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     );
     // Right-aligned: every row of the table ends at the same column.
     assert!(
-        lines[14..].iter().all(|l| l.len() == lines[14].len()),
+        lines[15..].iter().all(|l| l.len() == lines[15].len()),
         "{}",
         run.stdout
     );
@@ -251,6 +253,8 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "delta_bytes",
             "delta_layers",
             "flush_error",
+            "flush_memory_peak_bytes",
+            "flush_read_bytes",
             "frozen_layers",
             "image_runs",
             "index_memory_bytes",
@@ -283,6 +287,9 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
     assert_eq!(number("l0_layers"), 3, "{stats}");
     assert_eq!(number("compactions"), 0, "{stats}");
     assert_eq!(number("read_retries"), 0, "{stats}");
+    // Since this open (the stats command's): no flush yet.
+    assert_eq!(number("flush_memory_peak_bytes"), 0, "{stats}");
+    assert_eq!(number("flush_read_bytes"), 0, "{stats}");
     assert!(stats["compaction_error"].is_null(), "{stats}");
     assert!(stats["flush_error"].is_null(), "{stats}");
     number("open_layer_bytes");
