@@ -34,6 +34,14 @@ fn key(i: u32) -> Vec<u8> {
     format!("k{:08x}", i.wrapping_mul(0x9e37_79b9)).into_bytes()
 }
 
+/// Key `i` in the order written (key order is log order: the flush hands
+/// entries on straight from its read requests).
+fn key_in_order(i: u32) -> Vec<u8> {
+    format!("k{i:08}").into_bytes()
+}
+
+type KeyOf = fn(u32) -> Vec<u8>;
+
 fn value(i: u32, round: u32) -> Vec<u8> {
     let mut v = format!("v{i}-{round}-").into_bytes();
     v.resize(100 + (i as usize * 37) % 900, (i % 251) as u8);
@@ -43,7 +51,7 @@ fn value(i: u32, round: u32) -> Vec<u8> {
 /// Writes `n` keys twice (two versions each) and a delete of every tenth,
 /// in batches of 7, with a sync every so often (pad records), then
 /// freezes; returns the database and the log bytes written.
-fn frozen_layer(sim: &SimStorage, flush_memory_bytes: usize, n: u32) -> Db {
+fn frozen_layer(sim: &SimStorage, flush_memory_bytes: usize, n: u32, key: KeyOf) -> Db {
     let db = Db::open(DIR, options(sim, flush_memory_bytes)).unwrap();
     for round in 0..2 {
         for start in (0..n).step_by(7) {
@@ -62,7 +70,7 @@ fn frozen_layer(sim: &SimStorage, flush_memory_bytes: usize, n: u32) -> Db {
     db
 }
 
-fn check_all(db: &Db, n: u32) {
+fn check_all(db: &Db, n: u32, key: KeyOf) {
     for i in 0..n {
         let want = (i % 10 != 0).then(|| value(i, 1));
         assert_eq!(db.get(key(i)).unwrap(), want, "key {i}");
@@ -72,37 +80,92 @@ fn check_all(db: &Db, n: u32) {
 #[test]
 fn a_flush_in_windows_writes_every_version_and_stays_in_its_window() {
     const N: u32 = 3000;
-    let mut layers = Vec::new();
-    for window in [64 << 10, 256 << 10, 64 << 20] {
-        let sim = SimStorage::new(7);
-        let db = frozen_layer(&sim, window, N);
+    for (order, key) in [("scattered", key as KeyOf), ("in order", key_in_order)] {
+        let mut layers = Vec::new();
+        for window in [64 << 10, 256 << 10, 64 << 20] {
+            let sim = SimStorage::new(7);
+            let db = frozen_layer(&sim, window, N, key);
+            db.flush().unwrap();
+            let s = db.stats();
+            assert_eq!((s.frozen_layers, s.delta_layers), (0, 1));
+            // The window and one read request (1 MiB), and a record in between.
+            assert!(
+                s.flush_memory_peak_bytes <= (window as u64 + (1 << 20) + (64 << 10)).max(2 << 20),
+                "window {window}: peak {}",
+                s.flush_memory_peak_bytes
+            );
+            assert!(s.flush_memory_peak_bytes > 0);
+            check_all(&db, N, key);
+            // The versions below the newest are there too, at their LSNs.
+            let first_round = u64::from(N.div_ceil(7));
+            for i in (0..N).step_by(13) {
+                assert_eq!(db.get_at(key(i), first_round).unwrap(), Some(value(i, 0)));
+            }
+            layers.push((window, s.flush_read_bytes, s.delta_bytes));
+            drop(db);
+            let db = Db::open(DIR, options(&sim, window)).unwrap();
+            check_all(&db, N, key);
+        }
+        // Scattered keys: small windows read the log once per window, the
+        // large one once. The layer written is the same size in each.
+        let (_, read_small, bytes_small) = layers[0];
+        let (_, read_large, bytes_large) = layers[2];
+        assert_eq!(bytes_small, bytes_large, "{order}");
+        if order == "scattered" {
+            assert!(read_small > 4 * read_large, "{read_small} vs {read_large}");
+        }
+    }
+}
+
+#[test]
+fn keys_written_in_order_are_handed_on_from_the_read_requests() {
+    // One version per key, written in key order: every window's entries
+    // lie in one stretch of the log, in order, and go to the delta writer
+    // from the read requests (no window buffer: the peak is one request,
+    // the bookkeeping and an entry that crosses two requests).
+    const N: u32 = 6000;
+    for window in [64 << 10, 64 << 20] {
+        let sim = SimStorage::new(9);
+        let db = Db::open(DIR, options(&sim, window)).unwrap();
+        for start in (0..N).step_by(7) {
+            let mut b = WriteBatch::new();
+            for i in start..(start + 7).min(N) {
+                b.put(key_in_order(i), value(i, 0));
+            }
+            db.write(
+                &b,
+                WriteOptions {
+                    sync: start % 700 == 0,
+                },
+            )
+            .unwrap();
+        }
+        db.freeze().unwrap();
         db.flush().unwrap();
         let s = db.stats();
-        assert_eq!((s.frozen_layers, s.delta_layers), (0, 1));
-        // The window and one read request (1 MiB), and a record in between.
+        let log_bytes =
+            s.io.bytes(strata::io::FileClass::Log, strata::io::OpKind::Write);
         assert!(
-            s.flush_memory_peak_bytes <= (window as u64 + (1 << 20) + (64 << 10)).max(2 << 20),
+            s.flush_memory_peak_bytes < (1 << 20) + (256 << 10),
             "window {window}: peak {}",
             s.flush_memory_peak_bytes
         );
-        assert!(s.flush_memory_peak_bytes > 0);
-        check_all(&db, N);
-        // The versions below the newest are there too, at their LSNs.
-        let first_round = u64::from(N.div_ceil(7));
-        for i in (0..N).step_by(13) {
-            assert_eq!(db.get_at(key(i), first_round).unwrap(), Some(value(i, 0)));
+        // Each stretch read once (and a request's worth more at most per
+        // window boundary).
+        assert!(
+            s.flush_read_bytes <= log_bytes + (log_bytes / window as u64 + 2) * (1 << 20),
+            "window {window}: read {} of a {log_bytes}-byte log",
+            s.flush_read_bytes
+        );
+        for i in (0..N).step_by(7) {
+            assert_eq!(db.get(key_in_order(i)).unwrap(), Some(value(i, 0)), "{i}");
         }
-        layers.push((window, s.flush_read_bytes, s.delta_bytes));
         drop(db);
         let db = Db::open(DIR, options(&sim, window)).unwrap();
-        check_all(&db, N);
+        for i in 0..N {
+            assert_eq!(db.get(key_in_order(i)).unwrap(), Some(value(i, 0)), "{i}");
+        }
     }
-    // Small windows read the log once per window (random key order), the
-    // large one once; the layer written is the same size in each.
-    let (_, read_small, bytes_small) = layers[0];
-    let (_, read_large, bytes_large) = layers[2];
-    assert_eq!(bytes_small, bytes_large);
-    assert!(read_small > 4 * read_large, "{read_small} vs {read_large}");
 }
 
 #[test]
@@ -110,7 +173,7 @@ fn rot_in_bytes_no_window_copies_is_still_refused() {
     const N: u32 = 400;
     for window in [64 << 10, 64 << 20] {
         let sim = SimStorage::new(3);
-        let db = frozen_layer(&sim, window, N);
+        let db = frozen_layer(&sim, window, N, key);
         let log = sim
             .file_paths()
             .into_iter()
@@ -131,10 +194,15 @@ fn rot_in_bytes_no_window_copies_is_still_refused() {
 fn a_flush_read_that_lies_once_is_read_again() {
     // A log of about 3 MiB: several read requests in each window.
     const N: u32 = 3000;
-    for kind in [CorruptionKind::BitFlip, CorruptionKind::ZeroSector] {
+    for (kind, key) in [
+        (CorruptionKind::BitFlip, key as KeyOf),
+        (CorruptionKind::ZeroSector, key),
+        (CorruptionKind::BitFlip, key_in_order),
+        (CorruptionKind::ZeroSector, key_in_order),
+    ] {
         for nth in [1, 2, 7] {
             let sim = SimStorage::new(11);
-            let db = frozen_layer(&sim, 64 << 10, N);
+            let db = frozen_layer(&sim, 64 << 10, N, key);
             sim.set_read_corruption(ReadCorruption {
                 at_read: Some(sim.reads() + nth),
                 one_in_reads: None,
@@ -144,10 +212,10 @@ fn a_flush_read_that_lies_once_is_read_again() {
                 .unwrap_or_else(|e| panic!("{kind:?} read {nth}: {e}"));
             sim.set_read_corruption(ReadCorruption::default());
             assert_eq!(sim.corrupted_reads(), 1, "{kind:?} read {nth}");
-            check_all(&db, N);
+            check_all(&db, N, key);
             drop(db);
             let db = Db::open(DIR, options(&sim, 64 << 10)).unwrap();
-            check_all(&db, N);
+            check_all(&db, N, key);
         }
     }
 }

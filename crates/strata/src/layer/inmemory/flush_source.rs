@@ -9,9 +9,12 @@
 //! copies each entry into its place, checks it against the index (its
 //! crc32c, kind, key and lengths: `batch::check_entry`) and hands the
 //! versions on in key order. Keys written in order put a window's entries
-//! in one stretch of the log, which is then read once in all; random keys
-//! scatter every window over the whole log, which is read about (entry
-//! bytes / window) times: reads traded for memory.
+//! in one stretch of the log, in order, which is then read once in all,
+//! and its entries are checked and handed on straight from the read
+//! requests (no window buffer; an entry that two requests share is
+//! assembled on its own); random keys scatter every window over the whole
+//! log, which is read about (entry bytes / window) times: reads traded for
+//! memory.
 //!
 //! The log as a whole is checked as its bytes go past (`SealedCheck`: the
 //! same rules as the replay before a flush always kept: every record intact
@@ -25,8 +28,8 @@
 //! (its cached copies forgotten, `Stats::read_retries` counted) and the
 //! second result stands; the record check has ended before `Ok` is
 //! returned. Memory: the window (at most the budget, or one version's entry
-//! if that is larger), one background read request, and one record the
-//! check holds across two requests.
+//! if that is larger; none for keys in log order), one background read
+//! request, and one record the check holds across two requests.
 
 use super::{InMemoryLayer, Version};
 use crate::batch::{check_entry, ENTRY_HEADER_BYTES};
@@ -148,6 +151,30 @@ impl LogReader<'_> {
         Ok(())
     }
 
+    /// The `len` bytes of the log at `pos`: in the read request that holds
+    /// them (read if need be), or, when they cross into the next request,
+    /// assembled in `scratch`.
+    fn entry<'s>(
+        &'s mut self,
+        pos: u64,
+        len: usize,
+        check: &mut SealedCheck<'_>,
+        scratch: &'s mut Vec<u8>,
+    ) -> Result<&'s [u8]> {
+        if !self.holds(pos) {
+            self.load(pos, check)?;
+        }
+        let end = pos + len as u64;
+        if end <= self.start + self.len as u64 {
+            let from = (pos - self.start) as usize;
+            return Ok(&self.buf.as_slice()[from..from + len]);
+        }
+        scratch.clear();
+        scratch.resize(len, 0);
+        self.copy(pos, scratch, check)?;
+        Ok(scratch)
+    }
+
     /// Copies the log's bytes at `pos` into `out`.
     fn copy(&mut self, mut pos: u64, out: &mut [u8], check: &mut SealedCheck<'_>) -> Result<()> {
         let mut done = 0;
@@ -166,6 +193,23 @@ impl LogReader<'_> {
 }
 
 impl InMemoryLayer {
+    /// Hands on `key`'s version `v` (an entry of `entry` bytes) after its
+    /// copy failed its check: read again alone, through the read-again
+    /// policy, its cached copies forgotten first; the second reading stands.
+    fn hand_on_read_again(
+        &self,
+        key: &[u8],
+        v: Version,
+        entry: usize,
+        f: &mut impl FnMut(&[u8], Version, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.stats.record_read_retry(self.file.class());
+        let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
+        self.file.forget_cached(start, entry as u64);
+        let value = self.read_value(key, v)?;
+        f(key, v, &value)
+    }
+
     /// Every version of the frozen layer in (key, LSN) order with its value
     /// (empty for a delete), read from the log in windows of about
     /// `memory_bytes` (see the module documentation) in requests `steps`
@@ -201,6 +245,8 @@ impl InMemoryLayer {
             .flat_map(|(k, vs)| vs.as_slice().iter().map(move |v| (k.as_slice(), *v)))
             .peekable();
         let mut window: Vec<u8> = Vec::new();
+        // An entry of an in-order window that two read requests share.
+        let mut scratch: Vec<u8> = Vec::new();
         let mut slots: Vec<Slot> = Vec::new();
         let mut read = FlushRead::default();
         while next.peek().is_some() {
@@ -237,6 +283,33 @@ impl InMemoryLayer {
                 count += 1;
                 next.next();
             }
+            // Keys written in order lie in the log in key order: then the
+            // entries are checked and handed on straight from the read
+            // requests, without the window's copy (14% of a 100 B flush's
+            // CPU, a fifth of an 8 KiB one's).
+            if slots.windows(2).all(|w| w[0].start < w[1].start) {
+                for (key, v) in first.take(count) {
+                    let entry = entry_bytes(key, v);
+                    if entry == 0 {
+                        f(key, v, &[])?;
+                        continue;
+                    }
+                    let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
+                    let bytes = reader.entry(start, entry, &mut check, &mut scratch)?;
+                    match check_entry(bytes, v.kind, key) {
+                        Ok(value) => f(key, v, value)?,
+                        Err(_) => self.hand_on_read_again(key, v, entry, &mut f)?,
+                    }
+                }
+                read.windows += 1;
+                read.peak_memory_bytes = read.peak_memory_bytes.max(
+                    scratch.capacity()
+                        + slots.capacity() * SLOT_BYTES
+                        + reader.buf.capacity()
+                        + check.memory_bytes(),
+                );
+                continue;
+            }
             // Every byte below `bytes` is written by a slot before it is
             // read: the window is only grown (zeroed by the allocator,
             // fresh pages: no memset, which was 12% of a 100 B flush's
@@ -268,15 +341,7 @@ impl InMemoryLayer {
                 at += entry;
                 match check_entry(bytes, v.kind, key) {
                     Ok(value) => f(key, v, value)?,
-                    Err(_) => {
-                        // Read again alone (through the read-again policy),
-                        // its request's cached copies forgotten first.
-                        self.stats.record_read_retry(file.class());
-                        let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
-                        file.forget_cached(start, entry as u64);
-                        let value = self.read_value(key, v)?;
-                        f(key, v, &value)?;
-                    }
+                    Err(_) => self.hand_on_read_again(key, v, entry, &mut f)?,
                 }
             }
         }
