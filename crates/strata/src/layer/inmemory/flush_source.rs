@@ -60,6 +60,17 @@ pub(crate) struct FlushRead {
     pub windows: usize,
 }
 
+impl FlushRead {
+    /// Counts a window that held `window_bytes` (its buffer or scratch, and
+    /// its bookkeeping) beside `reader`'s request and `check`'s record.
+    fn held(&mut self, window_bytes: usize, reader: &LogReader<'_>, check: &SealedCheck<'_>) {
+        self.windows += 1;
+        self.peak_memory_bytes = self
+            .peak_memory_bytes
+            .max(window_bytes + reader.buf.capacity() + check.memory_bytes());
+    }
+}
+
 /// The bytes of `v`'s entry in the log (header, key, value), or 0 for a
 /// version whose value is empty (a delete): nothing to read.
 fn entry_bytes(key: &[u8], v: Version) -> usize {
@@ -301,12 +312,10 @@ impl InMemoryLayer {
                         Err(_) => self.hand_on_read_again(key, v, entry, &mut f)?,
                     }
                 }
-                read.windows += 1;
-                read.peak_memory_bytes = read.peak_memory_bytes.max(
-                    scratch.capacity()
-                        + slots.capacity() * SLOT_BYTES
-                        + reader.buf.capacity()
-                        + check.memory_bytes(),
+                read.held(
+                    scratch.capacity() + slots.capacity() * SLOT_BYTES,
+                    &reader,
+                    &check,
                 );
                 continue;
             }
@@ -323,12 +332,10 @@ impl InMemoryLayer {
                 let at = s.at as usize;
                 reader.copy(s.start, &mut window[at..at + s.len as usize], &mut check)?;
             }
-            read.windows += 1;
-            read.peak_memory_bytes = read.peak_memory_bytes.max(
-                window.capacity()
-                    + slots.capacity() * SLOT_BYTES
-                    + reader.buf.capacity()
-                    + check.memory_bytes(),
+            read.held(
+                window.capacity() + slots.capacity() * SLOT_BYTES,
+                &reader,
+                &check,
             );
             let mut at = 0;
             for (key, v) in first.take(count) {
