@@ -1,5 +1,8 @@
 //! A single ingest run for profilers (perf, callgrind): `cargo run --release
-//! --example ingest_profile -- [MiB] [value bytes] [seq|rand] [delta yes|no]`.
+//! --example ingest_profile -- [MiB] [value bytes] [seq|rand] [delta yes|no]
+//! [defaults]`. With `defaults`, the database runs at its default options
+//! (background flush, default layer sizes) as the lab's ingest runs it;
+//! without, the flush runs inline at the end, in one layer.
 
 use std::time::Instant;
 use strata::{Db, IoMode, Options, WriteBatch, WriteOptions};
@@ -18,14 +21,23 @@ fn main() -> strata::Result<()> {
     let value_bytes: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(100);
     let random = args.get(3).is_some_and(|v| v == "rand");
     let delta = args.get(4).is_some_and(|v| v == "yes");
+    let defaults = args.get(5).is_some_and(|v| v == "defaults");
     let dir =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ingest-profile");
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = Options {
-        io_mode: IoMode::DirectRw,
-        layer_size_bytes_max: (2 * mib as u64 + 64) << 20,
-        background_flush: false,
-        ..Options::default()
+    let opts = if defaults {
+        Options {
+            io_mode: IoMode::DirectRw,
+            history_lsns: Some(0),
+            ..Options::default()
+        }
+    } else {
+        Options {
+            io_mode: IoMode::DirectRw,
+            layer_size_bytes_max: (2 * mib as u64 + 64) << 20,
+            background_flush: false,
+            ..Options::default()
+        }
     }
     .with_env_overrides()?;
     let db = Db::open(&dir, opts)?;

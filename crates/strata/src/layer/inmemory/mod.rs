@@ -4,8 +4,10 @@
 //! file, and each value is checked against its entry's crc32c when read (a
 //! read that fails is read again once, through the storage's policy,
 //! `io::read_verified`). Beside the index, a bloom filter of its keys (`GrowingFilter`)
-//! lets a get of a key the layer does not hold skip the B-tree, whose cold
-//! nodes cost about a microsecond per lookup.
+//! lets a get of a key the layer does not hold skip the index, whose cold
+//! memory costs about a microsecond per lookup. The index (`key_index`)
+//! keeps keys that come in order in a packed sorted run and the rest in a
+//! B-tree.
 //!
 //! Lifecycle: open (the database's one writable layer, appended to by the
 //! write path under the database's write lock) → frozen (read-only; its
@@ -22,6 +24,7 @@
 //! it briefly); the writer behind a `Mutex`.
 
 mod flush_source;
+mod key_index;
 
 use crate::batch::{check_entry, decode_entries_trusted, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::cache::{Block, BlockCache};
@@ -33,7 +36,7 @@ use crate::layer::bloom::{bloom_hash, GrowingFilter, PointKey};
 use crate::layer::delta::{Lsn, ValueKind};
 use crate::log::record::{pad_record, PrevLog, RecordHeader, RECORD_HEADER_BYTES};
 use crate::log::replay::ReplayedLog;
-use std::collections::BTreeMap;
+use key_index::{IndexKey, KeyIndex, INLINE_KEY_BYTES, RUN_KEY_BYTES};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -48,166 +51,21 @@ pub(crate) struct Version {
     pub kind: ValueKind,
 }
 
-/// The versions of one key, ascending by LSN. Most keys have one version, so
-/// it is stored inline without a second allocation; the vector of a key
-/// with more is boxed, so that the enum takes no more than one version (24
-/// bytes, its tag in `ValueKind`'s spare values) in every B-tree entry.
-#[derive(Debug, Clone)]
-pub(crate) enum Versions {
-    One(Version),
-    // The box is the point: a bare vector (24 bytes) would make every
-    // entry 32.
-    #[allow(clippy::box_collection)]
-    Many(Box<Vec<Version>>),
-}
-
-const _: () = assert!(std::mem::size_of::<Versions>() == std::mem::size_of::<Version>());
-
-impl Versions {
-    pub(crate) fn as_slice(&self) -> &[Version] {
-        match self {
-            Versions::One(v) => std::slice::from_ref(v),
-            Versions::Many(v) => v,
-        }
-    }
-
-    /// Adds `v`, which has the highest LSN so far, or replaces the version of
-    /// the same LSN (the last write of a key within a batch wins); true when
-    /// it added one.
-    fn push(&mut self, v: Version) -> bool {
-        match self {
-            Versions::One(one) if one.lsn == v.lsn => {
-                *one = v;
-                false
-            }
-            Versions::One(one) => {
-                *self = Versions::Many(Box::new(vec![*one, v]));
-                true
-            }
-            Versions::Many(many) => match many.last_mut() {
-                Some(last) if last.lsn == v.lsn => {
-                    *last = v;
-                    false
-                }
-                _ => {
-                    many.push(v);
-                    true
-                }
-            },
-        }
-    }
-
-    /// The newest version with `lsn <= at`.
-    pub(crate) fn at(&self, at: Lsn) -> Option<Version> {
-        let s = self.as_slice();
-        let i = s.partition_point(|v| v.lsn <= at);
-        i.checked_sub(1).map(|i| s[i])
-    }
-}
-
 /// The keys of a batch whose filter lines an append asks for ahead of its
 /// inserts (a batch of the ingest benchmarks holds 16; a larger one's later
 /// keys take their misses in turn).
 const FILTER_PREFETCH_KEYS_MAX: usize = 64;
 
-/// Keys up to this length are stored inline in the index, without an
-/// allocation of their own: 16-byte page keys and 32-byte hashes.
-const INLINE_KEY_BYTES: usize = 32;
-
-/// A key of the in-memory index. Short keys (the common cases: 16-byte page
-/// keys, 32-byte hashes) live inline and compare as four big-endian words
-/// with no pointer to follow, which is what makes ingest of short keys fast
-/// and keeps a lookup's cache misses to the B-tree's nodes; longer keys are
-/// boxed. Invariants: a key
-/// is inline exactly when it is at most `INLINE_KEY_BYTES` long, and inline
-/// bytes past `len` are zero, so zero-padded word comparison followed by a
-/// length comparison is bytewise order.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) enum IndexKey {
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_KEY_BYTES],
-    },
-    Heap(Box<[u8]>),
-}
-
-impl IndexKey {
-    fn new(key: &[u8]) -> Self {
-        if key.len() <= INLINE_KEY_BYTES {
-            let mut bytes = [0u8; INLINE_KEY_BYTES];
-            bytes[..key.len()].copy_from_slice(key);
-            IndexKey::Inline {
-                len: key.len() as u8,
-                bytes,
-            }
-        } else {
-            IndexKey::Heap(key.into())
-        }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            IndexKey::Inline { len, bytes } => &bytes[..*len as usize],
-            IndexKey::Heap(b) => b,
-        }
-    }
-}
-
-impl Ord for IndexKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        match (self, other) {
-            (IndexKey::Inline { len: la, bytes: a }, IndexKey::Inline { len: lb, bytes: b }) => {
-                let word = |x: &[u8; INLINE_KEY_BYTES], i: usize| {
-                    u64::from_be_bytes(x[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
-                };
-                (word(a, 0), word(a, 1), word(a, 2), word(a, 3), la).cmp(&(
-                    word(b, 0),
-                    word(b, 1),
-                    word(b, 2),
-                    word(b, 3),
-                    lb,
-                ))
-            }
-            _ => self.as_slice().cmp(other.as_slice()),
-        }
-    }
-}
-
-impl PartialOrd for IndexKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for IndexKey {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-/// Bytes of index memory per key beyond a long key's own allocation: its
-/// share of the B-tree's nodes, which hold 11 entries of a 40-byte
-/// `IndexKey` and 24-byte `Versions` each. Measured (450 Ki keys, RSS):
-/// 124 bytes per key inserted in order (a split at the right edge leaves
-/// the left node half full), 99 for random keys; the larger is counted,
-/// so that `Options::in_memory_index_bytes_max` holds.
-const INDEX_KEY_OVERHEAD_BYTES: usize = 124;
-
-/// Bytes of index memory per version of a key beyond its first (the
-/// versions' vector, grown by doubling: 24 bytes each, up to half again,
-/// and its box).
-const INDEX_VERSION_BYTES: usize = 40;
-
 /// The index and the filter of its keys, kept together under one lock.
 struct Index {
-    map: BTreeMap<IndexKey, Versions>,
+    map: KeyIndex,
     filter: GrowingFilter,
 }
 
 impl Index {
     fn with_capacity(keys: usize) -> RwLock<Index> {
         RwLock::new(Index {
-            map: BTreeMap::new(),
+            map: KeyIndex::default(),
             filter: GrowingFilter::with_capacity(keys),
         })
     }
@@ -261,7 +119,7 @@ impl InMemoryLayer {
     ) -> Self {
         let end = writer.end_offset();
         let keys = (layer_bytes_max / FILTER_LOG_BYTES_PER_KEY)
-            .min(index_bytes_max / INDEX_KEY_OVERHEAD_BYTES as u64);
+            .min(index_bytes_max / RUN_KEY_BYTES as u64);
         InMemoryLayer {
             file_id,
             path: writer.file().path().to_owned(),
@@ -353,28 +211,15 @@ impl InMemoryLayer {
                 len: e.value.len() as u32,
                 kind: e.kind,
             };
-            let index = &mut *index;
-            match index.map.entry(IndexKey::new(e.key)) {
-                std::collections::btree_map::Entry::Occupied(mut o) => {
-                    if o.get_mut().push(v) {
-                        added += INDEX_VERSION_BYTES;
-                    }
-                }
-                std::collections::btree_map::Entry::Vacant(vacant) => {
-                    let hash = match hashes.get(i) {
-                        Some(&h) => h,
-                        None => bloom_hash(e.key),
-                    };
-                    index.filter.insert(hash);
-                    let heap = if e.key.len() > INLINE_KEY_BYTES {
-                        e.key.len()
-                    } else {
-                        0
-                    };
-                    added += heap + INDEX_KEY_OVERHEAD_BYTES;
-                    vacant.insert(Versions::One(v));
-                }
+            let inserted = index.map.insert(IndexKey::new(e.key), v);
+            if inserted.new_key {
+                let hash = match hashes.get(i) {
+                    Some(&h) => h,
+                    None => bloom_hash(e.key),
+                };
+                index.filter.insert(hash);
             }
+            added += inserted.memory_bytes;
         }
         self.filter_bytes
             .store(index.filter.memory_bytes(), Ordering::Relaxed);
@@ -729,13 +574,9 @@ impl InMemoryLayer {
                 .index
                 .read()
                 .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
-            if matches!((start, end), (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) if s > e)
-            {
-                return Ok(Vec::new());
-            }
             index
                 .map
-                .range::<[u8], _>((start, end))
+                .range(start, end)
                 .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k.as_slice().to_vec(), v)))
                 .collect()
         };
@@ -750,24 +591,5 @@ impl InMemoryLayer {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn index_key_order_is_bytewise_order(
-            a in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..40),
-            b in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..40),
-        ) {
-            let (ka, kb) = (IndexKey::new(&a), IndexKey::new(&b));
-            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
-            prop_assert_eq!(ka == kb, a == b);
-            prop_assert_eq!(ka.as_slice(), &a[..]);
-        }
     }
 }
