@@ -155,6 +155,19 @@ pub(crate) fn check_entry<'a>(
     kind: ValueKind,
     key: &[u8],
 ) -> Result<&'a [u8], EntryError> {
+    check_entry_with(bytes, kind, key, true)
+}
+
+/// [`check_entry`], with the entry's crc32c computed only when `crc`: a
+/// caller that hands on bytes whose record's crc32c it checked in the same
+/// reading (the flush) leaves it out; the header and the key are checked
+/// against the index either way.
+pub(crate) fn check_entry_with<'a>(
+    bytes: &'a [u8],
+    kind: ValueKind,
+    key: &[u8],
+    crc: bool,
+) -> Result<&'a [u8], EntryError> {
     let header =
         bytes
             .get(..ENTRY_HEADER_BYTES)
@@ -168,14 +181,16 @@ pub(crate) fn check_entry<'a>(
         return Err((0, "entry header does not match the index", None));
     }
     let (entry_key, value) = bytes[ENTRY_HEADER_BYTES..].split_at(key_len);
-    let stored = u32::from_le_bytes(
-        header[ENTRY_CRC_OFFSET..ENTRY_HEADER_BYTES]
-            .try_into()
-            .expect("4 bytes"),
-    );
-    let actual = entry_crc(&header[..ENTRY_CRC_OFFSET], entry_key, value);
-    if stored != actual {
-        return Err((ENTRY_CRC_OFFSET, "entry checksum", Some((stored, actual))));
+    if crc {
+        let stored = u32::from_le_bytes(
+            header[ENTRY_CRC_OFFSET..ENTRY_HEADER_BYTES]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        let actual = entry_crc(&header[..ENTRY_CRC_OFFSET], entry_key, value);
+        if stored != actual {
+            return Err((ENTRY_CRC_OFFSET, "entry checksum", Some((stored, actual))));
+        }
     }
     if entry_key != key {
         return Err((

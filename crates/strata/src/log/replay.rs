@@ -219,6 +219,11 @@ impl<'a> SealedCheck<'a> {
         self.at + self.carry.len() as u64
     }
 
+    /// The offset up to which every record is checked whole.
+    pub(crate) fn checked_end(&self) -> u64 {
+        self.at
+    }
+
     /// True when every byte up to the claimed end has been checked.
     pub(crate) fn is_done(&self) -> bool {
         self.at >= self.sealed.end
