@@ -385,3 +385,54 @@ fn compaction_with_no_history_leaves_about_the_live_data_on_disk() {
     assert!(db.horizon() > 0);
     println!("space: {on_disk} bytes on disk for {live} bytes of live data");
 }
+
+#[test]
+fn empty_and_reversed_scan_ranges_are_empty_in_every_layer() {
+    use std::ops::Bound::{Excluded, Included};
+    let d = dir();
+    let db = Db::open(d.path().join("db"), opts()).unwrap();
+    let scan = |db: &Db, (start, end): (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>)| {
+        db.scan((start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec)))
+            .unwrap()
+            .map(|item| item.unwrap().0)
+            .collect::<Vec<_>>()
+    };
+    let (k, z): (&[u8], &[u8]) = (b"k", b"z");
+    for key in [b"a", b"k", b"z"] {
+        db.put(key, b"v", WriteOptions::default()).unwrap();
+    }
+    // The open layer, then a frozen one, then a delta layer.
+    for step in 0..3 {
+        match step {
+            1 => db.freeze().unwrap(),
+            2 => db.flush().unwrap(),
+            _ => {}
+        }
+        assert!(
+            scan(&db, (Excluded(k), Excluded(k))).is_empty(),
+            "step {step}"
+        );
+        assert!(
+            scan(&db, (Included(k), Excluded(k))).is_empty(),
+            "step {step}"
+        );
+        assert!(
+            scan(&db, (Excluded(k), Included(k))).is_empty(),
+            "step {step}"
+        );
+        assert!(
+            scan(&db, (Included(z), Included(k))).is_empty(),
+            "step {step}"
+        );
+        assert_eq!(
+            scan(&db, (Included(k), Included(k))),
+            vec![k.to_vec()],
+            "step {step}"
+        );
+        assert_eq!(
+            scan(&db, (Excluded(k), Included(z))),
+            vec![z.to_vec()],
+            "step {step}"
+        );
+    }
+}
