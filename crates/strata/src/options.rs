@@ -146,7 +146,8 @@ pub struct Options {
     /// layer's and those of the frozen layers waiting for their flush),
     /// bytes: the open layer is frozen when its index takes half of it (or
     /// its log reaches `layer_size_bytes_max`), and writers wait while the
-    /// frozen layers' take more than the other half.
+    /// frozen layers' and the open layer's together take more than all of
+    /// it (so one frozen layer is flushed while the next fills).
     pub in_memory_index_bytes_max: u64,
     /// Memory a flush copies a frozen log's entries into, in key order,
     /// window by window, bytes (besides one background read request of up

@@ -113,17 +113,23 @@ impl DbInner {
     }
 
     /// Write stall, before a write: while more than `frozen_layers_max`
-    /// frozen layers wait for their flush, or their indexes take more than
-    /// half of `in_memory_index_bytes_max` (the open layer is frozen at the
-    /// other half), a writer waits (or, without a background thread,
-    /// flushes them itself), so memory and unflushed logs stay bounded;
-    /// while the flush fails, it is refused.
+    /// frozen layers wait for their flush, or the frozen layers' indexes
+    /// and the open layer's together take more than
+    /// `in_memory_index_bytes_max` (the open layer is frozen at half of
+    /// it: one frozen layer's flush runs while the next fills), a writer
+    /// waits (or, without a background thread, flushes them itself), so
+    /// memory and unflushed logs stay bounded; while the flush fails, it
+    /// is refused.
     pub(super) fn wait_for_flush_backlog(&self) -> Result<()> {
         let backlog = || self.frozen_layers.load(Ordering::Acquire);
+        let max = self.opts.in_memory_index_bytes_max;
         let over = || {
+            let frozen = self.frozen_index_bytes.load(Ordering::Acquire) as u64;
+            // The open layer's share is looked up only when the frozen
+            // layers' may leave it too little (it never takes more than
+            // half).
             backlog() > self.opts.frozen_layers_max
-                || self.frozen_index_bytes.load(Ordering::Acquire) as u64
-                    > self.opts.in_memory_index_bytes_max / 2
+                || (frozen > max / 2 && frozen.saturating_add(self.open_index_bytes()) > max)
         };
         if !over() {
             return Ok(());
@@ -156,6 +162,12 @@ impl DbInner {
                 .0;
         }
         Ok(())
+    }
+
+    /// Bytes of the open layer's index and filter.
+    fn open_index_bytes(&self) -> u64 {
+        self.version()
+            .map_or(0, |v| v.open.index_memory_bytes() as u64)
     }
 
     /// Writes a frozen layer out as an L0 delta layer, lists it in the
