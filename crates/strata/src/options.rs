@@ -38,16 +38,16 @@ pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
 /// sequential write bandwidth of this project's disk (~300 MiB/s).
 pub const COMPACTION_BYTES_PER_SEC_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::in_memory_index_bytes_max`. The open layer's index
-/// is frozen at half of it, 32 MiB: about 270 Ki keys (124 bytes each in
-/// the B-tree: a 78 MiB log of 256-byte values, a 34 MiB one of 100-byte
-/// values; 8 KiB values reach `layer_size_bytes_max` first). Measured with `examples/memory_load`
-/// (1 GiB of 32-byte random keys and 256-byte values, synced batches of
-/// 1,000, defaults otherwise): peak RSS 133 MiB, inside a 256 MiB memory
-/// cgroup; at 128 MiB the same load peaked at 310 MiB (the B-trees, the
-/// allocator's free lists, a flush and a compaction at once) and was
-/// killed in the cgroup. The price: a burst of small writes larger than
-/// the open layer waits for the flush (100 B Sequential delta=No ingest,
-/// quick: 290 MiB/s with an unbounded backlog, 150 at this default).
+/// is frozen at half of it, 32 MiB: about 520 Ki keys written in order (64
+/// bytes each in the index's sorted run: a 66 MiB log of 100-byte values)
+/// or 270 Ki keys in any other order (124 bytes each in its B-tree: a
+/// 78 MiB log of 256-byte values); 8 KiB values reach
+/// `layer_size_bytes_max` first. Measured with `examples/memory_load`
+/// (`scripts/memory-budget.sh 256 1024 256`: 1 GiB of 32-byte random keys
+/// and 256-byte values, synced batches of 1,000, defaults otherwise):
+/// peak RSS 133–164 MiB, inside a 256 MiB memory cgroup; at 128 MiB the
+/// same load peaked at 310 MiB (the B-trees, the allocator's free lists, a
+/// flush and a compaction at once) and was killed in the cgroup.
 pub const IN_MEMORY_INDEX_BYTES_MAX_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::flush_memory_bytes`: a 128 MiB log of keys written
 /// in order is read once; of random keys, about five times for 100-byte
