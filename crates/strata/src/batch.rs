@@ -11,8 +11,7 @@
 //! writes nothing. Decoding checks every length against the payload.
 
 use crate::error::InvalidInput;
-use crate::layer::delta::ValueKind;
-use crate::options::{BATCH_BYTES_MAX, KEY_BYTES_MAX};
+use crate::types::{check_key, ValueKind, BATCH_BYTES_MAX, KEY_BYTES_MAX};
 
 /// Bytes of an entry's header: kind, key length, value length.
 pub(crate) const ENTRY_HEADER_BYTES: usize = ENTRY_CRC_OFFSET + 4;
@@ -69,7 +68,7 @@ impl WriteBatch {
         if self.invalid.is_some() {
             return;
         }
-        if let Err(invalid) = crate::options::check_key(key) {
+        if let Err(invalid) = check_key(key) {
             self.invalid = Some(invalid);
             return;
         }

@@ -56,19 +56,17 @@ use crate::io::{BufferedWriter, ShutdownMode};
 use crate::keyspace::{as_ref, Edge, Span, Union, START};
 use crate::layer::delta::reader::{DeltaLayerReader, DeltaRangeIterOwned};
 use crate::layer::delta::writer::DeltaLayerWriter;
-use crate::layer::delta::{Lsn, ValueKind};
 use crate::layer::file::LayerFile;
-use crate::manifest::{delta_name, Cover, LayerDesc, Level};
+use crate::manifest::{delta_name, LayerDesc, Level};
 use crate::read::{DeltaSource, Scan, Source};
+use crate::types::{Cover, Lsn, ValueKind};
 use crate::version::{Layer, LayerIo, Version};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Each input's read-ahead is at least this (and the inputs of one job are
-/// capped so that their read-aheads fit `compaction_memory_bytes`).
-pub(crate) const INPUT_READAHEAD_MIN_BYTES: usize = 64 << 10;
+use crate::options::COMPACTION_INPUT_READAHEAD_MIN_BYTES as INPUT_READAHEAD_MIN_BYTES;
 /// And at most this (see `BACKGROUND_IO_BYTES_MAX`).
 const INPUT_READAHEAD_MAX_BYTES: usize = crate::io::BACKGROUND_IO_BYTES_MAX;
 

@@ -858,7 +858,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
                 LayerDesc {
                     level: Level::Image,
                     lsn_max: 1,
-                    cover: Some(crate::manifest::Cover {
+                    cover: Some(crate::types::Cover {
                         start: std::ops::Bound::Excluded(b"0".to_vec()),
                         end: std::ops::Bound::Included(b"zz".to_vec()),
                     }),

@@ -10,8 +10,9 @@
 
 use crate::error::{Error, Result};
 use crate::layer::delta::reader::DeltaLayerReader;
-use crate::layer::delta::{Lsn, ReadAt};
+use crate::layer::delta::ReadAt;
 use crate::manifest::{self, Level, MANIFEST_NAME};
+use crate::types::Lsn;
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -203,12 +204,7 @@ pub fn scan_layer_file(path: &Path, mut each: impl FnMut(&[u8], Lsn, bool, &[u8]
         .with_readahead(1 << 20)
     {
         let (key, lsn, kind, value) = entry?;
-        each(
-            &key,
-            lsn,
-            kind == crate::layer::delta::ValueKind::Delete,
-            &value,
-        );
+        each(&key, lsn, kind == crate::types::ValueKind::Delete, &value);
         n += 1;
     }
     if n != reader.summary().entries {

@@ -10,7 +10,7 @@
 //! "do these two meet" are comparisons of edges, whatever the bounds'
 //! kinds. Invariant: a span is empty exactly when `from >= to`.
 
-use crate::manifest::Cover;
+use crate::types::Cover;
 use std::ops::Bound;
 
 /// Which side of a key an edge lies on.
@@ -58,7 +58,7 @@ impl<'a> Edge<'a> {
             Edge::Key(k, Side::Before) => Bound::Included(k.to_vec()),
             Edge::Key(k, Side::After) => Bound::Excluded(k.to_vec()),
             // Nothing starts past every key; an empty span's start.
-            Edge::End => Bound::Excluded(vec![0xff; crate::layer::delta::KEY_BYTES_MAX]),
+            Edge::End => Bound::Excluded(vec![0xff; crate::types::KEY_BYTES_MAX]),
         }
     }
 

@@ -23,6 +23,7 @@ mod log;
 mod manifest;
 mod options;
 mod read;
+mod types;
 mod version;
 
 pub use batch::WriteBatch;
@@ -36,8 +37,7 @@ pub use options::{
 };
 pub use read::Scan;
 
-/// A log sequence number: the version a write batch is applied at.
-pub type Lsn = u64;
+pub use types::Lsn;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

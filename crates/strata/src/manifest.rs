@@ -35,7 +35,8 @@
 
 use crate::error::{Corruption, Error, Result};
 use crate::io::{is_not_found, FileClass, FileOptions, IoMode, IoStats, Storage, StorageFile};
-use crate::layer::delta::{DeltaLayerSummary, Lsn, KEY_BYTES_MAX};
+use crate::layer::delta::DeltaLayerSummary;
+use crate::types::{Cover, Lsn, KEY_BYTES_MAX};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -122,50 +123,6 @@ pub(crate) enum Level {
     /// [`Cover`]: a key of the cover that the file does not hold had no
     /// value at that LSN. The image layers of one LSN have disjoint covers.
     Image = 2,
-}
-
-/// The keys an image layer answers for: its partition of the key space,
-/// which holds its keys and may reach past them (to the next partition, or
-/// to either end of the key space).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Cover {
-    pub start: Bound<Vec<u8>>,
-    pub end: Bound<Vec<u8>>,
-}
-
-impl Cover {
-    /// The whole key space.
-    pub(crate) fn everything() -> Cover {
-        Cover {
-            start: Bound::Unbounded,
-            end: Bound::Unbounded,
-        }
-    }
-
-    /// Whether `key` is in it.
-    pub(crate) fn contains(&self, key: &[u8]) -> bool {
-        let after_start = match &self.start {
-            Bound::Included(s) => key >= s.as_slice(),
-            Bound::Excluded(s) => key > s.as_slice(),
-            Bound::Unbounded => true,
-        };
-        let before_end = match &self.end {
-            Bound::Included(e) => key <= e.as_slice(),
-            Bound::Excluded(e) => key < e.as_slice(),
-            Bound::Unbounded => true,
-        };
-        after_start && before_end
-    }
-
-    /// Whether it holds no key at all (its start is not before its end).
-    fn is_empty(&self) -> bool {
-        match (&self.start, &self.end) {
-            (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
-            (Bound::Included(s), Bound::Included(e)) => s > e,
-            (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
-            | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
-        }
-    }
 }
 
 /// What a layer file covers, as the manifest records it: enough to search

@@ -6,16 +6,11 @@
 
 use crate::error::{InvalidInput, Result};
 use crate::io::{IoEngine, IoMode, Storage};
+pub use crate::types::{BATCH_BYTES_MAX, KEY_BYTES_MAX, VALUE_BYTES_MAX_LIMIT};
 use std::sync::Arc;
 
-/// Longest key, bytes. Keys are 1..=KEY_BYTES_MAX bytes.
-pub const KEY_BYTES_MAX: usize = 4096;
 /// Default value size limit, bytes (`Options::value_size_bytes_max`).
 pub const VALUE_BYTES_MAX_DEFAULT: usize = 16 << 20;
-/// The highest value size limit an option may set, bytes.
-pub const VALUE_BYTES_MAX_LIMIT: usize = crate::layer::delta::VALUE_BYTES_MAX;
-/// Largest serialized batch, bytes (the log record's length field is u32).
-pub const BATCH_BYTES_MAX: usize = 1 << 30;
 /// Smallest and largest in-memory layer size cap, bytes.
 pub const LAYER_BYTES_MIN: u64 = 64 << 10;
 pub const LAYER_BYTES_MAX: u64 = 4 << 30;
@@ -33,6 +28,10 @@ pub const L0_SLOWDOWN_LAYERS_DEFAULT: usize = 20;
 pub const L0_STOP_LAYERS_DEFAULT: usize = 36;
 pub const TARGET_FILE_BYTES_DEFAULT: u64 = 64 << 20;
 pub const COMPACTION_MEMORY_BYTES_DEFAULT: usize = 32 << 20;
+/// Each compaction input's read-ahead is at least this, bytes (and the
+/// inputs of one job are capped so that their read-aheads fit
+/// `compaction_memory_bytes`, which must hold two).
+pub(crate) const COMPACTION_INPUT_READAHEAD_MIN_BYTES: usize = 64 << 10;
 pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
 /// Default of `Options::compaction_bytes_per_sec`: about a fifth of the
 /// sequential write bandwidth of this project's disk (~300 MiB/s).
@@ -60,20 +59,6 @@ pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// layer files' bytes, measured by the `compaction_wa` example); smaller
 /// entries take more (a filter costs 2 bytes per key).
 pub const INDEX_MEMORY_BYTES_MAX_DEFAULT: u64 = 256 << 20;
-
-/// Checks a key against the key limits (1..=KEY_BYTES_MAX bytes).
-pub(crate) fn check_key(key: &[u8]) -> std::result::Result<(), InvalidInput> {
-    if key.is_empty() {
-        return Err(InvalidInput::KeyEmpty { max: KEY_BYTES_MAX });
-    }
-    if key.len() > KEY_BYTES_MAX {
-        return Err(InvalidInput::KeyTooLong {
-            len: key.len(),
-            max: KEY_BYTES_MAX,
-        });
-    }
-    Ok(())
-}
 
 /// How a database is opened.
 ///
@@ -313,7 +298,7 @@ impl Options {
         range(
             "compaction_memory_bytes",
             self.compaction_memory_bytes as u64,
-            2 * crate::compaction::INPUT_READAHEAD_MIN_BYTES as u64,
+            2 * COMPACTION_INPUT_READAHEAD_MIN_BYTES as u64,
             1 << 34,
             "128 KiB ..= 16 GiB",
         )?;

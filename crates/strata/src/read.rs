@@ -10,14 +10,11 @@
 
 use crate::error::Result;
 use crate::layer::delta::reader::DeltaRangeIterOwned;
-use crate::layer::delta::{Lsn, ValueKind};
 use crate::layer::file::LayerFile;
-use crate::manifest::Cover;
+pub(crate) use crate::types::Item;
+use crate::types::{Cover, Lsn, ValueKind};
 use crate::version::Version;
 use std::sync::Arc;
-
-/// A key, its newest version's kind, and the value.
-pub(crate) type Item = (Vec<u8>, ValueKind, Vec<u8>);
 
 /// One layer's contribution to a scan.
 pub(crate) enum Source {

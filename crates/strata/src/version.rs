@@ -34,10 +34,11 @@ use crate::io::{FileOptions, IoStats, Storage};
 use crate::keyspace::{Span, Union};
 use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
-use crate::layer::delta::Lsn;
 use crate::layer::file::LayerFile;
 use crate::layer::inmemory::InMemoryLayer;
-use crate::manifest::{delta_name, Cover, LayerDesc, Level};
+use crate::manifest::{delta_name, LayerDesc, Level};
+use crate::types::Cover;
+use crate::types::Lsn;
 use std::cmp::Reverse;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -693,8 +694,8 @@ mod tests {
         BufferedWriter, FileClass, FileOptions, IoEngine, IoMode, IoStats, ShutdownMode, Storage,
     };
     use crate::layer::delta::writer::DeltaLayerWriter;
-    use crate::layer::delta::ValueKind;
     use crate::log::record::encode_log_header;
+    use crate::types::ValueKind;
     use std::ops::Bound;
     use std::path::PathBuf;
 

@@ -16,7 +16,7 @@ use crate::compaction::{
     file_views, gc_plan, image_plan, merge_into_run, plan, run_views, tier_plan, write_image,
     JobOptions, Policy,
 };
-use crate::manifest::Cover;
+use crate::types::Cover;
 
 impl BackgroundSignal for CompactSignal {
     fn error_mut(&mut self) -> &mut Option<String> {
@@ -65,7 +65,7 @@ impl DbInner {
         Policy {
             trigger,
             max_inputs: (self.opts.compaction_memory_bytes
-                / crate::compaction::INPUT_READAHEAD_MIN_BYTES)
+                / crate::options::COMPACTION_INPUT_READAHEAD_MIN_BYTES)
                 .max(2),
             max_input_bytes: L0_JOB_TRIGGERS_MAX
                 .saturating_mul(trigger as u64)

@@ -33,7 +33,6 @@ use crate::keyspace::{as_ref, Span};
 use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::writer::DeltaLayerWriter;
-use crate::layer::delta::{Lsn, ValueKind};
 use crate::layer::file::LayerFile;
 use crate::layer::inmemory::InMemoryLayer;
 use crate::log::record::{
@@ -46,6 +45,7 @@ use crate::manifest::{
 };
 use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
+use crate::types::{Lsn, ValueKind};
 use crate::version::{Candidate, Layer, LayerIo, OpenReaders, Version};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
@@ -276,7 +276,7 @@ fn check_horizon(version: &Version, lsn: Lsn) -> Result<()> {
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
-    Ok(crate::options::check_key(key)?)
+    Ok(crate::types::check_key(key)?)
 }
 
 impl Db {

@@ -24,7 +24,8 @@
 //! Not `Sync`: one owner appends; share it behind a lock.
 
 use super::aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
-use super::file::{BlockFile, IoFile};
+use super::file::IoFile;
+use super::mode::BlockFile;
 use super::IoSteps;
 use crate::error::{Error, InvalidInput, Result};
 use std::sync::mpsc;

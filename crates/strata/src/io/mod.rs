@@ -56,6 +56,7 @@ use std::sync::Arc;
 mod aligned_buf;
 mod buffered_writer;
 mod file;
+mod mode;
 mod os;
 pub(crate) mod priority;
 #[cfg(any(test, feature = "sim"))]
@@ -66,8 +67,9 @@ mod uring;
 
 pub use aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 pub use buffered_writer::{BufferedWriter, ShutdownMode, WRITER_CAPACITY_MAX_BYTES};
-pub use file::{
-    BlockFile, FileOptions, IoEngine, IoFile, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
+pub use file::IoFile;
+pub use mode::{
+    BlockFile, FileOptions, IoEngine, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
 };
 pub use os::OsStorage;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};

@@ -7,7 +7,8 @@
 //! every call goes straight to the kernel, so it is `Copy` and any number of
 //! databases share it.
 
-use super::file::{read_batch_each, FileOptions, IoFile};
+use super::file::{read_batch_each, IoFile};
+use super::mode::FileOptions;
 use super::stats::IoStats;
 use super::storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 use crate::error::{Error, Result};

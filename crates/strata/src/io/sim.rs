@@ -54,7 +54,8 @@
 //! handle (clone it), and its files may be used from any thread.
 
 use super::aligned_buf::align_down;
-use super::file::{check_aligned, choose_alignment, BlockFile, FileOptions, IoMode};
+use super::file::{check_aligned, choose_alignment};
+use super::mode::{BlockFile, FileOptions, IoMode};
 use super::stats::{FileClass, IoStats, OpKind};
 use super::storage::{EntryKind, Storage, StorageFile, StorageLock};
 use crate::error::{Error, Result};

@@ -36,7 +36,7 @@
 //! comes from the device, and the second result stands, whatever it is.
 
 use super::aligned_buf::{align_down, align_up, AlignedBuf};
-use super::file::{BlockFile, FileOptions, IoMode};
+use super::mode::{BlockFile, FileOptions, IoMode};
 use super::stats::{FileClass, IoStats};
 use crate::error::{Error, Result};
 use std::any::Any;

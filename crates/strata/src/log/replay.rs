@@ -23,7 +23,7 @@ use super::record::{
 };
 use crate::batch::{decode_entries, decode_entries_trusted};
 use crate::error::{Corruption, Result};
-use crate::options::BATCH_BYTES_MAX;
+use crate::types::BATCH_BYTES_MAX;
 use std::path::Path;
 
 /// One intact record with entries (pad records are not listed).

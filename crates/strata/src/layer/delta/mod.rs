@@ -51,30 +51,7 @@ mod tests;
 use std::path::Path;
 
 use crate::error::{Corruption, Result};
-
-/// A log sequence number: the version of a write.
-pub(crate) type Lsn = u64;
-
-/// What an entry records for its (key, lsn).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum ValueKind {
-    /// The key holds the value.
-    Put = 1,
-    /// A tombstone: the key was deleted at this LSN. Its value is empty.
-    Delete = 2,
-}
-
-impl ValueKind {
-    /// The kind for an on-disk byte, or `None` for an unknown byte.
-    pub(crate) fn from_u8(byte: u8) -> Option<Self> {
-        match byte {
-            1 => Some(ValueKind::Put),
-            2 => Some(ValueKind::Delete),
-            _ => None,
-        }
-    }
-}
+use crate::types::{Lsn, ValueKind, KEY_BYTES_MAX};
 
 /// Where a layer writer's bytes go: appended in order. The engine implements
 /// it over its direct-I/O `BufferedWriter`.
@@ -172,14 +149,8 @@ pub(crate) struct DeltaLayerSummary {
 pub(crate) const DELTA_FORMAT_VERSION: u32 = 4;
 /// The oldest format version a reader opens.
 pub(crate) const DELTA_FORMAT_VERSION_MIN: u32 = 2;
-/// Longest key.
-pub(crate) const KEY_BYTES_MAX: usize = 4096;
-const _: () = assert!(
-    KEY_BYTES_MAX == crate::options::KEY_BYTES_MAX,
-    "one key limit for the API and the format"
-);
 /// Largest value the format holds (the engine's `Options` limit must not exceed it).
-pub(crate) const VALUE_BYTES_MAX: usize = 64 << 20;
+pub(crate) const VALUE_BYTES_MAX: usize = crate::types::VALUE_BYTES_MAX_LIMIT;
 /// Smallest data-block target size a writer accepts (tests use it to get many blocks).
 pub(crate) const BLOCK_BYTES_TARGET_MIN: usize = 64;
 /// Largest data-block target size a writer accepts.

@@ -146,7 +146,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         value: &[u8],
     ) -> Result<()> {
         self.check_not_failed()?;
-        crate::options::check_key(key)?;
+        crate::types::check_key(key)?;
         if value.len() > VALUE_BYTES_MAX {
             return Err(InvalidInput::ValueTooLarge {
                 len: value.len(),

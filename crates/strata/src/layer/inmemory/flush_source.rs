@@ -35,8 +35,8 @@ use super::{InMemoryLayer, Version};
 use crate::batch::{check_entry, check_entry_with, ENTRY_HEADER_BYTES};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{align_down, align_up, AlignedBuf, IoStats, StorageFile};
-use crate::layer::delta::ValueKind;
 use crate::log::replay::SealedCheck;
+use crate::types::ValueKind;
 
 /// Where one entry of a window lies: in the log, and in the window buffer.
 #[derive(Clone, Copy)]

@@ -435,7 +435,7 @@ impl<'a> Iterator for Iter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::delta::ValueKind;
+    use crate::types::ValueKind;
     use proptest::prelude::*;
 
     proptest! {

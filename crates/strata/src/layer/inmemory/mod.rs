@@ -33,9 +33,9 @@ use crate::io::{
     align_down, align_up, read_verified, BufferedWriter, IoStats, ShutdownMode, StorageFile,
 };
 use crate::layer::bloom::{bloom_hash, GrowingFilter, PointKey};
-use crate::layer::delta::{Lsn, ValueKind};
 use crate::log::record::{pad_record, PrevLog, RecordHeader, RECORD_HEADER_BYTES};
 use crate::log::replay::ReplayedLog;
+use crate::types::{Item, Lsn, ValueKind};
 use key_index::{IndexKey, KeyIndex, INLINE_KEY_BYTES, RUN_KEY_BYTES};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -568,7 +568,7 @@ impl InMemoryLayer {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         lsn: Lsn,
-    ) -> Result<Vec<crate::read::Item>> {
+    ) -> Result<Vec<Item>> {
         let picked: Vec<(Vec<u8>, Version)> = {
             let index = self
                 .index
