@@ -11,14 +11,13 @@
 //! Invariants: the sequential part runs first and is unchanged by the
 //! latency part; every test file is removed at the end, also on an error.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::direct_io::{open_direct, DirectBuf};
 use crate::progress::Progress;
 use crate::randread::{self, SweepParams};
 use crate::results::{median, DeviceLine, MetricSpec, Row};
@@ -26,10 +25,7 @@ use crate::workload::fmix64;
 
 /// Block size of the sequential probe (LAB.md §4).
 pub const BLOCK_BYTES: usize = 1 << 20;
-/// Alignment of the probe's buffer and offsets; a multiple of every DIO
-/// alignment Linux reports.
-const ALIGNMENT_BYTES: usize = 4096;
-const _: () = assert!(BLOCK_BYTES.is_multiple_of(ALIGNMENT_BYTES));
+const _: () = assert!(BLOCK_BYTES.is_multiple_of(crate::direct_io::ALIGNMENT_BYTES));
 
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceParams {
@@ -62,65 +58,6 @@ impl DeviceParams {
     }
 }
 
-/// A heap buffer aligned for O_DIRECT.
-pub(crate) struct DirectBuf {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl DirectBuf {
-    pub(crate) fn new(len: usize) -> Result<DirectBuf> {
-        let layout = std::alloc::Layout::from_size_align(len, ALIGNMENT_BYTES)?;
-        // SAFETY: layout has non-zero size (BLOCK_BYTES).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            bail!("out of memory for a {len}-byte buffer");
-        }
-        Ok(DirectBuf { ptr, layout })
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is a live allocation of layout.size() bytes we own.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
-    }
-}
-
-impl Drop for DirectBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-
-pub(crate) struct Fd(pub(crate) libc::c_int);
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: we own the descriptor.
-        unsafe { libc::close(self.0) };
-    }
-}
-
-pub(crate) fn open_direct(path: &Path, flags: libc::c_int) -> Result<Fd> {
-    let c_path = CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: c_path is a valid NUL-terminated string.
-    let fd = unsafe {
-        libc::open(
-            c_path.as_ptr(),
-            flags | libc::O_DIRECT | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
-    if fd < 0 {
-        let err = std::io::Error::last_os_error();
-        bail!(
-            "open {} with O_DIRECT: {err} (tmpfs and some filesystems refuse O_DIRECT; use --dir on a real disk)",
-            path.display()
-        );
-    }
-    Ok(Fd(fd))
-}
-
 /// Seconds to write `file_bytes` sequentially (O_DIRECT, fdatasync at end).
 pub fn probe_write(
     path: &Path,
@@ -139,7 +76,7 @@ pub fn probe_write(
         let n = unsafe {
             libc::pwrite(
                 fd.0,
-                buf.ptr as *const libc::c_void,
+                buf.as_ptr() as *const libc::c_void,
                 BLOCK_BYTES,
                 offset as libc::off_t,
             )
@@ -168,7 +105,7 @@ pub fn probe_read(
     file_bytes: u64,
     mut progress: Option<&mut Progress>,
 ) -> Result<f64> {
-    let buf = DirectBuf::new(BLOCK_BYTES)?;
+    let mut buf = DirectBuf::new(BLOCK_BYTES)?;
     let fd = open_direct(path, libc::O_RDONLY)?;
     let start = Instant::now();
     let mut offset = 0u64;
@@ -177,7 +114,7 @@ pub fn probe_read(
         let n = unsafe {
             libc::pread(
                 fd.0,
-                buf.ptr as *mut libc::c_void,
+                buf.as_mut_ptr() as *mut libc::c_void,
                 BLOCK_BYTES,
                 offset as libc::off_t,
             )

@@ -14,11 +14,11 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
+use crate::html::{escape, figure_with_spread};
 use crate::plot::format_value;
 use crate::randread::{
     point_case, row_config, FileKind, Method, FIT_BYTES_MIN, FIT_CASE, LINE_READ_BYTES, ROW_ENGINE,
 };
-use crate::report::{escape, figure_with_spread};
 use crate::results::{ExperimentResult, Row};
 use crate::xy_plot::{log_log_chart_svg, LogLogChart, XTicks, XySeries};
 

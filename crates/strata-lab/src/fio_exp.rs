@@ -18,8 +18,8 @@ use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
 
+use crate::html::escape;
 use crate::plot::format_value;
-use crate::report::escape;
 use crate::results::{DeviceSide, ExperimentResult, MetricSpec, Row};
 
 /// fio's engines, in the order they run and appear in the report.

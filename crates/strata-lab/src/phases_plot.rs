@@ -11,10 +11,11 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
+use crate::html::escape;
 use crate::phases::{parse_case, Phase};
 use crate::plot::{format_value, RefLine};
-use crate::report::escape;
 use crate::results::ExperimentResult;
+use crate::summary::device_4k_us;
 use crate::xy_plot::{iter_chart_svg, IterChart, XySeries};
 
 /// `(iteration, metric)` of `engine` in `phase`, in iteration order.
@@ -36,15 +37,6 @@ pub fn series_points(
         .collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     pts
-}
-
-/// The device's 4 KiB random-read latency the run used, µs.
-pub fn device_4k_us(r: &ExperimentResult) -> Option<f64> {
-    r.options
-        .get("device_read_4k_latency_ns")?
-        .as_f64()
-        .filter(|v| *v > 0.0)
-        .map(|ns| ns / 1e3)
 }
 
 /// The phases plots: per phase, p50 (solid) and p99 (dashed) latency per

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
-use crate::device::{open_direct, DirectBuf, Fd};
+use crate::direct_io::{open_direct, DirectBuf, Fd};
 use crate::results::Row;
 use crate::workload::fmix64;
 

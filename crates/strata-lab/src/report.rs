@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use crate::html::{escape, figure_with_spread};
 use crate::plot::{bar_chart_svg, format_value, BarChart, RefLine, YScale};
 use crate::results::{DeviceSide, ExperimentResult, Row};
 use crate::summary::{summarize, ExperimentSummary};
@@ -29,21 +30,6 @@ pub fn write_report(dir: &Path) -> Result<PathBuf> {
     let path = dir.join(REPORT_FILE);
     std::fs::write(&path, html)?;
     Ok(path)
-}
-
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1500px}\
@@ -370,19 +356,6 @@ fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
     }
     writeln!(h, "</tbody></table>")?;
     Ok(())
-}
-
-/// A figure, and its samples' min–max where it is the median of several.
-pub(crate) fn figure_with_spread(row: &Row, key: &str, value: f64) -> String {
-    match row.spread.get(key) {
-        Some(spread) => format!(
-            "{} <span class=\"muted\">{}–{}</span>",
-            format_value(value),
-            format_value(spread.min),
-            format_value(spread.max)
-        ),
-        None => format_value(value),
-    }
 }
 
 /// Each engine's durability setting (its `durability` option, else its

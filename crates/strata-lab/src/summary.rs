@@ -272,7 +272,7 @@ pub struct PhasesHeadline {
 /// Per engine (first-seen order), from the read rows (`read #<n>`) of a
 /// phases result; engines without a read row are left out.
 pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
-    let device_us = crate::phases_plot::device_4k_us(r);
+    let device_us = device_4k_us(r);
     r.engines()
         .into_iter()
         .filter_map(|engine| {
@@ -327,6 +327,15 @@ pub fn aims(notes: &[String]) -> Vec<Aim> {
             })
         })
         .collect()
+}
+
+/// The device's 4 KiB random-read latency the run used, µs.
+pub fn device_4k_us(r: &ExperimentResult) -> Option<f64> {
+    r.options
+        .get("device_read_4k_latency_ns")?
+        .as_f64()
+        .filter(|v| *v > 0.0)
+        .map(|ns| ns / 1e3)
 }
 
 #[cfg(test)]
