@@ -37,17 +37,21 @@ pub const IMAGE_RUN_THRESHOLD_DEFAULT: usize = 4;
 /// sequential write bandwidth of this project's disk (~300 MiB/s).
 pub const COMPACTION_BYTES_PER_SEC_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::in_memory_index_bytes_max`. The open layer's index
-/// is frozen at half of it, 32 MiB: about 520 Ki keys written in order (64
-/// bytes each in the index's sorted run: a 66 MiB log of 100-byte values)
-/// or 270 Ki keys in any other order (124 bytes each in its B-tree: a
-/// 78 MiB log of 256-byte values); 8 KiB values reach
-/// `layer_size_bytes_max` first. Measured with `examples/memory_load`
-/// (`scripts/memory-budget.sh 256 1024 256`: 1 GiB of 32-byte random keys
-/// and 256-byte values, synced batches of 1,000, defaults otherwise):
-/// peak RSS 133–164 MiB, inside a 256 MiB memory cgroup; at 128 MiB the
-/// same load peaked at 310 MiB (the B-trees, the allocator's free lists, a
-/// flush and a compaction at once) and was killed in the cgroup.
-pub const IN_MEMORY_INDEX_BYTES_MAX_DEFAULT: u64 = 64 << 20;
+/// is frozen at half of it, 16 MiB: about 260 Ki keys written in order (64
+/// bytes each in the index's sorted run: a 33 MiB log of 100-byte values)
+/// or 135 Ki keys in any other order (124 bytes each in its B-tree: a
+/// 39 MiB log of 256-byte values); 8 KiB values reach
+/// `layer_size_bytes_max` first. One frozen layer is flushed while the
+/// next fills; writers wait when both halves are taken. Measured in the
+/// lab's phases workload at defaults (`strata lab run phases --quick
+/// --engines strata --phases-memory-mib 256 --phases-data-mib 1024
+/// --phases-load-in-budget`: 1 GiB of 32-byte random keys and 256-byte
+/// values, loaded inside a 256 MiB memory cgroup): it runs to the end at
+/// this default and is OOM-killed in its third load at 64 MiB (the
+/// B-trees, the allocator's free lists, a flush and a compaction at once);
+/// `scripts/memory-budget.sh 256 1024 256` (the same load alone) peaks at
+/// 161–175 MiB.
+pub const IN_MEMORY_INDEX_BYTES_MAX_DEFAULT: u64 = 32 << 20;
 /// Default of `Options::flush_memory_bytes`: a 128 MiB log of keys written
 /// in order is read once; of random keys, about five times for 100-byte
 /// values (entries and their bookkeeping take about 1.2 times the log).
@@ -63,8 +67,8 @@ pub const INDEX_MEMORY_BYTES_MAX_DEFAULT: u64 = 256 << 20;
 /// How a database is opened.
 ///
 /// Memory: every consumer has an option, and the defaults add up to about
-/// 200 MiB at most — the in-memory layers' indexes
-/// (`in_memory_index_bytes_max`, 64 MiB), the block cache
+/// 170 MiB at most — the in-memory layers' indexes
+/// (`in_memory_index_bytes_max`, 32 MiB), the block cache
 /// (`block_cache_bytes`, 64 MiB), a flush's window (`flush_memory_bytes`,
 /// 32 MiB, and a 1 MiB read request), a compaction's read-ahead
 /// (`compaction_memory_bytes`, 32 MiB), the writers' buffers (2 ×
@@ -72,7 +76,7 @@ pub const INDEX_MEMORY_BYTES_MAX_DEFAULT: u64 = 256 << 20;
 /// and the layer files' indexes and filters, which grow with the data
 /// (about 1.4% of it) up to `index_memory_bytes_max` (256 MiB). Measured
 /// (`examples/memory_load`, 1 GiB of 32-byte keys and 256-byte values):
-/// 133–164 MiB peak RSS at the defaults; 18 MiB for a 256 MiB load with
+/// 161–175 MiB peak RSS at the defaults; 18 MiB for a 256 MiB load with
 /// every option at its smallest useful value.
 #[derive(Debug, Clone)]
 pub struct Options {

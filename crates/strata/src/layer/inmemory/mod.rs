@@ -77,7 +77,7 @@ const LOG_PAGE_BYTES: usize = 4096;
 /// Log bytes per key that an open layer's filter is first sized for: a
 /// 128 MiB layer's filter starts at 512 Ki keys (1 MiB) and grows if the
 /// entries are smaller (or at as many keys as the index may take before
-/// the layer is frozen, if fewer: 520 Ki by default, at 64 bytes a key).
+/// the layer is frozen, if fewer: 260 Ki by default, at 64 bytes a key).
 const FILTER_LOG_BYTES_PER_KEY: u64 = 256;
 
 pub(crate) struct InMemoryLayer {
