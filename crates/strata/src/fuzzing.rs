@@ -43,7 +43,7 @@ use crate::layer::delta::reader::{decode_block, decode_index, DeltaEntry, DeltaL
 use crate::layer::delta::writer::{encode_index_entry, DeltaLayerWriter};
 use crate::layer::delta::{
     block_crc, u16_at, u32_at, u64_at, u64_from_usize, value_block_crc, LayerSink, ReadAt,
-    ValueKind, BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN,
+    BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN,
     BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET, BLOCK_HEADER_BYTES, DELTA_FORMAT_VERSION,
     FOOTER_BLOCK_COUNT_OFFSET, FOOTER_BLOOM_CRC_OFFSET, FOOTER_BLOOM_LEN_OFFSET,
     FOOTER_BLOOM_OFFSET_OFFSET, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_INDEX_CRC_OFFSET,
@@ -52,7 +52,7 @@ use crate::layer::delta::{
     FOOTER_LSN_MIN_OFFSET, HEADER_BLOCK_BYTES_TARGET_OFFSET, HEADER_BYTES, HEADER_CRC_OFFSET,
     INDEX_BLOCK_LEN_OFFSET, INDEX_BLOCK_OFFSET_OFFSET, INDEX_ENTRY_HEADER_BYTES,
     INDEX_FIRST_KEY_LEN_OFFSET, INDEX_FIRST_LSN_OFFSET, INDEX_VALUE_BLOCK_FLAG,
-    INDEX_VALUE_BLOCK_TAIL_BYTES, KEY_BYTES_MAX, VALUE_BYTES_MAX,
+    INDEX_VALUE_BLOCK_TAIL_BYTES, VALUE_BYTES_MAX,
 };
 use crate::log::record::{
     decode_log_header, encode_log_header, pad_record, PrevLog, RecordHeader, LOG_HEADER_BYTES,
@@ -60,6 +60,7 @@ use crate::log::record::{
 };
 use crate::log::replay::replay;
 use crate::manifest::{Edit, LayerDesc, Level, ManifestState, MANIFEST_FILES_MAX};
+use crate::types::{ValueKind, KEY_BYTES_MAX};
 
 /// The dummy path of a log file given to the log decoders.
 const LOG_PATH: &str = "fuzz/0000000000000001.log";
