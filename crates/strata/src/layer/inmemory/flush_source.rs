@@ -31,7 +31,7 @@
 //! if that is larger; none for keys in log order), one background read
 //! request, and one record the check holds across two requests.
 
-use super::{InMemoryLayer, Version};
+use super::{InMemoryLayer, LogVersion};
 use crate::batch::{check_entry, check_entry_with, ENTRY_HEADER_BYTES};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{align_down, align_up, AlignedBuf, IoStats, StorageFile};
@@ -73,7 +73,7 @@ impl FlushRead {
 
 /// The bytes of `v`'s entry in the log (header, key, value), or 0 for a
 /// version whose value is empty (a delete): nothing to read.
-fn entry_bytes(key: &[u8], v: Version) -> usize {
+fn entry_bytes(key: &[u8], v: LogVersion) -> usize {
     if v.kind == ValueKind::Delete || v.len == 0 {
         0
     } else {
@@ -222,9 +222,9 @@ impl InMemoryLayer {
     fn hand_on_read_again(
         &self,
         key: &[u8],
-        v: Version,
+        v: LogVersion,
         entry: usize,
-        f: &mut impl FnMut(&[u8], Version, &[u8]) -> Result<()>,
+        f: &mut impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
     ) -> Result<()> {
         self.stats.record_read_retry(self.file.class());
         let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
@@ -243,7 +243,7 @@ impl InMemoryLayer {
         &self,
         memory_bytes: usize,
         steps: &dyn Fn() -> usize,
-        mut f: impl FnMut(&[u8], Version, &[u8]) -> Result<()>,
+        mut f: impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
     ) -> Result<FlushRead> {
         let index = self
             .index

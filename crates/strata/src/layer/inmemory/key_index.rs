@@ -16,7 +16,7 @@
 //! except the last; the memory counted (`memory_bytes`) covers every
 //! allocation but the vector of chunk pointers.
 
-use super::Version;
+use super::LogVersion;
 use std::borrow::Borrow;
 use std::collections::btree_map::{self, BTreeMap};
 use std::ops::Bound;
@@ -27,17 +27,17 @@ use std::ops::Bound;
 /// bytes, its tag in `ValueKind`'s spare values) in every entry.
 #[derive(Debug, Clone)]
 pub(crate) enum Versions {
-    One(Version),
+    One(LogVersion),
     // The box is the point: a bare vector (24 bytes) would make every
     // entry 32.
     #[allow(clippy::box_collection)]
-    Many(Box<Vec<Version>>),
+    Many(Box<Vec<LogVersion>>),
 }
 
-const _: () = assert!(std::mem::size_of::<Versions>() == std::mem::size_of::<Version>());
+const _: () = assert!(std::mem::size_of::<Versions>() == std::mem::size_of::<LogVersion>());
 
 impl Versions {
-    pub(crate) fn as_slice(&self) -> &[Version] {
+    pub(crate) fn as_slice(&self) -> &[LogVersion] {
         match self {
             Versions::One(v) => std::slice::from_ref(v),
             Versions::Many(v) => v,
@@ -47,7 +47,7 @@ impl Versions {
     /// Adds `v`, which has the highest LSN so far, or replaces the version of
     /// the same LSN (the last write of a key within a batch wins); true when
     /// it added one.
-    fn push(&mut self, v: Version) -> bool {
+    fn push(&mut self, v: LogVersion) -> bool {
         match self {
             Versions::One(one) if one.lsn == v.lsn => {
                 *one = v;
@@ -71,7 +71,7 @@ impl Versions {
     }
 
     /// The newest version with `lsn <= at`.
-    pub(crate) fn at(&self, at: u64) -> Option<Version> {
+    pub(crate) fn at(&self, at: u64) -> Option<LogVersion> {
         let s = self.as_slice();
         let i = s.partition_point(|v| v.lsn <= at);
         i.checked_sub(1).map(|i| s[i])
@@ -202,7 +202,7 @@ pub(crate) struct KeyIndex {
 impl KeyIndex {
     /// Adds version `v` of `key` (a version of the highest LSN so far for
     /// it, or one that replaces the version of the same LSN).
-    pub(crate) fn insert(&mut self, key: IndexKey, v: Version) -> Inserted {
+    pub(crate) fn insert(&mut self, key: IndexKey, v: LogVersion) -> Inserted {
         let above_run = match self.run.last().and_then(|c| c.last()) {
             None => true,
             Some((last, _)) => key > *last,
@@ -241,7 +241,7 @@ impl KeyIndex {
     }
 
     /// Appends `key`, above every key of the index, to the run.
-    fn append(&mut self, key: IndexKey, v: Version) -> Inserted {
+    fn append(&mut self, key: IndexKey, v: LogVersion) -> Inserted {
         let mut memory_bytes = key.heap_bytes();
         let full = self.run.last().is_none_or(|c| c.len() == c.capacity());
         if full {
@@ -477,10 +477,10 @@ mod tests {
                 .collect();
             all.extend(keys);
             let mut index = KeyIndex::default();
-            let mut model: BTreeMap<Vec<u8>, Vec<Version>> = BTreeMap::new();
+            let mut model: BTreeMap<Vec<u8>, Vec<LogVersion>> = BTreeMap::new();
             let mut chunk_bytes = 0;
             for (lsn, key) in all.iter().enumerate() {
-                let v = Version { lsn: lsn as u64 + 1, offset: lsn as u64, len: 1, kind: ValueKind::Put };
+                let v = LogVersion { lsn: lsn as u64 + 1, offset: lsn as u64, len: 1, kind: ValueKind::Put };
                 let chunks = index.run.len();
                 let inserted = index.insert(IndexKey::new(key), v);
                 if index.run.len() > chunks {

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 /// Where one version's value lies in the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Version {
+pub(crate) struct LogVersion {
     pub lsn: Lsn,
     pub offset: u64,
     pub len: u32,
@@ -205,7 +205,7 @@ impl InMemoryLayer {
             index.filter.prefetch_insert(*h);
         }
         for (i, e) in entries.into_iter().enumerate() {
-            let v = Version {
+            let v = LogVersion {
                 lsn,
                 offset: payload_offset + e.value_offset as u64,
                 len: e.value.len() as u32,
@@ -373,7 +373,7 @@ impl InMemoryLayer {
     /// back from a log are never trusted. An entry that fails is read again
     /// once (its cached pages dropped first), through the storage's policy
     /// for bytes that fail their check; the second result stands.
-    fn read_value(&self, key: &[u8], v: Version) -> Result<Vec<u8>> {
+    fn read_value(&self, key: &[u8], v: LogVersion) -> Result<Vec<u8>> {
         if v.kind == ValueKind::Delete || v.len == 0 {
             return Ok(Vec::new());
         }
@@ -569,7 +569,7 @@ impl InMemoryLayer {
         end: Bound<&[u8]>,
         lsn: Lsn,
     ) -> Result<Vec<Item>> {
-        let picked: Vec<(Vec<u8>, Version)> = {
+        let picked: Vec<(Vec<u8>, LogVersion)> = {
             let index = self
                 .index
                 .read()
