@@ -8,14 +8,16 @@
 //! appended to). Every error is the engine's own: corruption names the file
 //! and the offset.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::io::{
+    EntryKind, FileClass, FileOptions, IoMode, IoStats, OsStorage, Storage, StorageFile,
+};
 use crate::layer::delta::reader::DeltaLayerReader;
-use crate::layer::delta::ReadAt;
+use crate::layer::file::LayerFile;
 use crate::manifest::{self, Level, MANIFEST_NAME};
 use crate::types::Lsn;
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// A layer file as the manifest describes it.
@@ -76,59 +78,37 @@ pub struct LayerFileInfo {
     pub index_and_bloom_bytes: usize,
 }
 
-/// A layer file read with plain positioned reads.
-struct PlainFile {
-    file: std::fs::File,
-    len: u64,
-    path: PathBuf,
+/// `path` opened read-only through the storage seam (the operating
+/// system's files, buffered), and its length.
+fn open_file(path: &Path, class: FileClass) -> Result<(Arc<dyn StorageFile>, u64)> {
+    let opts = FileOptions {
+        mode: IoMode::Buffered,
+        class,
+        ..FileOptions::default()
+    };
+    let file = OsStorage.open(path, &opts, &IoStats::new())?;
+    let len = file.len()?;
+    Ok((file, len))
 }
 
-impl ReadAt for PlainFile {
-    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0; len];
-        let mut done = 0;
-        while done < len {
-            let n = self
-                .file
-                .read_at(&mut buf[done..], offset + done as u64)
-                .map_err(|e| Error::io(&self.path, "read", e))?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        buf.truncate(done);
-        Ok(buf)
-    }
-    fn file_len(&self) -> u64 {
-        self.len
-    }
-    fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-fn open_layer(path: &Path) -> Result<DeltaLayerReader<PlainFile>> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io(path, "stat", e))?
-        .len();
-    DeltaLayerReader::open(PlainFile {
+fn open_layer(path: &Path) -> Result<DeltaLayerReader<LayerFile>> {
+    let (file, len) = open_file(path, FileClass::Delta)?;
+    DeltaLayerReader::open(LayerFile {
         file,
         len,
-        path: path.to_owned(),
+        stats: IoStats::new(),
     })
 }
 
 /// The manifest file at `path` (a `MANIFEST`, or a database directory).
 pub fn manifest(path: &Path) -> Result<ManifestInfo> {
-    let path = if path.is_dir() {
+    let path = if OsStorage.entry_kind(path)? == Some(EntryKind::Dir) {
         path.join(MANIFEST_NAME)
     } else {
         path.to_owned()
     };
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, "read", e))?;
+    let (file, len) = open_file(&path, FileClass::Manifest)?;
+    let bytes = file.read_range(0, usize::try_from(len).unwrap_or(usize::MAX))?;
     let loaded = manifest::decode(&path, &bytes)?;
     let format_version = u32::from_le_bytes(bytes[8..12].try_into().expect("a decoded header"));
     let layers = loaded
