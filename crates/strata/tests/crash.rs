@@ -56,7 +56,12 @@ fn batch_value(lsn: u64, j: usize) -> Vec<u8> {
     v
 }
 
-fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
+/// The child: writes synced batches until it is killed, acknowledging each
+/// on stdout; with `quiet_after`, it stops writing after that long and
+/// leaves the background jobs (flush, compaction, images, GC) to run alone
+/// until the kill lands in them.
+fn child(dir: &Path, mode: IoMode, engine: IoEngine, quiet_after: Option<Duration>) {
+    let started = Instant::now();
     let db = Db::open(dir, options(mode, engine)).expect("child open");
     let stdout = std::io::stdout();
     {
@@ -67,6 +72,10 @@ fn child(dir: &Path, mode: IoMode, engine: IoEngine) {
     }
     let mut lsn = db.last_lsn();
     loop {
+        if quiet_after.is_some_and(|q| started.elapsed() >= q) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
         let next = lsn + 1;
         let mut b = WriteBatch::new();
         for j in 0..BATCH_ENTRIES {
@@ -215,6 +224,26 @@ fn parent() -> Result<(), String> {
     let mut silent = 0;
     while cycle < cycles || (cycle < 4 * cycles && (l1_runs == 0 || horizon == 0)) {
         let (mode, engine) = combos[cycle % combos.len()];
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        // Every fourth cycle the kill may land during open (recovery); the
+        // others let the child open and write first.
+        let during_open = cycle % 4 == 3;
+        // Past `cycles` (compaction or GC not seen yet: a loaded machine,
+        // or L0 compactions that keep the image job from ever finishing
+        // while children write), the children live longer, and every other
+        // one stops writing halfway through its life, so that the
+        // background jobs run alone and the kill lands in them.
+        let behind = cycle >= cycles;
+        let longer = 1 + cycle.saturating_sub(cycles) as u64 / 4;
+        let kill_after = Duration::from_millis(if during_open {
+            seed % 400
+        } else {
+            (50 + seed % 500) * longer
+        });
+        let quiet_after = (behind && !during_open && cycle % 2 == 0)
+            .then(|| (kill_after / 2).as_millis().to_string());
         let mut child = Command::new(&exe)
             .args([
                 "--child",
@@ -222,6 +251,7 @@ fn parent() -> Result<(), String> {
                 mode.name(),
                 engine.name(),
             ])
+            .args(quiet_after.as_deref())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -244,25 +274,11 @@ fn parent() -> Result<(), String> {
             }
             acked
         });
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        // Every fourth cycle the kill may land during open (recovery); the
-        // others let the child open and write first.
-        let during_open = cycle % 4 == 3;
         if !during_open {
             ready_rx
                 .recv_timeout(Duration::from_secs(120))
                 .map_err(|_| format!("cycle {cycle}: the child did not open within 120 s"))?;
         }
-        // Past `cycles` (compaction or GC not seen yet: a loaded machine),
-        // the children live longer, so that a job over more data finishes.
-        let longer = 1 + cycle.saturating_sub(cycles) as u64 / 4;
-        let kill_after = Duration::from_millis(if during_open {
-            seed % 400
-        } else {
-            (50 + seed % 500) * longer
-        });
         std::thread::sleep(kill_after);
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -309,7 +325,11 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--child") {
         let mode: IoMode = args[3].parse().expect("mode");
         let engine: IoEngine = args[4].parse().expect("engine");
-        child(Path::new(&args[2]), mode, engine);
+        let quiet_after = args
+            .get(5)
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis);
+        child(Path::new(&args[2]), mode, engine, quiet_after);
         return;
     }
     // Under `cargo test`, filters and harness flags may be passed: ignore them.
