@@ -77,6 +77,19 @@ fn check_all(db: &Db, n: u32, key: KeyOf) {
     }
 }
 
+/// Flushes `db` while the `nth` read from now returns `kind` of corrupted
+/// bytes (once); the flush must pass.
+fn flush_with_one_lie(sim: &SimStorage, db: &Db, kind: CorruptionKind, nth: u64) {
+    sim.set_read_corruption(ReadCorruption {
+        at_read: Some(sim.reads() + nth),
+        one_in_reads: None,
+        kind: Some(kind),
+    });
+    db.flush()
+        .unwrap_or_else(|e| panic!("{kind:?} read {nth}: {e}"));
+    sim.set_read_corruption(ReadCorruption::default());
+}
+
 #[test]
 fn a_flush_in_windows_writes_every_version_and_stays_in_its_window() {
     const N: u32 = 3000;
@@ -203,14 +216,7 @@ fn a_flush_read_that_lies_once_is_read_again() {
         for nth in [1, 2, 7] {
             let sim = SimStorage::new(11);
             let db = frozen_layer(&sim, 64 << 10, N, key);
-            sim.set_read_corruption(ReadCorruption {
-                at_read: Some(sim.reads() + nth),
-                one_in_reads: None,
-                kind: Some(kind),
-            });
-            db.flush()
-                .unwrap_or_else(|e| panic!("{kind:?} read {nth}: {e}"));
-            sim.set_read_corruption(ReadCorruption::default());
+            flush_with_one_lie(&sim, &db, kind, nth);
             assert_eq!(sim.corrupted_reads(), 1, "{kind:?} read {nth}");
             check_all(&db, N, key);
             drop(db);
@@ -267,14 +273,7 @@ fn an_entry_read_again_after_the_record_check_passed_it_is_checked_alone() {
         for nth in 1..=reads {
             let sim = SimStorage::new(21 + nth);
             let db = write(&sim);
-            sim.set_read_corruption(ReadCorruption {
-                at_read: Some(sim.reads() + nth),
-                one_in_reads: None,
-                kind: Some(kind),
-            });
-            db.flush()
-                .unwrap_or_else(|e| panic!("{kind:?} read {nth}: {e}"));
-            sim.set_read_corruption(ReadCorruption::default());
+            flush_with_one_lie(&sim, &db, kind, nth);
             for i in 0..N {
                 assert_eq!(
                     db.get(stretch_key(i)).unwrap(),

@@ -14,7 +14,9 @@
 //! requests (no window buffer; an entry that two requests share is
 //! assembled on its own); random keys scatter every window over the whole
 //! log, which is read about (entry bytes / window) times: reads traded for
-//! memory.
+//! memory. An in-order entry that lies in a stretch whose records the log
+//! check took whole from the same read request skips its own crc32c (its
+//! record's covers it); its header and key are still matched.
 //!
 //! The log as a whole is checked as its bytes go past (`SealedCheck`: the
 //! same rules as the replay before a flush always kept: every record intact
