@@ -113,7 +113,10 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
     let opts = Options {
         create_if_missing: matches!(args.command, KvCommand::Put { .. }),
         ..Options::default()
-    };
+    }
+    // STRATA_IO_MODE / STRATA_IO_ENGINE choose the io mode of the CLI's
+    // opens (the engine's `Db::open` takes its options as given).
+    .with_env_overrides()?;
     let db =
         Db::open(&args.dir, opts).with_context(|| format!("opening {}", args.dir.display()))?;
     let hex = args.hex;

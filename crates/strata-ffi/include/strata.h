@@ -96,7 +96,9 @@ extern int strata_options_set(strata_options_t *opts, const char *key, const cha
 extern char *strata_options_to_json(const strata_options_t *opts, strata_error_t **err);
 
 /* Open and close */
-/* path may be NULL when the config holds "path"; config NULL reads STRATA_CONFIG. */
+/* path may be NULL when the config holds "path"; config NULL reads STRATA_CONFIG.
+ * Both opens let STRATA_IO_MODE / STRATA_IO_ENGINE, where set, override the
+ * options' io_mode / io_engine. */
 extern strata_db_t *strata_open(const char *path, const char *config, strata_error_t **err);
 extern strata_db_t *strata_open_with_options(const char *path, const strata_options_t *opts,
                                              strata_error_t **err);

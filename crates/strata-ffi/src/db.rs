@@ -37,7 +37,11 @@ fn open(path: Option<&str>, config: &Config) -> Result<*mut strata_db_t, FfiErro
             ))
         }
     };
-    let db = engine::Db::open(&path, config.options.clone())?;
+    // The C API, like the CLI, lets STRATA_IO_MODE / STRATA_IO_ENGINE
+    // override the options (the fio engine documents it); the engine's
+    // `Db::open` takes its options as given.
+    let options = config.options.clone().with_env_overrides()?;
+    let db = engine::Db::open(&path, options)?;
     Ok(Box::into_raw(Box::new(strata_db_t { db, path })))
 }
 

@@ -23,6 +23,7 @@ mod log;
 mod manifest;
 mod options;
 mod read;
+mod table_cache;
 mod types;
 mod version;
 

@@ -219,7 +219,7 @@ impl ManifestState {
 
     /// Applies `edit`; an edit that does not fit the state is an error
     /// (what), and the state is unchanged.
-    fn apply(&mut self, edit: &Edit) -> std::result::Result<(), String> {
+    pub(crate) fn apply(&mut self, edit: &Edit) -> std::result::Result<(), String> {
         let take_id = |s: &mut ManifestState, id: u64| {
             if s.is_listed(id) {
                 return Err(format!("file {id} is already listed"));
@@ -1174,7 +1174,7 @@ impl ManifestLog {
         Ok(m)
     }
 
-    #[cfg(test)]
+    /// The state the durable edits add up to.
     pub(crate) fn state(&self) -> &ManifestState {
         &self.state
     }

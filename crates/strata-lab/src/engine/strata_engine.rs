@@ -35,7 +35,11 @@ pub fn open(config: &EngineConfig, dir: &Path) -> Result<Box<dyn Engine>> {
         // every version an image covers.
         history_lsns: Some(0),
         ..Options::default()
-    };
+    }
+    // STRATA_IO_MODE / STRATA_IO_ENGINE override the lab's choice, as
+    // they do the CLI's (the engine's `Db::open` takes its options as
+    // given).
+    .with_env_overrides()?;
     let db = Db::open(dir, opts).with_context(|| format!("strata open {}", dir.display()))?;
     Ok(Box::new(StrataEngine {
         dir: dir.to_path_buf(),

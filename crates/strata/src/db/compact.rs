@@ -141,7 +141,7 @@ impl DbInner {
         let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
         let cancelled = || self.compaction_cancelled() && !force;
         self.set_hurry(self.behind_on_l0(version.l0.len()));
-        let take_id = || Ok(lock(&self.manifest)?.take_file_id());
+        let take_id = || self.versions.take_file_id();
         let runs = run_views(&version);
         let files = file_views(&version);
         // Layers (the oldest L0 layers, or adjacent runs) merged into one
@@ -233,31 +233,22 @@ impl DbInner {
         if remove.is_empty() && outputs.is_empty() {
             return Ok(false);
         }
-        let remove_ids: Vec<u64> = remove.iter().map(|l| l.desc.id).collect();
-        let add: Vec<LayerDesc> = outputs.iter().map(|(d, _)| d.clone()).collect();
-        // After a failed append the outputs may be listed on disk: they
-        // stay, unlisted in memory, for the next open to sort out.
-        lock(&self.manifest)?.apply(Edit::Compacted {
-            remove: remove_ids.clone(),
-            add,
+        let edit = Edit::Compacted {
+            remove: remove.iter().map(|l| l.desc.id).collect(),
+            add: outputs.iter().map(|(d, _)| d.clone()).collect(),
             gc_lsn,
-        })?;
+        };
         let layers = outputs
             .into_iter()
             .map(|(desc, reader)| Layer::with_reader(desc, Arc::clone(&self.layer_io), reader))
             .collect();
-        // The manifest says it happened: a version that cannot show it is a
-        // bug, and the database stops taking writes.
-        if let Err(e) = self.install(|v| v.with_compacted(&remove_ids, layers, gc_lsn)) {
-            self.poison(&e);
-            return Err(e);
-        }
-        for layer in &remove {
-            layer.mark_obsolete();
-        }
+        drop(remove);
+        let removed = self
+            .versions
+            .log_and_apply(edit, NewFiles::layers(layers))?;
         self.compactions.fetch_add(1, Ordering::Relaxed);
         self.compact_cv.notify_all();
-        release_when_unread(remove);
+        release_when_unread(removed);
         Ok(true)
     }
 
@@ -315,11 +306,11 @@ impl DbInner {
         if self.opts.l0_compaction_trigger == 0 {
             return Ok(());
         }
-        if self.l0_layers.load(Ordering::Acquire) < self.opts.l0_stop_layers {
+        if self.versions.l0_layers() < self.opts.l0_stop_layers {
             return Ok(());
         }
         let refused = |error: String| Error::CompactionBacklog {
-            l0: self.l0_layers.load(Ordering::Acquire),
+            l0: self.versions.l0_layers(),
             error,
         };
         if !self.opts.background_flush {
@@ -345,7 +336,7 @@ impl DbInner {
         if self.opts.l0_compaction_trigger == 0 {
             return Ok(());
         }
-        let l0 = || self.l0_layers.load(Ordering::Acquire);
+        let l0 = || self.versions.l0_layers();
         let n = l0();
         if n < self.opts.l0_slowdown_layers {
             return Ok(());

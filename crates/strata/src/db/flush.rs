@@ -121,10 +121,10 @@ impl DbInner {
     /// memory and unflushed logs stay bounded; while the flush fails, it
     /// is refused.
     pub(super) fn wait_for_flush_backlog(&self) -> Result<()> {
-        let backlog = || self.frozen_layers.load(Ordering::Acquire);
+        let backlog = || self.versions.frozen_layers();
         let max = self.opts.in_memory_index_bytes_max;
         let over = || {
-            let frozen = self.frozen_index_bytes.load(Ordering::Acquire) as u64;
+            let frozen = self.versions.frozen_index_bytes() as u64;
             // The open layer's share is looked up only when the frozen
             // layers' may leave it too little (it never takes more than
             // half).
@@ -180,7 +180,7 @@ impl DbInner {
         // fresh, valid checksums. Bytes that fail are read once more, as
         // every reader's are (`io::read_verified`).
         let steps = self.pacer.steps();
-        let id = lock(&self.manifest)?.take_file_id();
+        let id = self.versions.take_file_id()?;
         let path = self.dir.join(delta_name(id));
         let written = (|| -> Result<DeltaLayerReader<LayerFile>> {
             let file = self
@@ -214,27 +214,22 @@ impl DbInner {
             let _ = self.storage.remove_file(&path);
         })?;
         let desc = LayerDesc::from_summary(id, reader.summary());
-        lock(&self.manifest)?.apply(Edit::Flushed {
+        let edit = Edit::Flushed {
             log: layer.file_id,
             layer: desc.clone(),
-        })?;
+        };
         let delta = Layer::with_reader(desc, Arc::clone(&self.layer_io), reader);
-        // The manifest says it happened: a version that cannot show it is a
-        // bug, and the database stops taking writes.
-        if let Err(e) = self.install(|v| v.with_flushed(layer, delta)) {
-            self.poison(&e);
-            return Err(e);
-        }
+        // Durable, then visible; the log goes once the edit no longer lists
+        // it (a log that fails to go is garbage the next open removes).
+        self.versions
+            .log_and_apply(edit, NewFiles::layers(vec![delta]))?;
         // A job running in the idle I/O class while L0 piles up would let
         // the L0 layers' indexes and filters, and every read's layer
         // count, grow: it hurries from here.
-        if self.behind_on_l0(self.version()?.l0.len()) {
+        if self.behind_on_l0(self.versions.l0_layers()) {
             self.set_hurry(true);
         }
         self.signal_compaction();
-        // The flush is done: a log the manifest no longer lists is garbage
-        // that the next open removes if this fails.
-        let _ = self.storage.remove_file(layer.path());
         Ok(())
     }
 }

@@ -4,11 +4,15 @@
 //! [`write`] (LSN assignment, group commit, freeze), [`flush`] (frozen
 //! layers to L0 delta layers) and [`recovery`] (open).
 //!
+//! Where an edit becomes durable and visible: `version::set` (every
+//! freeze, flush, compaction and GC is one `VersionSet::log_and_apply`).
+//!
 //! Locks, always taken in this order: `write` (one writer at a time: LSN
-//! order = log order) → `version` (brief: read or install a version) →
-//! `manifest`. `sync` (group commit state) is never held while taking
+//! order = log order) → the version set's (its manifest, then briefly its
+//! current version). `sync` (group commit state) is never held while taking
 //! another lock. `flush_lock` serializes flushes (background thread and
-//! `flush()`); a flush takes `version` and `manifest` briefly.
+//! `flush()`), `compact_lock` compactions; each takes the version set's
+//! locks for its edit.
 //!
 //! Invariants: LSNs are strictly increasing; `visible_lsn` is the highest LSN
 //! whose whole batch is indexed (reads at "latest" use it, so a batch is seen
@@ -45,13 +49,15 @@ use crate::manifest::{
 };
 use crate::options::{Options, WriteOptions};
 use crate::read::{DeltaSource, Scan, Source};
+use crate::table_cache::{Layer, LayerIo, OpenReaders};
 use crate::types::{Lsn, ValueKind};
-use crate::version::{Candidate, Layer, LayerIo, OpenReaders, Version};
+use crate::version::set::{NewFiles, Poison, VersionSet};
+use crate::version::{Candidate, Version};
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 mod compact;
@@ -134,18 +140,12 @@ struct DbInner {
     layer_io: Arc<LayerIo>,
     stats: IoStats,
     write: Mutex<WriteState>,
-    version: RwLock<Arc<Version>>,
-    /// The current version's frozen-layer and L0 counts, kept with it by
-    /// `install`: the write path's backlog checks read these, not the
-    /// version (no lock, no `Arc` clone per write).
-    frozen_layers: AtomicUsize,
-    /// The frozen layers' index and filter bytes, kept the same way.
-    frozen_index_bytes: AtomicUsize,
-    l0_layers: AtomicUsize,
+    /// The manifest, the version reads see, and the poison state: every
+    /// edit goes through it (`VersionSet::log_and_apply`).
+    versions: VersionSet,
     visible_lsn: AtomicU64,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
-    manifest: Mutex<ManifestLog>,
     flush_lock: Mutex<()>,
     flush_signal: Mutex<FlushSignal>,
     flush_cv: Condvar,
@@ -158,7 +158,6 @@ struct DbInner {
     pacer: Arc<crate::compaction::Pacer>,
     /// The horizon the caller set (`Db::set_horizon`); only rises.
     caller_horizon: AtomicU64,
-    poisoned: Mutex<Option<String>>,
     /// Keys asked of get and multi_get (`Stats::point_lookups`).
     point_lookups: AtomicU64,
     /// The most memory one flush's read of its log held (see `Stats`).
@@ -488,7 +487,7 @@ impl Db {
         self.inner.group_sync(lsn)?;
         self.inner.seal_open_log()?;
         // Last: no edit follows the manifest's seal.
-        lock(&self.inner.manifest)?.seal()
+        self.inner.versions.seal()
     }
 }
 
@@ -539,41 +538,19 @@ fn bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Boun
 
 impl DbInner {
     fn check_poisoned(&self) -> Result<()> {
-        match lock(&self.poisoned)?.as_ref() {
-            Some(why) => Err(Error::Poisoned(why.clone())),
-            None => Ok(()),
-        }
+        self.versions.poison().check()
     }
 
+    /// Poisons the database (see `version::set::Poison`) and wakes the
+    /// writers waiting for a sync, so that they see it.
     fn poison(&self, e: &Error) {
-        if let Ok(mut p) = self.poisoned.lock() {
-            p.get_or_insert_with(|| e.to_string());
-        }
+        self.versions.poison().set(e);
         self.sync_cv.notify_all();
     }
 
     /// The version reads see now.
     fn version(&self) -> Result<Arc<Version>> {
-        Ok(Arc::clone(&*self.version.read().map_err(|_| {
-            Error::Poisoned("version lock poisoned".into())
-        })?))
-    }
-
-    /// Installs the version `next` builds from the current one; a version
-    /// that breaks an invariant is an error and is not installed.
-    fn install(&self, next: impl FnOnce(&Version) -> Result<Version>) -> Result<()> {
-        let mut guard = self
-            .version
-            .write()
-            .map_err(|_| Error::Poisoned("version lock poisoned".into()))?;
-        let version = next(&guard)?;
-        self.frozen_layers
-            .store(version.frozen.len(), Ordering::Release);
-        self.frozen_index_bytes
-            .store(version.frozen_index_bytes(), Ordering::Release);
-        self.l0_layers.store(version.l0.len(), Ordering::Release);
-        *guard = Arc::new(version);
-        Ok(())
+        self.versions.current()
     }
 
     fn get_at(&self, key: &[u8], lsn: Lsn) -> Result<Option<Vec<u8>>> {

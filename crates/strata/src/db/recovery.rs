@@ -14,7 +14,6 @@ impl Db {
     /// or empty (and `create_if_missing`). Replays the logs of layers that
     /// were not flushed; removes files the manifest does not list.
     pub(super) fn open_in(path: &Path, opts: Options) -> Result<Db> {
-        let opts = opts.with_env_overrides()?;
         opts.validate()?;
         let dir = path.to_owned();
         let storage: Arc<dyn Storage> = match &opts.storage {
@@ -27,27 +26,8 @@ impl Db {
         let lock = storage.lock(&dir.join(LOCK_NAME))?;
         let loaded = load(&*storage, &dir)?;
         let stats = IoStats::new();
-        let base = FileOptions {
-            mode: opts.io_mode,
-            engine: opts.io_engine,
-            fallback_to_buffered: opts.fallback_to_buffered,
-            alignment_bytes: opts.alignment_bytes,
-            class: FileClass::Log,
-        };
-        let log_opts = base.clone();
-        let layer_io = Arc::new(LayerIo {
-            storage: Arc::clone(&storage),
-            dir: dir.clone(),
-            opts: FileOptions {
-                class: FileClass::Delta,
-                ..base
-            },
-            stats: stats.clone(),
-            cache: BlockCache::new(opts.block_cache_bytes),
-            point_reads: Arc::default(),
-            readers: OpenReaders::new(opts.index_memory_bytes_max),
-        });
-        let (mut manifest, v1_deltas, torn_at) = match loaded {
+        let (log_opts, layer_io) = file_options(&storage, &dir, &opts, &stats);
+        let (mut state, v1_deltas, torn_at) = match loaded {
             Some(l) => (l.state, l.v1_deltas, l.torn_at),
             None => (
                 ManifestState {
@@ -58,52 +38,10 @@ impl Db {
                 None,
             ),
         };
-
-        // Own files the manifest does not list: garbage if proven
-        // superseded (below, once the logs are replayed). A listed file
-        // that is missing is an error now, not at its first read.
-        let listed: std::collections::HashSet<String> = manifest
-            .logs
-            .iter()
-            .map(|&id| log_name(id))
-            .chain(manifest.layers.iter().map(|l| delta_name(l.id)))
-            .chain(v1_deltas.iter().map(|&id| delta_name(id)))
-            .collect();
-        let mut present = std::collections::HashSet::new();
-        let mut unlisted = Vec::new();
-        for entry in storage.list_dir(&dir)? {
-            let name = entry.to_string_lossy().into_owned();
-            if is_own_file(&name) && !listed.contains(&name) {
-                unlisted.push(name.clone());
-            }
-            present.insert(name);
-        }
-        if let Some(missing) = listed.iter().find(|name| !present.contains(*name)) {
-            return Err(crate::error::Corruption::new(
-                dir.join(MANIFEST_NAME),
-                0,
-                format!("the manifest lists {missing}, which is missing"),
-            )
-            .into());
-        }
-
-        // Layer files open when first read; a version 1 manifest has no
-        // descriptors, so those files are read now (once: the manifest
-        // written below records them).
-        for &id in &v1_deltas {
-            let file = storage.open(&dir.join(delta_name(id)), &layer_io.opts, &stats)?;
-            let len = file.len()?;
-            let reader = DeltaLayerReader::open(LayerFile {
-                file,
-                len,
-                stats: stats.clone(),
-            })?;
-            manifest
-                .layers
-                .push(LayerDesc::from_summary(id, reader.summary()));
-        }
-        let last_lsn = manifest.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0);
-        let deltas: Vec<Arc<Layer>> = manifest
+        let unlisted = unlisted_files(&*storage, &dir, &state, &v1_deltas)?;
+        describe_v1_layers(&mut state, &v1_deltas, &layer_io)?;
+        let flushed_lsn = state.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0);
+        let layers: Vec<Arc<Layer>> = state
             .layers
             .iter()
             .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&layer_io))))
@@ -114,69 +52,23 @@ impl Db {
         // open, naming the file, before a write can take an LSN it holds.
         // One: the newest may be a run of many files, which open lazily
         // (each is checked against its descriptor at its first read).
-        if let Some(layer) = deltas.iter().find(|l| l.desc.lsn_max == last_lsn) {
+        if let Some(layer) = layers.iter().find(|l| l.desc.lsn_max == flushed_lsn) {
             layer.reader()?;
         }
-        let mut frozen = Vec::new();
-        let mut last_lsn = last_lsn;
-        let mut empty_logs = Vec::new();
-        // Each log's header says where the log before it was sealed: read
-        // the headers first, so each log is replayed knowing its claim.
-        let mut files = Vec::with_capacity(manifest.logs.len());
-        for &id in &manifest.logs {
-            let path = dir.join(log_name(id));
-            let file = storage.open(&path, &log_opts, &stats)?;
-            let len = file.len()?;
-            let header_bytes = LOG_HEADER_BYTES.min(len as usize);
-            let header = crate::io::read_verified(&*file, &stats, 0, header_bytes as u64, || {
-                decode_log_header(&path, &file.read_range(0, header_bytes)?)
-            })?;
-            files.push((id, path, file, header));
-        }
-        let mut newest: Option<PrevLog> = None;
-        for (i, (id, path, file, _)) in files.iter().enumerate() {
-            let id = *id;
-            let sealed = files
-                .get(i + 1)
-                .and_then(|(_, _, _, next)| next.prev)
-                .filter(|p| p.file_id == id);
-            let (log, bytes) = replay_log(&**file, &stats, id, sealed)?;
-            newest = Some(PrevLog {
-                file_id: id,
-                end: log.end_offset,
-                last_lsn: log.last_lsn,
-            });
-            if log.records.is_empty() {
-                empty_logs.push(id);
-                continue;
-            }
-            // What was replayed may have reached only the page cache before a
-            // crash: make it durable before newer writes can be, so a power
-            // loss later cannot leave a hole below them.
-            file.sync_data()?;
-            let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes, &stats)?
-                .with_cache(layer_io.cache.clone());
-            let (lsn_min, lsn_max) = layer.lsn_range();
-            if lsn_min <= last_lsn {
-                return Err(crate::error::Corruption::new(
-                    path,
-                    LOG_HEADER_BYTES as u64,
-                    format!(
-                        "log starts at LSN {lsn_min}, not after the LSN {last_lsn} of older layers"
-                    ),
-                )
-                .into());
-            }
-            last_lsn = lsn_max;
-            frozen.push(Arc::new(layer));
-        }
-        drop(files);
-        manifest.logs.retain(|id| !empty_logs.contains(id));
+        let replayed = replay_logs(
+            &*storage,
+            &dir,
+            &state.logs,
+            &log_opts,
+            &layer_io,
+            flushed_lsn,
+        )?;
+        state.logs.retain(|id| !replayed.empty.contains(id));
 
         // Every unlisted file is proven superseded, or the open fails.
         let bounds = Superseded {
-            flushed_lsn: manifest.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0),
-            durable_lsn: last_lsn,
+            flushed_lsn,
+            durable_lsn: replayed.last_lsn,
             manifest: dir.join(MANIFEST_NAME),
             torn_at,
         };
@@ -187,44 +79,52 @@ impl Db {
             storage.remove_file(&dir.join(name))?;
         }
 
-        // The new log claims the newest replayed one as it was found: from
-        // now on, its end is known, and damage before it is corruption.
-        // Every open starts a new manifest file holding the state found.
-        let gc_lsn = manifest.gc_lsn;
-        let mut manifest =
-            ManifestLog::create(Arc::clone(&storage), &dir, stats.clone(), manifest)?;
+        // Every open starts a new manifest file holding the state found
+        // (first: a directory with files but no manifest is not a
+        // database). The new open log claims the newest replayed one as it
+        // was found: from now on, its end is known, and damage before it
+        // is corruption. Its header is durable before an edit lists it.
+        let mut manifest = ManifestLog::create(Arc::clone(&storage), &dir, stats.clone(), state)?;
+        let id = manifest.take_file_id();
         let open = create_log(
             &*storage,
             &dir,
             &log_opts,
             &opts,
             &stats,
-            &mut manifest,
-            newest,
+            id,
+            replayed.newest,
         )?;
         let open = Arc::new(open.with_cache(layer_io.cache.clone()));
+        manifest.apply(Edit::AddLog(id))?;
+        let mut logs = replayed.frozen;
+        logs.push(open);
+        let versions = VersionSet::recover(
+            manifest,
+            NewFiles { logs, layers },
+            Arc::clone(&layer_io),
+            Arc::new(Poison::default()),
+        )?;
+        for id in &replayed.empty {
+            let _ = storage.remove_file(&dir.join(log_name(*id)));
+        }
+        let last_lsn = replayed.last_lsn;
         let foreground_reads = Arc::clone(&layer_io.point_reads);
-        let mut version = Version::new(open, frozen, deltas)?;
-        version.gc_lsn = gc_lsn;
         let inner = DbInner {
-            dir: dir.clone(),
-            storage: Arc::clone(&storage),
+            dir,
+            storage,
             opts: opts.clone(),
             log_opts,
             layer_io,
             stats,
             write: Mutex::new(WriteState { last_lsn }),
-            frozen_layers: AtomicUsize::new(version.frozen.len()),
-            frozen_index_bytes: AtomicUsize::new(version.frozen_index_bytes()),
-            l0_layers: AtomicUsize::new(version.l0.len()),
-            version: RwLock::new(Arc::new(version)),
+            versions,
             visible_lsn: AtomicU64::new(last_lsn),
             sync: Mutex::new(SyncState {
                 synced_lsn: last_lsn,
                 leader_active: false,
             }),
             sync_cv: Condvar::new(),
-            manifest: Mutex::new(manifest),
             flush_lock: Mutex::new(()),
             flush_signal: Mutex::new(FlushSignal::default()),
             flush_cv: Condvar::new(),
@@ -237,17 +137,19 @@ impl Db {
                 foreground_reads,
             )),
             caller_horizon: AtomicU64::new(0),
-            poisoned: Mutex::new(None),
             point_lookups: AtomicU64::new(0),
             flush_memory_peak: AtomicU64::new(0),
             flush_read_bytes: AtomicU64::new(0),
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
         };
-        for id in empty_logs {
-            let _ = storage.remove_file(&dir.join(log_name(id)));
-        }
-        let inner = Arc::new(inner);
+        Db::start(Arc::new(inner), lock)
+    }
+
+    /// The database of `inner`, its background threads started.
+    fn start(inner: Arc<DbInner>, lock: StorageLock) -> Result<Db> {
+        let opts = &inner.opts;
+        let dir = inner.dir.clone();
         let flush_thread = if opts.background_flush {
             let bg = Arc::clone(&inner);
             Some(
@@ -259,6 +161,7 @@ impl Db {
         } else {
             None
         };
+        let compact = opts.background_flush && opts.l0_compaction_trigger > 0;
         let mut db = Db {
             inner,
             flush_thread,
@@ -267,7 +170,7 @@ impl Db {
         };
         // Compaction runs beside the flush, so a flush never waits for it.
         // (A failure to spawn drops `db`, which stops the flush thread.)
-        if opts.background_flush && opts.l0_compaction_trigger > 0 {
+        if compact {
             let bg = Arc::clone(&db.inner);
             db.compact_thread = Some(
                 std::thread::Builder::new()
@@ -280,6 +183,175 @@ impl Db {
         db.inner.signal_compaction();
         Ok(db)
     }
+}
+
+/// How logs and layer files open: the logs' file options, and the layers'
+/// (with the block cache and the open readers' budget).
+fn file_options(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    opts: &Options,
+    stats: &IoStats,
+) -> (FileOptions, Arc<LayerIo>) {
+    let log_opts = FileOptions {
+        mode: opts.io_mode,
+        engine: opts.io_engine,
+        fallback_to_buffered: opts.fallback_to_buffered,
+        alignment_bytes: opts.alignment_bytes,
+        class: FileClass::Log,
+    };
+    let layer_io = Arc::new(LayerIo {
+        storage: Arc::clone(storage),
+        dir: dir.to_owned(),
+        opts: FileOptions {
+            class: FileClass::Delta,
+            ..log_opts.clone()
+        },
+        stats: stats.clone(),
+        cache: BlockCache::new(opts.block_cache_bytes),
+        point_reads: Arc::default(),
+        readers: OpenReaders::new(opts.index_memory_bytes_max),
+    });
+    (log_opts, layer_io)
+}
+
+/// Own files in `dir` that the manifest does not list: garbage if proven
+/// superseded (once the logs are replayed). A listed file that is missing
+/// is an error now, not at its first read.
+fn unlisted_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    state: &ManifestState,
+    v1_deltas: &[u64],
+) -> Result<Vec<String>> {
+    let listed: std::collections::HashSet<String> = state
+        .logs
+        .iter()
+        .map(|&id| log_name(id))
+        .chain(state.layers.iter().map(|l| delta_name(l.id)))
+        .chain(v1_deltas.iter().map(|&id| delta_name(id)))
+        .collect();
+    let mut present = std::collections::HashSet::new();
+    let mut unlisted = Vec::new();
+    for entry in storage.list_dir(dir)? {
+        let name = entry.to_string_lossy().into_owned();
+        if is_own_file(&name) && !listed.contains(&name) {
+            unlisted.push(name.clone());
+        }
+        present.insert(name);
+    }
+    if let Some(missing) = listed.iter().find(|name| !present.contains(*name)) {
+        return Err(crate::error::Corruption::new(
+            dir.join(MANIFEST_NAME),
+            0,
+            format!("the manifest lists {missing}, which is missing"),
+        )
+        .into());
+    }
+    Ok(unlisted)
+}
+
+/// A version 1 manifest has no layer descriptors: those files are read
+/// now (once: the manifest written at open records them).
+fn describe_v1_layers(state: &mut ManifestState, v1_deltas: &[u64], io: &LayerIo) -> Result<()> {
+    for &id in v1_deltas {
+        let file = io
+            .storage
+            .open(&io.dir.join(delta_name(id)), &io.opts, &io.stats)?;
+        let len = file.len()?;
+        let reader = DeltaLayerReader::open(LayerFile {
+            file,
+            len,
+            stats: io.stats.clone(),
+        })?;
+        state
+            .layers
+            .push(LayerDesc::from_summary(id, reader.summary()));
+    }
+    Ok(())
+}
+
+/// The logs of unflushed layers, replayed.
+struct Replayed {
+    /// Their layers, oldest first (frozen: the open one is a new log).
+    frozen: Vec<Arc<InMemoryLayer>>,
+    /// Logs that hold no record: unlisted by the manifest written at open,
+    /// then removed.
+    empty: Vec<u64>,
+    /// The newest LSN the listed files hold.
+    last_lsn: Lsn,
+    /// The newest log as found: the new log's header claims it.
+    newest: Option<PrevLog>,
+}
+
+/// Replays the listed `logs` (oldest first), each after the LSN of the
+/// files before it (`flushed_lsn`: the newest layer file's).
+fn replay_logs(
+    storage: &dyn Storage,
+    dir: &Path,
+    logs: &[u64],
+    log_opts: &FileOptions,
+    layer_io: &LayerIo,
+    flushed_lsn: Lsn,
+) -> Result<Replayed> {
+    let stats = &layer_io.stats;
+    // Each log's header says where the log before it was sealed: read the
+    // headers first, so each log is replayed knowing its claim.
+    let mut files = Vec::with_capacity(logs.len());
+    for &id in logs {
+        let path = dir.join(log_name(id));
+        let file = storage.open(&path, log_opts, stats)?;
+        let len = file.len()?;
+        let header_bytes = LOG_HEADER_BYTES.min(len as usize);
+        let header = crate::io::read_verified(&*file, stats, 0, header_bytes as u64, || {
+            decode_log_header(&path, &file.read_range(0, header_bytes)?)
+        })?;
+        files.push((id, path, file, header));
+    }
+    let mut out = Replayed {
+        frozen: Vec::new(),
+        empty: Vec::new(),
+        last_lsn: flushed_lsn,
+        newest: None,
+    };
+    for (i, (id, path, file, _)) in files.iter().enumerate() {
+        let id = *id;
+        let sealed = files
+            .get(i + 1)
+            .and_then(|(_, _, _, next)| next.prev)
+            .filter(|p| p.file_id == id);
+        let (log, bytes) = replay_log(&**file, stats, id, sealed)?;
+        out.newest = Some(PrevLog {
+            file_id: id,
+            end: log.end_offset,
+            last_lsn: log.last_lsn,
+        });
+        if log.records.is_empty() {
+            out.empty.push(id);
+            continue;
+        }
+        // What was replayed may have reached only the page cache before a
+        // crash: make it durable before newer writes can be, so a power
+        // loss later cannot leave a hole below them.
+        file.sync_data()?;
+        let layer = InMemoryLayer::from_replay(id, Arc::clone(file), &log, &bytes, stats)?
+            .with_cache(layer_io.cache.clone());
+        let (lsn_min, lsn_max) = layer.lsn_range();
+        if lsn_min <= out.last_lsn {
+            return Err(crate::error::Corruption::new(
+                path,
+                LOG_HEADER_BYTES as u64,
+                format!(
+                    "log starts at LSN {lsn_min}, not after the LSN {} of older layers",
+                    out.last_lsn
+                ),
+            )
+            .into());
+        }
+        out.last_lsn = lsn_max;
+        out.frozen.push(Arc::new(layer));
+    }
+    Ok(out)
 }
 
 /// Recovery's reads come before any foreground read: requests of

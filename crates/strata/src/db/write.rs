@@ -3,27 +3,26 @@
 
 use super::*;
 
-/// Creates a new log with its header durable, lists it in the manifest
-/// (stored durably before the log takes a record), and returns its open
-/// layer (its reads not yet cached: see `InMemoryLayer::with_cache`). `prev`: the log before it, already durable and sealed, whose end
-/// the header claims.
+/// Creates log `id` with its header durable, and returns its open layer
+/// (its reads not yet cached: see `InMemoryLayer::with_cache`). `prev`:
+/// the log before it, already durable and sealed, whose end the header
+/// claims. The log is not listed: the edit that lists it comes after (a
+/// log the manifest does not list holds nothing the database relies on).
 pub(super) fn create_log(
     storage: &dyn Storage,
     dir: &Path,
     log_opts: &FileOptions,
     opts: &Options,
     stats: &IoStats,
-    m: &mut ManifestLog,
+    id: u64,
     prev: Option<PrevLog>,
 ) -> Result<InMemoryLayer> {
-    let id = m.take_file_id();
     let path = dir.join(log_name(id));
     let file = storage.create(&path, log_opts, stats)?;
     let mut writer = BufferedWriter::with_shared(file, opts.writer_buffer_bytes, 0)?;
     writer.write(&encode_log_header(id, prev))?;
     writer.sync()?;
     storage.sync_dir(dir)?;
-    m.apply(Edit::AddLog(id))?;
     Ok(InMemoryLayer::new_open(
         id,
         writer,
@@ -195,8 +194,11 @@ impl DbInner {
         let result = (|| {
             open.freeze()?;
             self.note_synced(ws.last_lsn);
-            let next = self.create_log(Some(open.sealed_claim()))?;
-            self.install(|v| v.with_frozen(next))
+            let id = self.versions.take_file_id()?;
+            let next = self.create_log(id, Some(open.sealed_claim()))?;
+            self.versions
+                .log_and_apply(Edit::AddLog(id), NewFiles::log(next))
+                .map(drop)
         })();
         if let Err(e) = &result {
             self.poison(e);
@@ -206,16 +208,15 @@ impl DbInner {
         Ok(())
     }
 
-    /// Creates a new log (see [`create_log`]).
-    pub(super) fn create_log(&self, prev: Option<PrevLog>) -> Result<Arc<InMemoryLayer>> {
-        let mut m = lock(&self.manifest)?;
+    /// Creates log `id` (see [`create_log`]).
+    pub(super) fn create_log(&self, id: u64, prev: Option<PrevLog>) -> Result<Arc<InMemoryLayer>> {
         let layer = create_log(
             &*self.storage,
             &self.dir,
             &self.log_opts,
             &self.opts,
             &self.stats,
-            &mut m,
+            id,
             prev,
         )?;
         Ok(Arc::new(layer.with_cache(self.layer_io.cache.clone())))

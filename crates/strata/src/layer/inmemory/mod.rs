@@ -343,6 +343,11 @@ impl InMemoryLayer {
         Ok(())
     }
 
+    /// Whether the layer is frozen (takes no more writes).
+    pub(crate) fn is_frozen(&self) -> bool {
+        self.writer.lock().map_or(true, |w| w.is_none())
+    }
+
     /// Logical bytes of the log.
     pub(crate) fn size_bytes(&self) -> u64 {
         self.end_offset.load(Ordering::Acquire)
