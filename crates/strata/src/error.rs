@@ -155,6 +155,11 @@ pub enum Error {
     /// The database is closed or closing.
     #[error("the database is closed")]
     Closed,
+    /// An internal invariant broke (keys or LSNs out of order inside the
+    /// engine, a file id reused): a bug in strata, never the caller's
+    /// input. Nothing it would have corrupted was written.
+    #[error("internal invariant broken (a bug in strata): {0}")]
+    Internal(String),
     /// A read at an LSN whose history was collected (see `Db::horizon`).
     #[error("LSN {lsn} is below the history horizon {horizon}: its versions were collected")]
     BelowHorizon { lsn: u64, horizon: u64 },

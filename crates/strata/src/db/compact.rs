@@ -1,15 +1,16 @@
 //! Compaction in the engine: when it runs (the background thread, a
 //! writer that hits `l0_stop_layers`, `Db::compact`), one job at a time,
-//! and how its result is installed: the outputs durable and verified, one
-//! manifest edit (`Compacted`), the new version, and only then the inputs
-//! marked obsolete (their files go when no reader holds them).
+//! and how its result is installed: the outputs durable and verified, then
+//! one edit (`Compacted`) through `VersionSet::log_and_apply`, which marks
+//! the inputs obsolete (their files go when no reader holds them).
 //!
-//! Error policy: a failed compaction changed nothing (its outputs are
-//! removed, or, after a failed manifest append, left unlisted for the next
-//! open to remove). The background thread keeps the error for `stats()`,
-//! waits (100 ms, doubling to 10 s) and tries again; it never poisons the
-//! database, since nothing acknowledged depends on it. Writers stalled on L0
-//! go on while it fails, rather than wait forever.
+//! Error policy (`background`, the flush's too): a failed compaction
+//! changed nothing (its outputs are removed, or, after a failed manifest
+//! append, left unlisted for the next open to remove). The background
+//! thread keeps the error for `stats()`, waits (100 ms, doubling to 10 s)
+//! and tries again; it never poisons the database, since nothing
+//! acknowledged depends on it. Writers stalled on L0 are refused with the
+//! error while it fails, rather than wait forever.
 
 use super::*;
 use crate::compaction::{
@@ -17,24 +18,6 @@ use crate::compaction::{
     JobOptions, Policy,
 };
 use crate::types::Cover;
-
-impl BackgroundSignal for CompactSignal {
-    fn error_mut(&mut self) -> &mut Option<String> {
-        &mut self.error
-    }
-    fn shutdown(&self) -> bool {
-        self.shutdown
-    }
-}
-
-/// The background compaction thread's wake-up state.
-#[derive(Default)]
-pub(super) struct CompactSignal {
-    pub(super) pending: bool,
-    pub(super) shutdown: bool,
-    /// The last background compaction's error, until one succeeds.
-    pub(super) error: Option<String>,
-}
 
 /// How long a job waits for the reads still holding its inputs.
 const RELEASE_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(200);
@@ -74,14 +57,11 @@ impl DbInner {
     }
 
     pub(super) fn signal_compaction(&self) {
-        if let Ok(mut s) = self.compact_signal.lock() {
-            s.pending = true;
-        }
-        self.compact_cv.notify_all();
+        self.compaction.signal();
     }
 
     fn compaction_cancelled(&self) -> bool {
-        self.compact_signal.lock().map_or(true, |s| s.shutdown)
+        self.compaction.is_shut_down()
     }
 
     /// A job's options; `paced` for a background job (see `Pacer`).
@@ -247,54 +227,19 @@ impl DbInner {
             .versions
             .log_and_apply(edit, NewFiles::layers(layers))?;
         self.compactions.fetch_add(1, Ordering::Relaxed);
-        self.compact_cv.notify_all();
+        self.compaction.notify();
         release_when_unread(removed);
         Ok(true)
     }
 
     /// The background thread: compacts while the policy calls for it,
-    /// after each flush, until shutdown.
+    /// after each flush, until shutdown (see `background::Worker::run`).
     pub(super) fn compaction_loop(&self) {
         crate::io::priority::yield_to_foreground();
-        let mut backoff = RETRY_FIRST;
-        loop {
-            {
-                let Ok(mut s) = self.compact_signal.lock() else {
-                    return;
-                };
-                while !s.pending && !s.shutdown {
-                    s = match self.compact_cv.wait(s) {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    };
-                }
-                if s.shutdown {
-                    return;
-                }
-                s.pending = false;
-            }
-            loop {
-                match self.compact_once(false) {
-                    Ok(true) => {
-                        backoff = RETRY_FIRST;
-                        if let Ok(mut s) = self.compact_signal.lock() {
-                            s.error = None;
-                        }
-                    }
-                    Ok(false) => break,
-                    Err(e) => {
-                        if self.compaction_cancelled() || self.check_poisoned().is_err() {
-                            return;
-                        }
-                        if back_off(&self.compact_signal, &self.compact_cv, &e, &mut backoff)
-                            .is_none()
-                        {
-                            return;
-                        }
-                    }
-                }
-            }
-        }
+        self.compaction.run(
+            || self.check_poisoned().is_err(),
+            || self.compact_once(false),
+        );
     }
 
     /// Before a write: while the L0 layers are at `l0_stop_layers` and
@@ -323,7 +268,7 @@ impl DbInner {
                 }
             }
         }
-        match &lock(&self.compact_signal)?.error {
+        match &self.compaction.lock()?.error {
             Some(e) => Err(refused(e.clone())),
             None => Ok(()),
         }
@@ -351,7 +296,7 @@ impl DbInner {
             return Ok(());
         }
         self.signal_compaction();
-        let mut s = lock(&self.compact_signal)?;
+        let mut s = self.compaction.lock()?;
         while l0() >= self.opts.l0_stop_layers && !s.shutdown {
             self.check_poisoned()?;
             if let Some(e) = &s.error {
@@ -361,10 +306,8 @@ impl DbInner {
                 });
             }
             s = self
-                .compact_cv
-                .wait_timeout(s, std::time::Duration::from_millis(50))
-                .map_err(|_| Error::Poisoned("compaction signal lock poisoned".into()))?
-                .0;
+                .compaction
+                .wait(s, std::time::Duration::from_millis(50))?;
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! first, by the background thread or inline; the flush backlog's write
 //! stall; the retry policy of a failed flush.
 //!
-//! Error policy (the same as compaction's, see `RETRY_FIRST`): a failed
+//! Error policy (the same as compaction's, see `background`): a failed
 //! flush changed nothing the database relies on (the log stays listed until
 //! a manifest edit says otherwise; a delta file not yet listed is garbage
 //! the next open removes), so it never poisons the database. One layer's
@@ -25,56 +25,19 @@ const FLUSH_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(
 
 impl DbInner {
     pub(super) fn signal_flush(&self) {
-        if let Ok(mut s) = self.flush_signal.lock() {
-            s.pending = true;
-        }
-        self.flush_cv.notify_all();
+        self.flush.signal();
     }
 
+    /// The background flush thread (see `background::Worker::run`).
     pub(super) fn flush_loop(&self) {
-        let mut backoff = RETRY_FIRST;
-        loop {
-            {
-                let Ok(mut s) = self.flush_signal.lock() else {
-                    return;
-                };
-                while !s.pending && !s.shutdown {
-                    s = match self.flush_cv.wait(s) {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    };
-                }
-                if s.shutdown {
-                    return;
-                }
-                s.pending = false;
-            }
-            match self.flush_pending(true) {
-                Ok(()) => {
-                    backoff = RETRY_FIRST;
-                    if let Ok(mut s) = self.flush_signal.lock() {
-                        s.error = None;
-                    }
-                }
-                Err(e) => {
-                    if self.check_poisoned().is_err() {
-                        self.flush_cv.notify_all();
-                        return;
-                    }
-                    // Writers waiting on the backlog see the error at once.
-                    let Some(mut s) =
-                        back_off(&self.flush_signal, &self.flush_cv, &e, &mut backoff)
-                    else {
-                        return;
-                    };
-                    s.pending = true;
-                }
-            }
-        }
+        self.flush.run(
+            || self.check_poisoned().is_err(),
+            || self.flush_pending(true).map(|()| false),
+        );
     }
 
     pub(super) fn shutting_down(&self) -> bool {
-        self.flush_signal.lock().map_or(true, |s| s.shutdown)
+        self.flush.is_shut_down()
     }
 
     /// Flushes frozen layers, oldest first, until none is left (or, for the
@@ -105,10 +68,8 @@ impl DbInner {
             }
             layer.forget_cached_pages();
             // A flush passed (here or in `Db::flush`): the error is history.
-            if let Ok(mut s) = self.flush_signal.lock() {
-                s.error = None;
-            }
-            self.flush_cv.notify_all();
+            self.flush.clear_error();
+            self.flush.notify();
         }
     }
 
@@ -144,7 +105,7 @@ impl DbInner {
                 },
             });
         }
-        let mut s = lock(&self.flush_signal)?;
+        let mut s = self.flush.lock()?;
         while over() && !s.shutdown {
             self.check_poisoned()?;
             if let Some(error) = &s.error {
@@ -154,12 +115,8 @@ impl DbInner {
                 });
             }
             s.pending = true;
-            self.flush_cv.notify_all();
-            s = self
-                .flush_cv
-                .wait_timeout(s, std::time::Duration::from_millis(50))
-                .map_err(|_| Error::Poisoned("flush signal lock poisoned".into()))?
-                .0;
+            self.flush.notify();
+            s = self.flush.wait(s, std::time::Duration::from_millis(50))?;
         }
         Ok(())
     }

@@ -22,7 +22,7 @@
 //! any write or sync error of the log the database is poisoned and refuses
 //! writes (it cannot know what reached the disk), reads still work. A failed
 //! flush or compaction poisons nothing: its inputs stay, it is retried
-//! (`RETRY_FIRST`), and only writers that would grow the flush backlog past
+//! (`background`: one loop, one policy), and only writers that would grow the flush backlog past
 //! its limit, or that find L0 at its stop count, are refused meanwhile
 //! (`Error::FlushBacklog`, `Error::CompactionBacklog`).
 
@@ -60,54 +60,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+mod background;
 mod compact;
 mod flush;
 mod recovery;
 mod write;
 
+use background::Worker;
 use write::create_log;
 
 const LOCK_NAME: &str = "LOCK";
-/// The background threads' one error policy (flush and compaction alike):
-/// a failed job changed nothing acknowledged, so the thread keeps its error
-/// for `stats()`, waits `RETRY_FIRST`, doubling up to `RETRY_MAX`, and tries
-/// again. It never poisons the database (only a version that cannot show
-/// what the manifest recorded does).
-const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// What a background thread's wake-up state holds for the error policy.
-trait BackgroundSignal {
-    fn error_mut(&mut self) -> &mut Option<String>;
-    fn shutdown(&self) -> bool;
-}
-
-impl BackgroundSignal for FlushSignal {
-    fn error_mut(&mut self) -> &mut Option<String> {
-        &mut self.error
-    }
-    fn shutdown(&self) -> bool {
-        self.shutdown
-    }
-}
-
-/// The error policy's step after a failed job: keeps `error` in the
-/// thread's signal (for `stats()`), wakes whoever waits on `cv`, and waits
-/// out `backoff` (then doubles it, up to `RETRY_MAX`) or until shutdown.
-/// Returns the signal's guard, or `None` when the thread should stop.
-fn back_off<'a, S: BackgroundSignal>(
-    signal: &'a Mutex<S>,
-    cv: &Condvar,
-    error: &Error,
-    backoff: &mut std::time::Duration,
-) -> Option<MutexGuard<'a, S>> {
-    let mut s = signal.lock().ok()?;
-    *s.error_mut() = Some(error.to_string());
-    cv.notify_all();
-    let (s, _) = cv.wait_timeout_while(s, *backoff, |s| !s.shutdown()).ok()?;
-    *backoff = (*backoff * 2).min(RETRY_MAX);
-    (!s.shutdown()).then_some(s)
-}
 /// Most bytes a scan reads ahead in a layer file at once (it starts small
 /// and doubles up to this).
 const SCAN_READAHEAD_BYTES: usize = 1 << 20;
@@ -120,14 +82,6 @@ struct WriteState {
 struct SyncState {
     synced_lsn: Lsn,
     leader_active: bool,
-}
-
-#[derive(Default)]
-struct FlushSignal {
-    pending: bool,
-    shutdown: bool,
-    /// The background flush's last error, until a flush succeeds.
-    error: Option<String>,
 }
 
 struct DbInner {
@@ -146,13 +100,13 @@ struct DbInner {
     visible_lsn: AtomicU64,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
+    /// One flush at a time, one compaction at a time.
     flush_lock: Mutex<()>,
-    flush_signal: Mutex<FlushSignal>,
-    flush_cv: Condvar,
-    /// One compaction at a time.
     compact_lock: Mutex<()>,
-    compact_signal: Mutex<compact::CompactSignal>,
-    compact_cv: Condvar,
+    /// The background flush and compaction (`background`: one loop, one
+    /// error policy).
+    flush: Worker,
+    compaction: Worker,
     compactions: AtomicU64,
     /// Paces background compaction (`Options::compaction_bytes_per_sec`).
     pacer: Arc<crate::compaction::Pacer>,
@@ -465,15 +419,9 @@ impl Db {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        if let Ok(mut s) = self.inner.flush_signal.lock() {
-            s.shutdown = true;
-        }
-        self.inner.flush_cv.notify_all();
-        if let Ok(mut s) = self.inner.compact_signal.lock() {
-            s.shutdown = true;
-        }
+        self.inner.flush.shut_down();
+        self.inner.compaction.shut_down();
         self.inner.pacer.stop();
-        self.inner.compact_cv.notify_all();
         if let Some(t) = self.flush_thread.take() {
             let _ = t.join();
         }
@@ -729,12 +677,8 @@ impl DbInner {
             l1_layers: 0,
             image_runs: 0,
             compactions: self.compactions.load(Ordering::Relaxed),
-            compaction_error: self
-                .compact_signal
-                .lock()
-                .ok()
-                .and_then(|s| s.error.clone()),
-            flush_error: self.flush_signal.lock().ok().and_then(|s| s.error.clone()),
+            compaction_error: self.compaction.error(),
+            flush_error: self.flush.error(),
             index_memory_bytes: 0,
             layer_readers_open: 0,
             layer_readers_closed: self.layer_io.readers.closed(),

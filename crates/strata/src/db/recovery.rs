@@ -126,11 +126,9 @@ impl Db {
             }),
             sync_cv: Condvar::new(),
             flush_lock: Mutex::new(()),
-            flush_signal: Mutex::new(FlushSignal::default()),
-            flush_cv: Condvar::new(),
             compact_lock: Mutex::new(()),
-            compact_signal: Mutex::new(compact::CompactSignal::default()),
-            compact_cv: Condvar::new(),
+            flush: Worker::default(),
+            compaction: Worker::default(),
             compactions: AtomicU64::new(0),
             pacer: Arc::new(crate::compaction::Pacer::new(
                 opts.compaction_bytes_per_sec,

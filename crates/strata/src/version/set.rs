@@ -38,7 +38,7 @@
 use super::Version;
 use crate::error::{Error, Result};
 use crate::layer::inmemory::InMemoryLayer;
-use crate::manifest::{Edit, ManifestLog, ManifestState};
+use crate::manifest::{Edit, LayerDesc, ManifestLog, ManifestState};
 use crate::table_cache::{Layer, LayerIo};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -207,7 +207,46 @@ fn check_edit(edit: &Edit, current: &Version) -> Result<()> {
                 )));
             }
         }
-        Edit::Compacted { .. } => {}
+        Edit::Compacted { remove, add, .. } => check_compacted(remove, add, current)?,
+    }
+    Ok(())
+}
+
+/// A compaction replaces live layers, and what it adds holds no LSN and no
+/// key outside what it replaces (a merge's and a GC image's outputs come
+/// from their inputs; an image with no inputs is checked by
+/// `Version::check`: below the L0 layers, within its cover).
+fn check_compacted(remove: &[u64], add: &[LayerDesc], current: &Version) -> Result<()> {
+    let ids: HashSet<u64> = remove.iter().copied().collect();
+    let removed: Vec<&LayerDesc> = current
+        .layers()
+        .map(|l| &l.desc)
+        .filter(|d| ids.contains(&d.id))
+        .collect();
+    if removed.len() != remove.len() || ids.len() != remove.len() {
+        return Err(invariant(&format!(
+            "a compaction of layers {remove:?}, not all live"
+        )));
+    }
+    let held = removed.iter().filter(|d| d.entries > 0);
+    let Some(lsn_min) = held.clone().map(|d| d.lsn_min).min() else {
+        return Ok(());
+    };
+    let lsn_max = held.clone().map(|d| d.lsn_max).max().unwrap_or(lsn_min);
+    let key_min = held.clone().map(|d| &d.key_min).min();
+    let key_max = held.map(|d| &d.key_max).max();
+    for d in add.iter().filter(|d| d.entries > 0) {
+        if d.lsn_min < lsn_min
+            || d.lsn_max > lsn_max
+            || Some(&d.key_min) < key_min
+            || Some(&d.key_max) > key_max
+        {
+            return Err(invariant(&format!(
+                "compaction output {} (LSNs {}..={}) holds more than its inputs {remove:?} \
+                 (LSNs {lsn_min}..={lsn_max})",
+                d.id, d.lsn_min, d.lsn_max
+            )));
+        }
     }
     Ok(())
 }
@@ -499,6 +538,36 @@ mod tests {
             build(&state(&[1], &[]), Some(&v), NewFiles::log(Arc::clone(&m1))),
             "brings a log the version holds",
         );
+    }
+
+    #[test]
+    fn a_compaction_of_layers_not_live_or_with_more_than_its_inputs_is_refused() {
+        let f = Fixture::new();
+        let (d1, d2) = (f.disk(1, &[("b", 1), ("d", 2)]), f.disk(2, &[("c", 3)]));
+        let s = state(&[9], &[&d1, &d2]);
+        let files = NewFiles {
+            logs: vec![f.memory(9, &[])],
+            layers: vec![Arc::clone(&d1), Arc::clone(&d2)],
+        };
+        let v = build(&s, None, files).unwrap().version;
+        let l1 = |id, lsns, keys: &[(&str, crate::types::Lsn)]| {
+            f.run_file(id, crate::manifest::Level::L1, lsns, keys, None)
+                .desc
+                .clone()
+        };
+        let compacted = |remove: Vec<u64>, add| Edit::Compacted {
+            remove,
+            add,
+            gc_lsn: 0,
+        };
+        let ok = l1(3, (1, 3), &[("b", 1), ("c", 3), ("d", 2)]);
+        check_edit(&compacted(vec![1, 2], vec![ok.clone()]), &v).unwrap();
+        assert!(check_edit(&compacted(vec![1, 7], vec![ok.clone()]), &v).is_err());
+        assert!(check_edit(&compacted(vec![1, 1], vec![ok]), &v).is_err());
+        let new_key = l1(4, (1, 3), &[("b", 1), ("e", 3)]);
+        assert!(check_edit(&compacted(vec![1, 2], vec![new_key]), &v).is_err());
+        let new_lsn = l1(5, (1, 4), &[("b", 1), ("c", 3)]);
+        assert!(check_edit(&compacted(vec![1, 2], vec![new_lsn]), &v).is_err());
     }
 
     /// A set over a manifest in the fixture's storage, of `logs` (open).

@@ -167,14 +167,21 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             match key.cmp(&self.last_key) {
                 Ordering::Greater => true,
                 Ordering::Equal if lsn > self.last_lsn => false,
+                // The engine hands the writer keys ascending, each key's
+                // versions by LSN: anything else is a bug upstream, refused
+                // before it is sealed into a file.
                 Ordering::Equal => {
-                    return Err(InvalidInput::LsnNotIncreasing {
-                        lsn,
-                        last: self.last_lsn,
-                    }
-                    .into());
+                    return Err(Error::Internal(format!(
+                        "delta layer entry {}: LSN {lsn} of a key not above its LSN {} before",
+                        self.entries, self.last_lsn
+                    )));
                 }
-                Ordering::Less => return Err(key_out_of_order(self.entries)),
+                Ordering::Less => {
+                    return Err(Error::Internal(format!(
+                        "delta layer entry {}: a key below the key before it",
+                        self.entries
+                    )))
+                }
             }
         };
 
@@ -570,9 +577,4 @@ pub(crate) fn encode_index_entry(
         index.extend_from_slice(&value_len.to_le_bytes());
         index.extend_from_slice(&crc.to_le_bytes());
     }
-}
-
-/// The error for a key smaller than the previous one.
-fn key_out_of_order(entry_index: u64) -> Error {
-    InvalidInput::KeyOutOfOrder { entry_index }.into()
 }

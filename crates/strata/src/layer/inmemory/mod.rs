@@ -240,6 +240,15 @@ impl InMemoryLayer {
         let writer = guard
             .as_mut()
             .ok_or_else(|| Error::Poisoned("append to a frozen layer".into()))?;
+        // The log's LSN order is the write path's: a batch at or below the
+        // last one would make replay and the index disagree about it.
+        let last = self.lsn_max.load(Ordering::Acquire);
+        if lsn <= last {
+            return Err(Error::Internal(format!(
+                "append at LSN {lsn} to log {} after LSN {last}",
+                self.file_id
+            )));
+        }
         let header = RecordHeader::for_payload(
             &batch.data,
             lsn,
