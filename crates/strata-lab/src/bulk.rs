@@ -18,6 +18,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::aims::{Bound, Claim};
 use crate::engine::{self, EngineConfig, EngineWriteStats};
 use crate::progress::Progress;
 use crate::results::{MetricSpec, Row};
@@ -179,6 +180,21 @@ pub fn metrics() -> Vec<MetricSpec> {
             false,
         ),
     ]
+}
+
+/// Issue 4's aim, checked on strata's row: none without one.
+pub fn aims(rows: &[Row]) -> Vec<Claim> {
+    rows.iter()
+        .find(|r| r.engine == "strata")
+        .and_then(|r| r.metrics.get("write_amp"))
+        .map(|wa| Claim::Figure {
+            what: "strata's write amplification before compaction".to_string(),
+            value: *wa,
+            decimals: 2,
+            bound: Bound::AtMost(WRITE_AMP_AIM_MAX),
+        })
+        .into_iter()
+        .collect()
 }
 
 fn mib(bytes: u64) -> f64 {

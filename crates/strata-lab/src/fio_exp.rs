@@ -18,6 +18,7 @@ use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
 
+use crate::aims::{Bound, Claim, Reference};
 use crate::html::escape;
 use crate::plot::format_value;
 use crate::results::{DeviceSide, ExperimentResult, MetricSpec, Row};
@@ -450,11 +451,16 @@ pub fn add_ratios(rows: &mut [Row]) {
     }
 }
 
+/// The Haura fio engine's published 4 KiB random-write IOPS at qd1.
+pub const HAURA_WRITE_IOPS: f64 = 2200.0;
+/// Issue 5's aim against it: an order of magnitude above.
+pub const HAURA_RATIO_AIM_MIN: f64 = 10.0;
+
 /// The issue's aims (issue 5): 4 KiB random writes ≥ io_uring's IOPS at the
 /// same queue depth, 4 KiB random reads ≥ 80 % of it; and an order of
 /// magnitude above the Haura engine's published ~2,200 write IOPS.
-pub fn aim_notes(rows: &[Row]) -> Vec<String> {
-    let mut notes = Vec::new();
+pub fn aims(rows: &[Row]) -> Vec<Claim> {
+    let mut claims = Vec::new();
     for row in rows.iter().filter(|r| r.engine == "strata") {
         let job = row.params.get("job").and_then(|v| v.as_str()).unwrap_or("");
         let (what, aim) = match job {
@@ -465,21 +471,38 @@ pub fn aim_notes(rows: &[Row]) -> Vec<String> {
         let (Some(iops), Some(x)) = (row.metrics.get("iops"), row.metrics.get("x_io_uring")) else {
             continue;
         };
-        let verdict = if *x >= aim { "aim met" } else { "aim not met" };
-        notes.push(format!(
-            "{verdict}: {what} at {}: strata {iops:.0} IOPS = {x:.2}× io_uring's (aim ≥ {aim}×)",
-            row.case.rsplit(' ').next().unwrap_or(""),
-        ));
+        claims.push(Claim::Ratio {
+            what: format!("{what} at {}", row.case.rsplit(' ').next().unwrap_or("")),
+            strata: format!("strata {iops:.0} IOPS"),
+            ratio: *x,
+            decimals: 2,
+            reference: Reference::Engine("io_uring's".to_string()),
+            bound: Bound::AtLeast(aim),
+        });
         if job == "rand-write-iops" && row.params.get("iodepth") == Some(&1.into()) {
-            let x = iops / 2200.0;
-            let verdict = if x >= 10.0 { "aim met" } else { "aim not met" };
-            notes.push(format!(
-                "{verdict}: 4 KiB random writes at qd1: strata {iops:.0} IOPS = {x:.1}× the Haura fio engine's published ~2,200 (aim ≥ 10×)"
-            ));
+            claims.push(Claim::Ratio {
+                what: "4 KiB random writes at qd1".to_string(),
+                strata: format!("strata {iops:.0} IOPS"),
+                ratio: iops / HAURA_WRITE_IOPS,
+                decimals: 1,
+                reference: Reference::Published(
+                    "the Haura fio engine's published ~2,200".to_string(),
+                ),
+                bound: Bound::AtLeast(HAURA_RATIO_AIM_MIN),
+            });
         }
     }
-    notes
+    claims
 }
+
+/// [`aims`]' notes, one per aim.
+pub fn aim_notes(rows: &[Row]) -> Vec<String> {
+    crate::aims::notes(&aims(rows))
+}
+
+/// The note that closes the results of a run that was not skipped (after
+/// the aims): what a write's acknowledgement means on each side.
+pub const WRITE_CONTRACT_NOTE: &str = "strata acknowledges a write once it is in its write path (its WAL buffer and memtable), the plain-file engines once the device has it (direct=1): the job files set no sync=/fsync=, so write figures compare those two contracts";
 
 /// What the experiment produced.
 pub struct FioOutcome {
@@ -646,9 +669,7 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
         );
     }
     outcome.notes.extend(aim_notes(&outcome.rows));
-    outcome.notes.push(
-        "strata acknowledges a write once it is in its write path (its WAL buffer and memtable), the plain-file engines once the device has it (direct=1): the job files set no sync=/fsync=, so write figures compare those two contracts".to_string(),
-    );
+    outcome.notes.push(WRITE_CONTRACT_NOTE.to_string());
     Ok(outcome)
 }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
+use crate::aims::{Bound, Claim, Reference};
 use crate::engine::{self, EngineConfig};
 use crate::progress::Progress;
 use crate::results::{interleave, DeviceSide, MetricSpec, Row};
@@ -74,6 +75,10 @@ pub struct IngestParams {
     /// the case) until this much timed work was done.
     pub sample_work_s_min: f64,
 }
+
+/// The aim: strata's throughput on the 100 B cases at least this
+/// multiple of RocksDB's.
+pub const ROCKSDB_RATIO_AIM_MIN: f64 = 2.0;
 
 /// Rounds one sample takes at most (a fast engine on a small volume).
 pub const SAMPLE_ROUNDS_MAX: u32 = 64;
@@ -318,8 +323,8 @@ pub fn run(
 
 /// The aims checked on the rows: strata (best io mode) ahead of
 /// every peer (best mode) on every case, and at least 2× RocksDB on the
-/// 100 B cases. One note per aim; empty without strata rows.
-pub fn aim_notes(rows: &[Row]) -> Vec<String> {
+/// 100 B cases. Empty without strata rows or without peers.
+pub fn aims(rows: &[Row]) -> Vec<Claim> {
     let best = |case: &str, engine: &str| {
         rows.iter()
             .filter(|r| r.case == case && r.engine == engine)
@@ -361,7 +366,7 @@ pub fn aim_notes(rows: &[Row]) -> Vec<String> {
         if case.starts_with("100 B") {
             if let Some(r) = best(case, "rocksdb") {
                 rocks_checked += 1;
-                if strata < 2.0 * r {
+                if strata < ROCKSDB_RATIO_AIM_MIN * r {
                     rocks_short.push(format!("{case}: {:.2}×", strata / r));
                 }
             }
@@ -370,27 +375,32 @@ pub fn aim_notes(rows: &[Row]) -> Vec<String> {
     if peers.is_empty() || !rows.iter().any(|r| r.engine == "strata") {
         return Vec::new();
     }
-    let mut notes = vec![if behind.is_empty() {
-        format!("aim met: strata (best io mode) ahead of every peer on all {ahead} cases")
-    } else {
-        format!(
-            "aim not met: strata (best io mode) ahead of every peer on {ahead} of {} cases; behind on {}",
-            cases.len(),
-            behind.join("; ")
-        )
+    let mut claims = vec![Claim::CaseCount {
+        what: "strata (best io mode) ahead of every peer".to_string(),
+        reference: Reference::Engine("every peer".to_string()),
+        cases_label: "cases".to_string(),
+        held: ahead,
+        checked: cases.len(),
+        misses: behind,
+        misses_label: "behind on".to_string(),
     }];
     if rocks_checked > 0 {
-        notes.push(if rocks_short.is_empty() {
-            format!("aim met: strata ≥ 2× RocksDB on all {rocks_checked} 100 B cases")
-        } else {
-            format!(
-                "aim not met: strata ≥ 2× RocksDB on {} of {rocks_checked} 100 B cases; short on {}",
-                rocks_checked - rocks_short.len(),
-                rocks_short.join("; ")
-            )
+        claims.push(Claim::CaseCount {
+            what: format!("strata {}× RocksDB", Bound::AtLeast(ROCKSDB_RATIO_AIM_MIN)),
+            reference: Reference::Engine("RocksDB".to_string()),
+            cases_label: "100 B cases".to_string(),
+            held: rocks_checked - rocks_short.len(),
+            checked: rocks_checked,
+            misses: rocks_short,
+            misses_label: "short on".to_string(),
         });
     }
-    notes
+    claims
+}
+
+/// [`aims`]' notes, one per aim.
+pub fn aim_notes(rows: &[Row]) -> Vec<String> {
+    crate::aims::notes(&aims(rows))
 }
 
 #[cfg(test)]

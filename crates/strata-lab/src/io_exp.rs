@@ -16,6 +16,7 @@ use strata::io::{
     ShutdownMode,
 };
 
+use crate::aims::{Bound, CaseFigure, Claim, Reference};
 use crate::progress::Progress;
 use crate::results::{interleave, DeviceSide, MetricSpec, Row};
 use crate::sys::evict_from_page_cache;
@@ -155,28 +156,32 @@ pub fn run_one(
 pub const WRITE_DEVICE_FRACTION_AIM_MIN: f64 = 0.9;
 
 /// Checks issue 2's aim on the DirectRw rows (each write size and io
-/// engine); `None` without a device line.
-pub fn aim_note(rows: &[Row]) -> Option<String> {
-    let direct_rw: Vec<(&Row, f64)> = rows
+/// engine): none without a device line.
+pub fn aims(rows: &[Row]) -> Vec<Claim> {
+    let cases: Vec<CaseFigure> = rows
         .iter()
         .filter(|r| r.config.starts_with(IoMode::DirectRw.name()))
-        .filter_map(|r| Some((r, *r.metrics.get("write_device_fraction")?)))
+        .filter_map(|r| {
+            Some(CaseFigure {
+                case: format!("{} {}", r.case, r.config),
+                ratio: *r.metrics.get("write_device_fraction")?,
+            })
+        })
         .collect();
-    if direct_rw.is_empty() {
-        return None;
+    if cases.is_empty() {
+        return Vec::new();
     }
-    let met = direct_rw
-        .iter()
-        .all(|(_, f)| *f >= WRITE_DEVICE_FRACTION_AIM_MIN);
-    let figures: Vec<String> = direct_rw
-        .iter()
-        .map(|(r, f)| format!("{} {}: {f:.2}×", r.case, r.config))
-        .collect();
-    let verdict = if met { "aim met" } else { "aim not met" };
-    Some(format!(
-        "{verdict}: DirectRw BufferedWriter ≥ {WRITE_DEVICE_FRACTION_AIM_MIN}× the device write line ({})",
-        figures.join(", ")
-    ))
+    vec![Claim::EveryCase {
+        what: "DirectRw BufferedWriter".to_string(),
+        bound: Bound::AtLeast(WRITE_DEVICE_FRACTION_AIM_MIN),
+        reference: Reference::Device("the device write line".to_string()),
+        cases,
+    }]
+}
+
+/// [`aims`]' note; `None` without a device line.
+pub fn aim_note(rows: &[Row]) -> Option<String> {
+    aims(rows).first().map(Claim::note)
 }
 
 pub fn run(

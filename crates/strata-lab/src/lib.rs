@@ -13,6 +13,7 @@
 //! [`run`] is what `strata lab run` calls. Experiments run one after the
 //! other on a fresh directory that is removed at the end.
 
+pub mod aims;
 pub mod bulk;
 pub mod cgroup;
 pub mod device;
@@ -531,20 +532,8 @@ fn run_bulk(
     if rows.is_empty() {
         bail!("no engine completed bulk: {}", notes.join("; "));
     }
-    if let Some(wa) = rows
-        .iter()
-        .find(|r| r.engine == "strata")
-        .and_then(|r| r.metrics.get("write_amp"))
-    {
-        let verdict = if *wa <= bulk::WRITE_AMP_AIM_MAX {
-            "aim met"
-        } else {
-            "aim not met"
-        };
-        let note = format!(
-            "{verdict}: strata's write amplification before compaction {wa:.2} (aim ≤ {})",
-            bulk::WRITE_AMP_AIM_MAX
-        );
+    for claim in bulk::aims(&rows) {
+        let note = claim.note();
         eprintln!("  {note}");
         notes.push(note);
     }

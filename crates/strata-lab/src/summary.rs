@@ -11,10 +11,6 @@
 
 use crate::results::{DeviceLine, DeviceSide, ExperimentResult, MetricSpec, Row};
 
-/// How the lab writes an aim's verdict at the start of a note.
-pub const AIM_MET_PREFIX: &str = "aim met:";
-pub const AIM_NOT_MET_PREFIX: &str = "aim not met:";
-
 /// The engine name of strata's rows (the io experiment's are `strata io`).
 const STRATA_ENGINE: &str = "strata";
 /// Engines of the rows that measure the device itself, not an engine.
@@ -73,7 +69,8 @@ pub struct DeviceRatio {
     pub line_mib_s: f64,
 }
 
-/// An aim's verdict, from a note `aim met: …` or `aim not met: …`.
+/// An aim's verdict as the results keep it: a note `aim met: …` or `aim
+/// not met: …` ([`crate::aims::Claim::note`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Aim {
     pub met: bool,
@@ -316,14 +313,10 @@ pub fn aims(notes: &[String]) -> Vec<Aim> {
     notes
         .iter()
         .filter_map(|note| {
-            let (met, text) = if let Some(text) = note.strip_prefix(AIM_MET_PREFIX) {
-                (true, text)
-            } else {
-                (false, note.strip_prefix(AIM_NOT_MET_PREFIX)?)
-            };
+            let (met, text) = crate::aims::split_note(note)?;
             Some(Aim {
                 met,
-                text: text.trim().to_string(),
+                text: text.to_string(),
             })
         })
         .collect()
