@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use crate::direct_io::{open_direct, DirectBuf};
 use crate::progress::Progress;
 use crate::randread::{self, SweepParams};
-use crate::results::{median, DeviceLine, MetricSpec, Row};
+use crate::results::{interleave_with, median, DeviceLine, MetricSpec, OnFailure, Row};
 use crate::workload::fmix64;
 
 /// Block size of the sequential probe (LAB.md §4).
@@ -258,49 +258,51 @@ pub fn run(dir: &Path, params: DeviceParams) -> Result<DeviceOutcome> {
     if !fio {
         notes.push("fio is not installed: no fio cross-check".to_string());
     }
-    let mut probe_w = Vec::new();
-    let mut probe_r = Vec::new();
-    let mut fio_w = Vec::new();
-    let mut fio_r = Vec::new();
     let mib = params.file_bytes as f64 / (1024.0 * 1024.0);
-    let result = (|| -> Result<()> {
-        for rep in 0..params.repeats {
-            let mut p = Progress::new(
-                &format!("device probe write #{}", rep + 1),
-                params.file_bytes,
-            );
-            let secs = probe_write(&path, params.file_bytes, Some(&mut p))?;
-            p.finish(&format!("{:.0} MiB/s", mib / secs));
-            probe_w.push(mib / secs);
-            let mut p = Progress::new(
-                &format!("device probe read #{}", rep + 1),
-                params.file_bytes,
-            );
-            let secs = probe_read(&path, params.file_bytes, Some(&mut p))?;
-            p.finish(&format!("{:.0} MiB/s", mib / secs));
-            probe_r.push(mib / secs);
-            std::fs::remove_file(&path)?;
-            if fio {
-                match fio_bandwidth_mib_s(&path, params.file_bytes, true)
-                    .and_then(|w| Ok((w, fio_bandwidth_mib_s(&path, params.file_bytes, false)?)))
-                {
-                    Ok((w, r)) => {
-                        eprintln!(
-                            "  {:<40} write {w:.0} MiB/s, read {r:.0} MiB/s",
-                            format!("fio #{}", rep + 1)
-                        );
-                        fio_w.push(w);
-                        fio_r.push(r);
-                    }
-                    Err(err) => notes.push(format!("fio run failed: {err:#}")),
-                }
-                let _ = std::fs::remove_file(&path);
+    // The probe, then fio, in turns; a probe that fails voids the line, a
+    // fio run that fails is a note and fio runs again next repeat.
+    let taken = interleave_with(
+        OnFailure::Stop,
+        params.repeats,
+        if fio { 2 } else { 1 },
+        |rep, i| -> Result<Option<(f64, f64)>> {
+            if i == 0 {
+                let mut p = Progress::new(&format!("device probe write #{rep}"), params.file_bytes);
+                let secs = probe_write(&path, params.file_bytes, Some(&mut p))?;
+                p.finish(&format!("{:.0} MiB/s", mib / secs));
+                let write_mib_s = mib / secs;
+                let mut p = Progress::new(&format!("device probe read #{rep}"), params.file_bytes);
+                let secs = probe_read(&path, params.file_bytes, Some(&mut p))?;
+                p.finish(&format!("{:.0} MiB/s", mib / secs));
+                std::fs::remove_file(&path)?;
+                return Ok(Some((write_mib_s, mib / secs)));
             }
-        }
-        Ok(())
-    })();
+            let figures = match fio_bandwidth_mib_s(&path, params.file_bytes, true)
+                .and_then(|w| Ok((w, fio_bandwidth_mib_s(&path, params.file_bytes, false)?)))
+            {
+                Ok((w, r)) => {
+                    eprintln!(
+                        "  {:<40} write {w:.0} MiB/s, read {r:.0} MiB/s",
+                        format!("fio #{rep}")
+                    );
+                    Some((w, r))
+                }
+                Err(err) => {
+                    notes.push(format!("fio run failed: {err:#}"));
+                    None
+                }
+            };
+            let _ = std::fs::remove_file(&path);
+            Ok(figures)
+        },
+    );
     let _ = std::fs::remove_file(&path);
-    result?;
+    let mut samples = taken.into_samples()?.into_iter();
+    let figures = |samples: Option<Vec<Option<(f64, f64)>>>| -> (Vec<f64>, Vec<f64>) {
+        samples.unwrap_or_default().into_iter().flatten().unzip()
+    };
+    let (probe_w, probe_r) = figures(samples.next());
+    let (fio_w, fio_r) = figures(samples.next());
 
     let t = Instant::now();
     let (sweep, fio_lat) = random_reads(dir, &params, fio, &mut notes)?;

@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use crate::aims::{Bound, Claim, Reference};
 use crate::html::escape;
 use crate::plot::format_value;
-use crate::results::{DeviceSide, ExperimentResult, MetricSpec, Row};
+use crate::results::{interleave_with, DeviceSide, ExperimentResult, MetricSpec, OnFailure, Row};
 
 /// fio's engines, in the order they run and appear in the report.
 pub const ENGINES: [&str; 3] = ["strata", "psync", "io_uring"];
@@ -545,108 +545,44 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
     if all_jobs.is_empty() {
         bail!("no job files in {}", repo.join("fio/jobfiles").display());
     }
-    let mut fio_version = None;
+    let pass_run = PassRun {
+        params,
+        repo: &repo,
+        all_jobs: &all_jobs,
+        data_dir,
+        out_dir,
+    };
+    let mut tally = Tally::default();
     // (case, engine) → one row per repeat, in first-seen order.
     let mut samples: Vec<((String, String), Vec<Row>)> = Vec::new();
-    let mut runs_total = 0usize;
-    for rep in 1..=params.repeats {
-        if rep > 1 && samples.is_empty() {
-            // The first round of every pass failed: a second says the same.
-            break;
-        }
-        for pass in &params.passes {
-            let jobs: Vec<String> = if pass.jobs.is_empty() {
-                all_jobs.clone()
-            } else {
-                pass.jobs.iter().map(|j| j.to_string()).collect()
-            };
-            let rel = |p: &str| format!("fio/qd{}/rep{rep}/{p}", pass.iodepth);
-            let pass_dir = out_dir.join(format!("qd{}/rep{rep}", pass.iodepth));
-            let _ = std::fs::remove_dir_all(&pass_dir);
-            std::fs::create_dir_all(&pass_dir)?;
-            let log_path = pass_dir.join("run-compare.log");
-            let what_pass = format!("fio qd{} run {rep}/{}", pass.iodepth, params.repeats);
-            let status = run_compare(params, pass, &jobs, &repo, data_dir, &pass_dir, &log_path)
-                .with_context(|| {
-                    format!(
-                        "{what_pass}: fio/run-compare.sh (log: {})",
-                        log_path.display()
-                    )
-                })?;
-            let _ = std::fs::remove_dir_all(data_dir);
-            let runs = match std::fs::read_to_string(pass_dir.join("runs.tsv")) {
-                Ok(text) => parse_runs_tsv(&text)?,
-                Err(err) => {
-                    let note = format!(
-                        "{what_pass}: run-compare.sh wrote no runs.tsv ({status}, {err}); log: {}",
-                        log_path.display()
-                    );
-                    eprintln!("  {note}");
-                    outcome.notes.push(note);
-                    continue;
-                }
-            };
-            let mut pass_rows = Vec::new();
-            for run in &runs {
-                runs_total += 1;
-                let what = format!(
-                    "fio {} / {} (run {rep})",
-                    case_label(&run.job, run.iodepth),
-                    run.engine
-                );
-                let json_path = pass_dir.join(&run.json);
-                let failure = if run.exit_code != 0 {
-                    Some(format!("fio exited with {}", run.exit_code))
-                } else {
-                    match std::fs::read_to_string(&json_path)
-                        .map_err(anyhow::Error::from)
-                        .and_then(|text| parse_fio_json(&text))
-                    {
-                        Ok(fio) if fio.error != 0 => {
-                            Some(format!("fio reported error {}", fio.error))
-                        }
-                        Ok(fio) => {
-                            fio_version.get_or_insert_with(|| fio.fio_version.clone());
-                            let mut row = row_of(&run.job, &run.engine, run.iodepth, &fio)
-                                .param("fio_json", rel(&run.json))
-                                .param("size", params.size)
-                                .param("runtime_s", params.runtime_s)
-                                .param("direct", u32::from(params.direct))
-                                .param("numjobs", params.numjobs);
-                            if run.engine == "strata" {
-                                let stats = pass_dir.join(&run.job).join("strata.stats.json");
-                                if let Some(stats) =
-                                    std::fs::read_to_string(stats).ok().and_then(|t| {
-                                        serde_json::from_str::<serde_json::Value>(&t).ok()
-                                    })
-                                {
-                                    row = row.param("strata_stats", stats);
-                                }
-                            }
-                            pass_rows.push(row);
-                            None
-                        }
-                        Err(err) => Some(format!("{err:#}")),
-                    }
-                };
-                if let Some(why) = failure {
-                    // One line per failed run, naming the log that says why.
-                    let note = format!("{what} failed: {why}; log: {}", log_path.display());
-                    eprintln!("  {note}");
-                    outcome.notes.push(note);
-                }
+    // Every pass in turn, repeats outermost; a pass that cannot run ends
+    // the experiment.
+    let taken = interleave_with(
+        OnFailure::Stop,
+        params.repeats,
+        params.passes.len(),
+        |rep, p| -> Result<()> {
+            if rep > 1 && samples.is_empty() {
+                // The first round of every pass failed: a second says the same.
+                return Ok(());
             }
-            // Ratios within one pass: the engines ran back to back.
-            add_ratios(&mut pass_rows);
-            for row in pass_rows {
+            for row in pass_run.run(&params.passes[p], rep, &mut tally)? {
                 let key = (row.case.clone(), row.engine.clone());
                 match samples.iter_mut().find(|(k, _)| *k == key) {
                     Some((_, rows)) => rows.push(row),
                     None => samples.push((key, vec![row])),
                 }
             }
-        }
-    }
+            Ok(())
+        },
+    );
+    taken.into_samples()?;
+    let Tally {
+        notes,
+        fio_version,
+        runs_total,
+    } = tally;
+    outcome.notes.extend(notes);
     outcome.rows = samples
         .iter()
         .filter_map(|(_, rows)| Row::from_samples(rows))
@@ -671,6 +607,129 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
     outcome.notes.extend(aim_notes(&outcome.rows));
     outcome.notes.push(WRITE_CONTRACT_NOTE.to_string());
     Ok(outcome)
+}
+
+/// What every pass of one run shares.
+struct PassRun<'a> {
+    params: &'a FioParams,
+    repo: &'a Path,
+    all_jobs: &'a [String],
+    data_dir: &'a Path,
+    out_dir: &'a Path,
+}
+
+/// What the passes learn as they run.
+#[derive(Default)]
+struct Tally {
+    /// One per failed run, naming its log.
+    notes: Vec<String>,
+    fio_version: Option<String>,
+    runs_total: usize,
+}
+
+impl PassRun<'_> {
+    /// Runs `pass` once (repeat `rep`): its rows, with the ratios of the
+    /// engines that ran back to back in it. A run that failed is a note.
+    fn run(&self, pass: &Pass, rep: u32, tally: &mut Tally) -> Result<Vec<Row>> {
+        let params = self.params;
+        let jobs: Vec<String> = if pass.jobs.is_empty() {
+            self.all_jobs.to_vec()
+        } else {
+            pass.jobs.iter().map(|j| j.to_string()).collect()
+        };
+        let rel = |p: &str| format!("fio/qd{}/rep{rep}/{p}", pass.iodepth);
+        let pass_dir = self.out_dir.join(format!("qd{}/rep{rep}", pass.iodepth));
+        let _ = std::fs::remove_dir_all(&pass_dir);
+        std::fs::create_dir_all(&pass_dir)?;
+        let log_path = pass_dir.join("run-compare.log");
+        let what_pass = format!("fio qd{} run {rep}/{}", pass.iodepth, params.repeats);
+        let status = run_compare(
+            params,
+            pass,
+            &jobs,
+            self.repo,
+            self.data_dir,
+            &pass_dir,
+            &log_path,
+        )
+        .with_context(|| {
+            format!(
+                "{what_pass}: fio/run-compare.sh (log: {})",
+                log_path.display()
+            )
+        })?;
+        let _ = std::fs::remove_dir_all(self.data_dir);
+        let runs = match std::fs::read_to_string(pass_dir.join("runs.tsv")) {
+            Ok(text) => parse_runs_tsv(&text)?,
+            Err(err) => {
+                let note = format!(
+                    "{what_pass}: run-compare.sh wrote no runs.tsv ({status}, {err}); log: {}",
+                    log_path.display()
+                );
+                eprintln!("  {note}");
+                tally.notes.push(note);
+                return Ok(Vec::new());
+            }
+        };
+        let mut pass_rows = Vec::new();
+        for run in &runs {
+            tally.runs_total += 1;
+            let what = format!(
+                "fio {} / {} (run {rep})",
+                case_label(&run.job, run.iodepth),
+                run.engine
+            );
+            let json_path = pass_dir.join(&run.json);
+            let failure = if run.exit_code != 0 {
+                Some(format!("fio exited with {}", run.exit_code))
+            } else {
+                match std::fs::read_to_string(&json_path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|text| parse_fio_json(&text))
+                {
+                    Ok(fio) if fio.error != 0 => Some(format!("fio reported error {}", fio.error)),
+                    Ok(fio) => {
+                        tally
+                            .fio_version
+                            .get_or_insert_with(|| fio.fio_version.clone());
+                        let row = row_of(&run.job, &run.engine, run.iodepth, &fio)
+                            .param("fio_json", rel(&run.json))
+                            .param("size", params.size)
+                            .param("runtime_s", params.runtime_s)
+                            .param("direct", u32::from(params.direct))
+                            .param("numjobs", params.numjobs);
+                        pass_rows.push(with_strata_stats(row, &pass_dir, run));
+                        None
+                    }
+                    Err(err) => Some(format!("{err:#}")),
+                }
+            };
+            if let Some(why) = failure {
+                // One line per failed run, naming the log that says why.
+                let note = format!("{what} failed: {why}; log: {}", log_path.display());
+                eprintln!("  {note}");
+                tally.notes.push(note);
+            }
+        }
+        // Ratios within one pass: the engines ran back to back.
+        add_ratios(&mut pass_rows);
+        Ok(pass_rows)
+    }
+}
+
+/// `row` with strata's own statistics of `run` where its engine wrote them.
+fn with_strata_stats(row: Row, pass_dir: &Path, run: &RunLine) -> Row {
+    if run.engine != "strata" {
+        return row;
+    }
+    let stats = pass_dir.join(&run.job).join("strata.stats.json");
+    match std::fs::read_to_string(stats)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    {
+        Some(stats) => row.param("strata_stats", stats),
+        None => row,
+    }
 }
 
 /// Runs `fio/run-compare.sh` for one pass into `pass_dir`, its output in

@@ -34,7 +34,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::direct_io::{open_direct, DirectBuf, Fd};
-use crate::results::Row;
+use crate::results::{interleave_with, OnFailure, Row};
 use crate::workload::fmix64;
 
 /// The smallest read O_DIRECT is asked for, and the alignment of every
@@ -531,6 +531,72 @@ pub struct SweepOutcome {
     pub notes: Vec<String>,
 }
 
+/// One (file, method) group of the sweep in one repeat (0-based).
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    k: usize,
+    m: usize,
+    rep: u32,
+}
+
+/// One repeat of a (file, method) group: its point rows, in size order, and
+/// its fit's row.
+type GroupSample = (Vec<Row>, Row);
+
+/// Measures every size of one (file, method) group once.
+fn measure_group(
+    path: &Path,
+    group: Group,
+    params: &SweepParams,
+    sizes: &[usize],
+) -> Result<GroupSample> {
+    let Group { k, m, rep } = group;
+    let (kind, method) = (FileKind::ALL[k], Method::ALL[m]);
+    let t = Instant::now();
+    let mut fit_points = Vec::new();
+    let mut line = String::new();
+    let mut points = Vec::with_capacity(sizes.len());
+    for (si, &size) in sizes.iter().enumerate() {
+        let spec = PointSpec {
+            method,
+            size,
+            reads_max: params.reads_max,
+            reads_min: params.reads_min,
+            budget: params.budget,
+            seed: fmix64(
+                params.seed
+                    ^ (u64::from(rep) << 32 | (k as u64) << 16 | (m as u64) << 8 | si as u64),
+            ),
+        };
+        let s = summarize(&measure(path, params.file_bytes, spec)?);
+        if size >= FIT_BYTES_MIN {
+            fit_points.push((read_len(method, size) as f64, s.p50_ns as f64));
+        }
+        if size == LINE_READ_BYTES || size == 1 << 20 {
+            line.push_str(&format!(
+                ", {} p50 {:.1} µs",
+                size_label(size as u64),
+                s.p50_ns as f64 / 1e3
+            ));
+        }
+        points.push(point_row(kind, method, size, &s));
+    }
+    let fit = fit_latency_line(&fit_points);
+    if let Some(fit) = fit {
+        line.push_str(&format!(
+            ", fit {:.1} µs + {:.0} MiB/s",
+            fit.intercept_ns / 1e3,
+            fit.bandwidth_bytes_per_s / (1024.0 * 1024.0)
+        ));
+    }
+    eprintln!(
+        "  {:<40} {:.1} s{line}",
+        format!("random read #{} {} {}", rep + 1, kind.name(), method.name()),
+        t.elapsed().as_secs_f64()
+    );
+    Ok((points, fit_row(kind, method, fit)))
+}
+
 /// Measures every (file, method, size) point `params.repeats` times in
 /// `dir` (removing its test files afterwards, also on an error). After each
 /// repeat, `after_repeat(repeat, filled_file)` may measure the filled file
@@ -551,10 +617,13 @@ pub fn sweep(
         .iter()
         .map(|k| dir.join(format!("randread-{}.dat", k.name())))
         .collect();
-    let n_points = FileKind::ALL.len() * Method::ALL.len() * sizes.len();
-    let mut point_samples: Vec<Vec<Row>> = vec![Vec::new(); n_points];
-    let mut fit_samples: Vec<Vec<Row>> = vec![Vec::new(); FileKind::ALL.len() * Method::ALL.len()];
-    let result = (|| -> Result<()> {
+    // One configuration per (file, method), then the caller's measurement
+    // of the filled file: all in turns, repeats outermost.
+    let groups: Vec<(usize, usize)> = (0..FileKind::ALL.len())
+        .flat_map(|k| (0..Method::ALL.len()).map(move |m| (k, m)))
+        .collect();
+    let filled = FileKind::ALL.iter().position(|k| *k == FileKind::Filled);
+    let result = (|| -> Result<Vec<Vec<Option<GroupSample>>>> {
         for (kind, path) in FileKind::ALL.iter().zip(&paths) {
             let t = Instant::now();
             prepare_file(path, *kind, params.file_bytes, params.seed)?;
@@ -564,68 +633,38 @@ pub fn sweep(
                 t.elapsed().as_secs_f64()
             );
         }
-        for rep in 0..params.repeats {
-            for (k, (kind, path)) in FileKind::ALL.iter().zip(&paths).enumerate() {
-                for (m, method) in Method::ALL.iter().enumerate() {
-                    let t = Instant::now();
-                    let mut fit_points = Vec::new();
-                    let mut line = String::new();
-                    for (si, &size) in sizes.iter().enumerate() {
-                        let spec = PointSpec {
-                            method: *method,
-                            size,
-                            reads_max: params.reads_max,
-                            reads_min: params.reads_min,
-                            budget: params.budget,
-                            seed: fmix64(
-                                params.seed
-                                    ^ (u64::from(rep) << 32
-                                        | (k as u64) << 16
-                                        | (m as u64) << 8
-                                        | si as u64),
-                            ),
-                        };
-                        let s = summarize(&measure(path, params.file_bytes, spec)?);
-                        if size >= FIT_BYTES_MIN {
-                            fit_points.push((read_len(*method, size) as f64, s.p50_ns as f64));
-                        }
-                        if size == LINE_READ_BYTES || size == 1 << 20 {
-                            line.push_str(&format!(
-                                ", {} p50 {:.1} µs",
-                                size_label(size as u64),
-                                s.p50_ns as f64 / 1e3
-                            ));
-                        }
-                        point_samples[(k * Method::ALL.len() + m) * sizes.len() + si]
-                            .push(point_row(*kind, *method, size, &s));
-                    }
-                    let fit = fit_latency_line(&fit_points);
-                    if let Some(fit) = fit {
-                        line.push_str(&format!(
-                            ", fit {:.1} µs + {:.0} MiB/s",
-                            fit.intercept_ns / 1e3,
-                            fit.bandwidth_bytes_per_s / (1024.0 * 1024.0)
-                        ));
-                    }
-                    fit_samples[k * Method::ALL.len() + m].push(fit_row(*kind, *method, fit));
-                    eprintln!(
-                        "  {:<40} {:.1} s{line}",
-                        format!("random read #{} {} {}", rep + 1, kind.name(), method.name()),
-                        t.elapsed().as_secs_f64()
-                    );
+        let taken = interleave_with(
+            OnFailure::Stop,
+            params.repeats,
+            groups.len() + 1,
+            |rep, i| match groups.get(i) {
+                Some(&(k, m)) => {
+                    let group = Group { k, m, rep: rep - 1 };
+                    measure_group(&paths[k], group, params, &sizes).map(Some)
                 }
-            }
-            let filled = FileKind::ALL.iter().position(|k| *k == FileKind::Filled);
-            if let Some(i) = filled {
-                after_repeat(rep, &paths[i]);
-            }
-        }
-        Ok(())
+                None => {
+                    if let Some(f) = filled {
+                        after_repeat(rep - 1, &paths[f]);
+                    }
+                    Ok(None)
+                }
+            },
+        );
+        taken.into_samples()
     })();
     for path in &paths {
         let _ = std::fs::remove_file(path);
     }
-    result?;
+    let mut point_samples: Vec<Vec<Row>> = vec![Vec::new(); groups.len() * sizes.len()];
+    let mut fit_samples: Vec<Vec<Row>> = vec![Vec::new(); groups.len()];
+    for (g, samples) in result?.into_iter().take(groups.len()).enumerate() {
+        for (points, fit) in samples.into_iter().flatten() {
+            for (si, point) in points.into_iter().enumerate() {
+                point_samples[g * sizes.len() + si].push(point);
+            }
+            fit_samples[g].push(fit);
+        }
+    }
 
     let mut rows: Vec<Row> = point_samples
         .iter()

@@ -128,23 +128,56 @@ pub struct Spread {
 
 /// Samples of several configurations taken in turns: A B C A B C …,
 /// repeats outermost, so that a drift of the machine touches every
-/// configuration alike (the lab's like-for-like rule).
-pub struct Interleaved {
+/// configuration alike (the lab's like-for-like rule). Every experiment
+/// that repeats takes its samples through [`interleave`] or
+/// [`interleave_with`]: this is the lab's one sampling loop.
+pub struct Interleaved<T> {
     /// Per configuration, its samples in order.
-    pub samples: Vec<Vec<Row>>,
+    pub samples: Vec<Vec<T>>,
     /// Per configuration, the error that ended its sampling, if one did.
     pub errors: Vec<Option<anyhow::Error>>,
+}
+
+impl<T> Interleaved<T> {
+    /// The samples, or the first configuration's error if one failed.
+    pub fn into_samples(self) -> Result<Vec<Vec<T>>> {
+        match self.errors.into_iter().flatten().next() {
+            Some(err) => Err(err),
+            None => Ok(self.samples),
+        }
+    }
+}
+
+/// What a failed sample ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Its configuration, which is not sampled again; the others go on (an
+    /// engine that fails does not stop its peers).
+    DropConfig,
+    /// The whole loop: nothing more is sampled (a probe whose failure
+    /// voids the measurement).
+    Stop,
 }
 
 /// Calls `sample(repeat, config)` for repeats `1..=repeats` and
 /// configurations `0..configs` in turns. A configuration whose sample
 /// fails is not sampled again; its error is kept, and its earlier samples
 /// too.
-pub fn interleave(
+pub fn interleave<T>(
     repeats: u32,
     configs: usize,
-    mut sample: impl FnMut(u32, usize) -> Result<Row>,
-) -> Interleaved {
+    sample: impl FnMut(u32, usize) -> Result<T>,
+) -> Interleaved<T> {
+    interleave_with(OnFailure::DropConfig, repeats, configs, sample)
+}
+
+/// [`interleave`], with a failed sample ending what `on_failure` says.
+pub fn interleave_with<T>(
+    on_failure: OnFailure,
+    repeats: u32,
+    configs: usize,
+    mut sample: impl FnMut(u32, usize) -> Result<T>,
+) -> Interleaved<T> {
     let mut out = Interleaved {
         samples: (0..configs).map(|_| Vec::new()).collect(),
         errors: (0..configs).map(|_| None).collect(),
@@ -156,10 +189,16 @@ pub fn interleave(
             }
             match sample(rep, i) {
                 Ok(row) => out.samples[i].push(row),
-                Err(err) => out.errors[i] = Some(err),
+                Err(err) => {
+                    out.errors[i] = Some(err);
+                    if on_failure == OnFailure::Stop {
+                        return out;
+                    }
+                }
             }
         }
     }
+    debug_assert!(out.samples.iter().all(|s| s.len() <= repeats as usize));
     out
 }
 
