@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use strata_lab::engine::EngineKind;
-use strata_lab::{Experiment, RunConfig};
+use strata_lab::RunConfig;
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -103,7 +103,7 @@ pub fn main(args: LabArgs) -> Result<()> {
         } => {
             let experiments = experiments
                 .iter()
-                .map(|e| Experiment::parse(e))
+                .map(|e| strata_lab::experiments::parse(e))
                 .collect::<Result<Vec<_>>>()?;
             let engines = engines
                 .iter()

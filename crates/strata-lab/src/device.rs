@@ -23,6 +23,10 @@ use crate::randread::{self, SweepParams};
 use crate::results::{interleave_with, median, DeviceLine, MetricSpec, OnFailure, Row};
 use crate::workload::fmix64;
 
+/// The device experiment's name (its results file is `device.json`): the
+/// summary shows the device line on its row.
+pub const EXPERIMENT_NAME: &str = "device";
+
 /// Block size of the sequential probe (LAB.md §4).
 pub const BLOCK_BYTES: usize = 1 << 20;
 const _: () = assert!(BLOCK_BYTES.is_multiple_of(crate::direct_io::ALIGNMENT_BYTES));

@@ -604,8 +604,6 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
             out_dir.display()
         );
     }
-    outcome.notes.extend(aim_notes(&outcome.rows));
-    outcome.notes.push(WRITE_CONTRACT_NOTE.to_string());
     Ok(outcome)
 }
 

@@ -2,27 +2,40 @@
 //! into one self-contained `report.html` — inline CSS and SVG, no script, no
 //! network. It opens with the verdict (`<section id="summary">`, from
 //! [`crate::summary`]): per experiment, strata ÷ the best peer and ÷ the
-//! device line, each aim met or not, and an overview plot of those ratios.
-//! Then the machine and commit once, and per experiment its plots, each
-//! engine's durability settings, one summary table (each engine's figures —
-//! median and min–max where repeated — and the primary figure's ratio to
-//! strata and to the device line), its options and notes.
+//! device line, each aim met or not, what the experiment adds there
+//! ([`crate::experiment::Experiment::render_summary`]), and an overview plot
+//! of those ratios. Then the machine and commit once, and per experiment
+//! the section its experiment renders
+//! ([`crate::experiment::Experiment::render_section`], made of
+//! [`crate::section`]'s parts: plots, each engine's durability settings, a
+//! summary table of each engine's figures — median and min–max where
+//! repeated — with the primary figure's ratio to strata and to the device
+//! line, its options and notes).
+//!
+//! Invariants: results are shown in the lab's experiment order (unknown
+//! experiments last, with the standard section); the page is a function
+//! of the results alone.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::html::{escape, figure_with_spread};
+use crate::experiments;
+use crate::html::escape;
 use crate::plot::{bar_chart_svg, format_value, BarChart, RefLine, YScale};
-use crate::results::{DeviceSide, ExperimentResult, Row};
+#[cfg(test)]
+use crate::results::Row;
+use crate::results::{DeviceSide, ExperimentResult};
+use crate::section;
 use crate::summary::{summarize, ExperimentSummary};
 
 pub const REPORT_FILE: &str = "report.html";
 
 /// Writes `<dir>/report.html` from the results in `dir`; returns its path.
 pub fn write_report(dir: &Path) -> Result<PathBuf> {
-    let results = ExperimentResult::load_dir(dir)?;
+    let mut results = ExperimentResult::load_dir(dir)?;
+    results.sort_by_key(|r| experiments::order_of(&r.experiment));
     if results.is_empty() {
         bail!("no results (*.json) in {}", dir.display());
     }
@@ -148,255 +161,15 @@ pub fn render(results: &[ExperimentResult]) -> Result<String> {
     writeln!(h, "</ul>")?;
 
     for r in results {
-        render_experiment(&mut h, r)?;
+        // Results of an experiment this build does not know get the
+        // standard section.
+        match experiments::find(&r.experiment) {
+            Some(experiment) => experiment.render_section(&mut h, r)?,
+            None => section::standard(&mut h, r)?,
+        }
     }
     writeln!(h, "</body></html>")?;
     Ok(h)
-}
-
-fn render_experiment(h: &mut String, r: &ExperimentResult) -> Result<()> {
-    writeln!(
-        h,
-        "<section class=\"experiment\" id=\"{}\">",
-        escape(&r.experiment)
-    )?;
-    writeln!(h, "<h2>{}</h2>", escape(&r.title))?;
-    writeln!(
-        h,
-        "<p class=\"muted\">{} · {:.1} s · started {} · <code>{}.json</code></p>",
-        escape(&r.experiment),
-        r.duration_s,
-        escape(&r.started_at_utc),
-        escape(&r.experiment)
-    )?;
-
-    // Plots (the phases experiment's: lines against the iteration).
-    if r.experiment == crate::Experiment::Phases.name() {
-        crate::phases_plot::write_plots(h, r)?;
-        crate::phases_plot::write_headline_table(h, r)?;
-        durability_table(h, r)?;
-        summary_table(h, r)?;
-        return options_and_notes(h, r);
-    }
-    let cases = r.cases();
-    let mut series: Vec<String> = Vec::new();
-    for row in &r.rows {
-        if !series.contains(&row.series()) {
-            series.push(row.series());
-        }
-    }
-    writeln!(h, "<div class=\"plots\">")?;
-    let plot_keys: Vec<&String> = if r.plot_metrics.is_empty() {
-        vec![&r.primary_metric]
-    } else {
-        r.plot_metrics.iter().collect()
-    };
-    for key in plot_keys {
-        let Some(spec) = r.spec(key) else { continue };
-        // Only the cases and series with a figure for this metric (the
-        // device experiment's latency rows have no bandwidth).
-        let has = |row: &Row| row.metrics.contains_key(key.as_str());
-        let cases: Vec<String> = cases
-            .iter()
-            .filter(|c| r.rows.iter().any(|row| &row.case == *c && has(row)))
-            .cloned()
-            .collect();
-        let series: Vec<String> = series
-            .iter()
-            .filter(|s| r.rows.iter().any(|row| &row.series() == *s && has(row)))
-            .cloned()
-            .collect();
-        let row_of = |s: &String, c: &String| {
-            r.rows
-                .iter()
-                .find(|row| &row.case == c && &row.series() == s)
-        };
-        let values: Vec<Vec<Option<f64>>> = series
-            .iter()
-            .map(|s| {
-                cases
-                    .iter()
-                    .map(|c| row_of(s, c).and_then(|row| row.metrics.get(key).copied()))
-                    .collect()
-            })
-            .collect();
-        let spreads: Vec<Vec<Option<(f64, f64)>>> = series
-            .iter()
-            .map(|s| {
-                cases
-                    .iter()
-                    .map(|c| {
-                        let spread = row_of(s, c)?.spread.get(key)?;
-                        Some((spread.min, spread.max))
-                    })
-                    .collect()
-            })
-            .collect();
-        if values.iter().flatten().all(Option::is_none) {
-            continue;
-        }
-        let ref_line = match (spec.device_side, &r.device_line) {
-            (Some(DeviceSide::Write), Some(line)) => Some(RefLine {
-                label: format!("device write {:.0} MiB/s", line.write_mib_s),
-                value: line.write_mib_s,
-            }),
-            (Some(DeviceSide::Read), Some(line)) => Some(RefLine {
-                label: format!("device read {:.0} MiB/s", line.read_mib_s),
-                value: line.read_mib_s,
-            }),
-            _ => None,
-        };
-        let title = format!("{}: {}", r.experiment, spec.label);
-        let y_label = format!("{} ({})", spec.label, spec.unit);
-        let svg = bar_chart_svg(&BarChart {
-            title: &title,
-            x_label: "case",
-            y_label: &y_label,
-            cases: &cases,
-            series: &series,
-            values: &values,
-            spreads: &spreads,
-            ref_line,
-            y_scale: YScale::Auto,
-        })?;
-        h.push_str(&svg);
-        h.push('\n');
-    }
-    writeln!(h, "</div>")?;
-
-    durability_table(h, r)?;
-    // The summary table (fio's: jobs × engines; device's: without the
-    // latency of every block size, which has its own table).
-    if r.experiment == crate::Experiment::Fio.name() {
-        crate::fio_exp::write_table(h, r)?;
-    } else if r.experiment == crate::Experiment::Device.name() {
-        let headline = ExperimentResult {
-            rows: crate::device_report::headline_rows(&r.rows),
-            ..r.clone()
-        };
-        summary_table(h, &headline)?;
-        crate::device_report::write_latency(h, r)?;
-    } else {
-        summary_table(h, r)?;
-    }
-    options_and_notes(h, r)
-}
-
-fn summary_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
-    let primary = r.spec(&r.primary_metric);
-    let has_strata = r.rows.iter().any(|row| row.engine == "strata");
-    let has_device = primary.is_some_and(|p| p.device_side.is_some()) && r.device_line.is_some();
-    writeln!(
-        h,
-        "<table class=\"experiment-table\" data-experiment=\"{}\"><thead><tr>",
-        escape(&r.experiment)
-    )?;
-    writeln!(
-        h,
-        "<th class=\"l\">case</th><th class=\"l\">engine</th><th class=\"l\">config</th>"
-    )?;
-    let shown: Vec<_> = r
-        .metrics
-        .iter()
-        .filter(|spec| r.rows.iter().any(|row| row.metrics.contains_key(&spec.key)))
-        .collect();
-    for spec in &shown {
-        let repeated = r.rows.iter().any(|row| row.spread.contains_key(&spec.key));
-        writeln!(
-            h,
-            "<th>{}<br><span class=\"muted\">{}{}</span></th>",
-            escape(&spec.label),
-            escape(&spec.unit),
-            if repeated { ", median min–max" } else { "" }
-        )?;
-    }
-    if let Some(p) = primary {
-        if has_strata {
-            writeln!(h, "<th>{} × strata</th>", escape(&p.label))?;
-        }
-        if has_device {
-            writeln!(h, "<th>{} × device line</th>", escape(&p.label))?;
-        }
-    }
-    writeln!(h, "</tr></thead><tbody>")?;
-    for row in &r.rows {
-        let class = if row.engine == "strata" {
-            " class=\"strata\""
-        } else {
-            ""
-        };
-        write!(
-            h,
-            "<tr{class}><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>",
-            escape(&row.case),
-            escape(&row.engine),
-            escape(&row.config)
-        )?;
-        for spec in &shown {
-            match row.metrics.get(&spec.key) {
-                Some(v) => write!(h, "<td>{}</td>", figure_with_spread(row, &spec.key, *v))?,
-                None => write!(h, "<td class=\"muted\">–</td>")?,
-            }
-        }
-        if primary.is_some() {
-            if has_strata {
-                match r.strata_ratio(row, &r.primary_metric) {
-                    Some(x) => write!(h, "<td>{x:.2}×</td>")?,
-                    None => write!(h, "<td class=\"muted\">–</td>")?,
-                }
-            }
-            if has_device {
-                match r.device_fraction(row, &r.primary_metric) {
-                    Some(x) => write!(h, "<td>{x:.2}×</td>")?,
-                    None => write!(h, "<td class=\"muted\">–</td>")?,
-                }
-            }
-        }
-        writeln!(h, "</tr>")?;
-    }
-    writeln!(h, "</tbody></table>")?;
-    Ok(())
-}
-
-/// Each engine's durability setting (its `durability` option, else its
-/// `write` option), next to the figures it explains.
-fn durability_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
-    let Some(serde_json::Value::Object(engines)) = r.options.get("engine_options") else {
-        return Ok(());
-    };
-    if engines.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        h,
-        "<table class=\"durability\" data-experiment=\"{}\"><caption>durability</caption><thead><tr><th class=\"l\">engine</th><th class=\"l\">durability</th></tr></thead><tbody>",
-        escape(&r.experiment)
-    )?;
-    for (engine, opts) in engines {
-        let setting = ["durability", "write"]
-            .iter()
-            .find_map(|k| opts.get(*k).and_then(|v| v.as_str()));
-        let class = if crate::summary::is_strata(engine) {
-            " class=\"strata\""
-        } else {
-            ""
-        };
-        match setting {
-            Some(text) => writeln!(
-                h,
-                "<tr{class} data-engine=\"{0}\"><td class=\"l\">{0}</td><td class=\"l\">{1}</td></tr>",
-                escape(engine),
-                escape(text)
-            )?,
-            None => writeln!(
-                h,
-                "<tr{class} data-engine=\"{0}\"><td class=\"l\">{0}</td><td class=\"l muted\">not recorded</td></tr>",
-                escape(engine)
-            )?,
-        }
-    }
-    writeln!(h, "</tbody></table>")?;
-    Ok(())
 }
 
 /// A ratio as `1.23×`.
@@ -421,15 +194,10 @@ fn summary_section(h: &mut String, results: &[ExperimentResult]) -> Result<()> {
         summary_row(h, s, r)?;
     }
     writeln!(h, "</tbody></table>")?;
-    for r in results
-        .iter()
-        .filter(|r| r.experiment == crate::Experiment::Phases.name())
-    {
-        writeln!(
-            h,
-            "<p class=\"muted\">phases: each engine's read phase at its last iteration against the device's 4 KiB random read, and its growth since the first iteration.</p>"
-        )?;
-        crate::phases_plot::write_headline_table(h, r)?;
+    for r in results {
+        if let Some(experiment) = experiments::find(&r.experiment) {
+            experiment.render_summary(h, r)?;
+        }
     }
     overview_plot(h, &summaries)?;
     writeln!(h, "</section>")?;
@@ -583,35 +351,6 @@ fn overview_plot(h: &mut String, summaries: &[ExperimentSummary]) -> Result<()> 
     })?;
     h.push_str(&svg);
     writeln!(h, "\n</div>")?;
-    Ok(())
-}
-
-fn options_and_notes(h: &mut String, r: &ExperimentResult) -> Result<()> {
-    if !r.options.is_empty() {
-        writeln!(h, "<table class=\"options\"><tbody>")?;
-        for (k, v) in &r.options {
-            let text = match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Object(map) => map
-                    .iter()
-                    .map(|(name, opts)| format!("{name}: {opts}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                other => other.to_string(),
-            };
-            writeln!(
-                h,
-                "<tr><th class=\"l\">{}</th><td class=\"l\"><pre>{}</pre></td></tr>",
-                escape(k),
-                escape(&text)
-            )?;
-        }
-        writeln!(h, "</tbody></table>")?;
-    }
-    for note in &r.notes {
-        writeln!(h, "<p class=\"note\">{}</p>", escape(note))?;
-    }
-    writeln!(h, "</section>")?;
     Ok(())
 }
 

@@ -16,7 +16,8 @@ pub const SCHEMA_VERSION: u32 = 2;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ExperimentResult {
     pub schema_version: u32,
-    /// `device`, `io`, `ingest`, `bulk` or `fio`.
+    /// The experiment's name (`device`, `io`, `ingest`, `bulk`, `fio`,
+    /// `phases`).
     pub experiment: String,
     pub title: String,
     pub started_at_utc: String,
@@ -324,16 +325,21 @@ impl ExperimentResult {
         Ok(result)
     }
 
-    /// Every experiment result in `dir`, in the lab's experiment order.
+    /// Every experiment result in `dir`, in the order of their file names
+    /// (the report puts them in the lab's experiment order).
     pub fn load_dir(dir: &Path) -> Result<Vec<ExperimentResult>> {
         let mut results = Vec::new();
+        let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "json") {
-                results.push(Self::load(&path)?);
+                paths.push(path);
             }
         }
-        results.sort_by_key(|r| crate::Experiment::order_of(&r.experiment));
+        paths.sort();
+        for path in paths {
+            results.push(Self::load(&path)?);
+        }
         Ok(results)
     }
 

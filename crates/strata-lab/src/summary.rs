@@ -84,7 +84,7 @@ pub fn summarize(results: &[ExperimentResult]) -> Vec<ExperimentSummary> {
 }
 
 pub fn summarize_experiment(r: &ExperimentResult) -> ExperimentSummary {
-    let is_device = r.experiment == crate::Experiment::Device.name();
+    let is_device = r.experiment == crate::device::EXPERIMENT_NAME;
     ExperimentSummary {
         experiment: r.experiment.clone(),
         title: r.title.clone(),
