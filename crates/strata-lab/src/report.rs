@@ -498,6 +498,22 @@ mod tests {
     }
 
     #[test]
+    fn results_are_shown_in_the_run_order_and_an_unknown_experiment_gets_the_standard_section() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        // File names sort as bulk, ingest, zzz: the report puts ingest first.
+        for name in ["zzz", "bulk", "ingest"] {
+            sample(name).save(tmp.path()).unwrap();
+        }
+        let html = std::fs::read_to_string(write_report(tmp.path()).unwrap()).unwrap();
+        let at = |name: &str| {
+            html.find(&format!("<section class=\"experiment\" id=\"{name}\">"))
+                .unwrap()
+        };
+        assert!(at("ingest") < at("bulk") && at("bulk") < at("zzz"));
+        assert_eq!(html.matches("<table class=\"experiment-table\"").count(), 3);
+    }
+
+    #[test]
     fn report_escapes_text_from_results() {
         let mut result = sample("ingest");
         result.notes = vec!["<b>&".to_string()];

@@ -513,6 +513,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn stopping_at_a_failure_samples_nothing_after_it() {
+        let mut order = Vec::new();
+        let out = interleave_with(OnFailure::Stop, 3, 2, |rep, i| {
+            order.push((rep, i));
+            if (rep, i) == (2, 0) {
+                bail!("the probe broke in repeat 2");
+            }
+            Ok(f64::from(rep))
+        });
+        assert_eq!(order, vec![(1, 0), (1, 1), (2, 0)]);
+        assert_eq!(out.samples, vec![vec![1.0], vec![1.0]]);
+        assert_eq!(
+            out.into_samples().unwrap_err().to_string(),
+            "the probe broke in repeat 2"
+        );
+        // Without a failure, every sample, each configuration's in order.
+        let out = interleave_with(OnFailure::Stop, 2, 2, |rep, i| Ok((rep, i)));
+        assert_eq!(
+            out.into_samples().unwrap(),
+            vec![vec![(1, 0), (2, 0)], vec![(1, 1), (2, 1)]]
+        );
+    }
+
+    #[test]
     fn median_of_odd_and_even_samples() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
