@@ -9,6 +9,7 @@
 
 mod batch;
 mod cache;
+mod codec;
 mod compaction;
 mod db;
 pub mod error;

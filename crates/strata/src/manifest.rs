@@ -33,6 +33,9 @@
 //! see `upgrade_v2`) and version 3 (records back to back, the old torn
 //! rule: a zeroed sector may hold several edits).
 
+use crate::codec::{
+    put_u16, put_u32, put_u64, u32_at, write_u32_at, write_u64_at, Decoder, Truncated,
+};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{is_not_found, FileClass, FileOptions, IoMode, IoStats, Storage, StorageFile};
 use crate::layer::delta::DeltaLayerSummary;
@@ -50,7 +53,7 @@ pub(crate) const FORMAT_V3: u32 = 3;
 /// The format before covers and the GC cutoff (still read).
 pub(crate) const FORMAT_V2: u32 = 2;
 pub(crate) const HEADER_BYTES: usize = 24;
-const VERSION_OFFSET: usize = 8;
+pub(crate) const VERSION_OFFSET: usize = 8;
 pub(crate) const PAYLOAD_LEN_OFFSET: usize = VERSION_OFFSET + 4;
 pub(crate) const PAYLOAD_CRC_OFFSET: usize = PAYLOAD_LEN_OFFSET + 4;
 pub(crate) const HEADER_CRC_OFFSET: usize = PAYLOAD_CRC_OFFSET + 4;
@@ -316,26 +319,32 @@ pub(crate) struct Loaded {
 // ---------------------------------------------------------------------------
 // Encoding.
 
-/// Bytes being encoded, in a format version (the current one, or 2 for
-/// tests of reading it).
-struct Out(Vec<u8>, u32);
+/// A record's data being encoded, in a format version (the current one,
+/// or 2 for tests of reading it).
+struct RecordEncoder {
+    bytes: Vec<u8>,
+    version: u32,
+}
 
-impl Out {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
+impl RecordEncoder {
+    fn new(version: u32) -> Self {
+        RecordEncoder {
+            bytes: Vec::new(),
+            version,
+        }
     }
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+    fn u8(&mut self, v: u8) {
+        self.bytes.push(v);
     }
     fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        put_u32(&mut self.bytes, v);
     }
     fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        put_u64(&mut self.bytes, v);
     }
     fn key(&mut self, k: &[u8]) {
-        self.u16(k.len() as u16);
-        self.0.extend_from_slice(k);
+        put_u16(&mut self.bytes, k.len() as u16); // <= KEY_BYTES_MAX
+        self.bytes.extend_from_slice(k);
     }
     fn desc(&mut self, d: &LayerDesc) {
         self.u64(d.id);
@@ -346,7 +355,7 @@ impl Out {
         self.u64(d.bytes);
         self.key(&d.key_min);
         self.key(&d.key_max);
-        if d.level == Level::Image && self.1 != FORMAT_V2 {
+        if d.level == Level::Image && self.version != FORMAT_V2 {
             let cover = d.cover.clone().unwrap_or_else(Cover::everything);
             self.bound(&cover.start);
             self.bound(&cover.end);
@@ -375,10 +384,10 @@ const BOUND_EXCLUDED: u8 = 2;
 fn header(version: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES);
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
+    put_u32(&mut out, version);
     out.extend_from_slice(&[0; 8]);
     let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    put_u32(&mut out, crc);
     out
 }
 
@@ -390,9 +399,9 @@ fn data_crc(offset: u64, data: &[u8]) -> u32 {
 
 fn header_crc(offset: u64, len: u32, data_crc: u32) -> u32 {
     let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&offset.to_le_bytes());
-    b[8..12].copy_from_slice(&len.to_le_bytes());
-    b[12..].copy_from_slice(&data_crc.to_le_bytes());
+    write_u64_at(&mut b, 0, offset);
+    write_u32_at(&mut b, 8, len);
+    write_u32_at(&mut b, 12, data_crc);
     crc32c::crc32c(&b)
 }
 
@@ -402,9 +411,9 @@ pub(crate) fn frame_record(offset: u64, data: &[u8]) -> Vec<u8> {
     let len = data.len() as u32;
     let dcrc = data_crc(offset, data);
     let mut out = Vec::with_capacity(RECORD_HEADER_BYTES + data.len());
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&dcrc.to_le_bytes());
-    out.extend_from_slice(&header_crc(offset, len, dcrc).to_le_bytes());
+    put_u32(&mut out, len);
+    put_u32(&mut out, dcrc);
+    put_u32(&mut out, header_crc(offset, len, dcrc));
     out.extend_from_slice(data);
     out
 }
@@ -436,7 +445,7 @@ pub(crate) fn next_record_at(at: usize, len: usize, version: u32) -> usize {
 }
 
 fn encode_snapshot(s: &ManifestState, version: u32) -> Vec<u8> {
-    let mut o = Out(Vec::new(), version);
+    let mut o = RecordEncoder::new(version);
     o.u8(RECORD_SNAPSHOT);
     o.u64(s.next_file_id);
     o.u32(s.logs.len() as u32);
@@ -447,14 +456,14 @@ fn encode_snapshot(s: &ManifestState, version: u32) -> Vec<u8> {
     for d in &s.layers {
         o.desc(d);
     }
-    if o.1 != FORMAT_V2 {
+    if o.version != FORMAT_V2 {
         o.u64(s.gc_lsn);
     }
-    o.0
+    o.bytes
 }
 
 pub(crate) fn encode_edit(e: &Edit) -> Vec<u8> {
-    let mut o = Out(Vec::new(), MANIFEST_FORMAT_VERSION);
+    let mut o = RecordEncoder::new(MANIFEST_FORMAT_VERSION);
     match e {
         Edit::AddLog(id) => {
             o.u8(RECORD_ADD_LOG);
@@ -482,7 +491,7 @@ pub(crate) fn encode_edit(e: &Edit) -> Vec<u8> {
             o.u64(*gc_lsn);
         }
     }
-    o.0
+    o.bytes
 }
 
 /// A whole manifest file holding `state`: the header and a snapshot.
@@ -514,45 +523,35 @@ pub(crate) fn encode_seal_record(offset: u64) -> Vec<u8> {
 // ---------------------------------------------------------------------------
 // Decoding.
 
-struct In<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// A record's data being decoded, in the file's format version.
+struct RecordDecoder<'a> {
+    fields: Decoder<'a>,
     /// The file's format version.
     version: u32,
 }
 
-impl In<'_> {
-    fn take(&mut self, n: usize) -> std::result::Result<&[u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let end = end.ok_or_else(|| "record ends inside a field".to_string())?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
+/// What a field that runs past the record's data says.
+fn ends_inside_a_field(_: Truncated) -> String {
+    "record ends inside a field".to_string()
+}
+
+impl RecordDecoder<'_> {
     fn u8(&mut self) -> std::result::Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> std::result::Result<u16, String> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
+        self.fields.u8().map_err(ends_inside_a_field)
     }
     fn u32(&mut self) -> std::result::Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
+        self.fields.u32().map_err(ends_inside_a_field)
     }
     fn u64(&mut self) -> std::result::Result<u64, String> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
+        self.fields.u64().map_err(ends_inside_a_field)
     }
     fn key(&mut self) -> std::result::Result<Vec<u8>, String> {
-        let n = self.u16()? as usize;
+        let n = usize::from(self.fields.u16().map_err(ends_inside_a_field)?);
         if n > KEY_BYTES_MAX {
             return Err(format!("a key of {n} bytes"));
         }
-        Ok(self.take(n)?.to_vec())
+        let key = self.fields.bytes(n).map_err(ends_inside_a_field)?;
+        Ok(key.to_vec())
     }
     fn desc(&mut self) -> std::result::Result<LayerDesc, String> {
         let d = LayerDesc {
@@ -604,7 +603,7 @@ impl In<'_> {
         }
     }
     fn end(&self) -> std::result::Result<(), String> {
-        match self.bytes.len() - self.at {
+        match self.fields.remaining() {
             0 => Ok(()),
             n => Err(format!("{n} bytes after the record's fields")),
         }
@@ -650,9 +649,8 @@ impl Record {
 }
 
 fn decode_record(data: &[u8], version: u32) -> std::result::Result<Record, String> {
-    let mut r = In {
-        bytes: data,
-        at: 0,
+    let mut r = RecordDecoder {
+        fields: Decoder::new(data),
         version,
     };
     let record = match r.u8()? {
@@ -729,8 +727,11 @@ fn has_zero_sector(bytes: &[u8], from: usize, to: usize) -> bool {
 /// there). In format 4 records start only on record boundaries.
 fn record_after(bytes: &[u8], at: usize, version: u32) -> bool {
     let is_record = |o: usize| {
-        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
-        let (len, dcrc, hcrc) = (u32_at(o), u32_at(o + 4), u32_at(o + 8));
+        let (Some(len), Some(dcrc), Some(hcrc)) =
+            (u32_at(bytes, o), u32_at(bytes, o + 4), u32_at(bytes, o + 8))
+        else {
+            return false;
+        };
         let data = (o + RECORD_HEADER_BYTES)
             .checked_add(len as usize)
             .and_then(|end| bytes.get(o + RECORD_HEADER_BYTES..end));
@@ -761,13 +762,13 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     if bytes[..8] != MAGIC {
         return Err(not_db("the manifest has no strata magic"));
     }
-    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
-    let stored = u32_at(HEADER_CRC_OFFSET);
+    // The file holds a whole header (HEADER_BYTES): both fields are in it.
+    let stored = u32_at(bytes, HEADER_CRC_OFFSET).unwrap_or(0);
     let actual = crc32c::crc32c(&bytes[..HEADER_CRC_OFFSET]);
     if stored != actual {
         return Err(Corruption::checksum(path, 0, "manifest header", stored, actual).into());
     }
-    match u32_at(VERSION_OFFSET) {
+    match u32_at(bytes, VERSION_OFFSET).unwrap_or(0) {
         0 => Err(Corruption::new(path, VERSION_OFFSET as u64, "manifest version 0").into()),
         1 => decode_v1(path, bytes),
         v @ (FORMAT_V2 | FORMAT_V3 | MANIFEST_FORMAT_VERSION) => decode_log(path, bytes, v),
@@ -794,11 +795,11 @@ fn frame_at<'a>(path: &Path, bytes: &'a [u8], at: usize, version: u32) -> Framed
     let corrupt = |what: String| Framed::Corrupt(Corruption::new(path, at as u64, what).into());
     let aligned = version >= MANIFEST_FORMAT_VERSION;
     let rest = &bytes[at..];
-    if rest.len() < RECORD_HEADER_BYTES {
+    // A header cut short by the end of the file (RECORD_HEADER_BYTES).
+    let mut header = Decoder::new(rest);
+    let (Ok(len), Ok(dcrc), Ok(hcrc)) = (header.u32(), header.u32(), header.u32()) else {
         return Framed::Torn;
-    }
-    let u32_at = |o: usize| u32::from_le_bytes(rest[o..o + 4].try_into().expect("4 bytes"));
-    let (len, dcrc, hcrc) = (u32_at(0), u32_at(4), u32_at(8));
+    };
     let expected = header_crc(at as u64, len, dcrc);
     if hcrc != expected {
         // Format 4: the header lies in one sector, which a crash leaves
@@ -997,8 +998,8 @@ fn upgrade_v2(state: &mut ManifestState) -> std::result::Result<(), String> {
 /// Format version 1: `payload_len u32 | payload_crc u32` in the header, then
 /// `next_file_id u64 | log_count u32 | delta_count u32 | ids…`.
 fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
-    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
-    let len = u32_at(PAYLOAD_LEN_OFFSET) as usize;
+    // `decode` checked that the file holds a whole header.
+    let len = u32_at(bytes, PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
     let payload = bytes.get(HEADER_BYTES..HEADER_BYTES + len).ok_or_else(|| {
         Corruption::new(
             path,
@@ -1017,7 +1018,7 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
         )
         .into());
     }
-    let stored = u32_at(PAYLOAD_CRC_OFFSET);
+    let stored = u32_at(bytes, PAYLOAD_CRC_OFFSET).unwrap_or(0);
     let actual = crc32c::crc32c(payload);
     if stored != actual {
         return Err(Corruption::checksum(
@@ -1030,19 +1031,19 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
         .into());
     }
     let bad = |what: &str| Corruption::new(path, HEADER_BYTES as u64, what);
-    if payload.len() < 16 {
+    let mut fields = Decoder::new(payload);
+    let (Ok(next_file_id), Ok(logs_n), Ok(deltas_n)) = (fields.u64(), fields.u32(), fields.u32())
+    else {
         return Err(bad("manifest payload too short").into());
-    }
-    let next_file_id = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-    let logs_n = u32::from_le_bytes(payload[8..12].try_into().expect("4 bytes")) as usize;
-    let deltas_n = u32::from_le_bytes(payload[12..16].try_into().expect("4 bytes")) as usize;
-    if logs_n + deltas_n > MANIFEST_FILES_MAX || payload.len() != 16 + 8 * (logs_n + deltas_n) {
+    };
+    let (logs_n, deltas_n) = (logs_n as usize, deltas_n as usize);
+    if logs_n + deltas_n > MANIFEST_FILES_MAX || fields.remaining() != 8 * (logs_n + deltas_n) {
         return Err(bad("manifest file counts do not match its length").into());
     }
-    let ids: Vec<u64> = payload[16..]
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
+    let ids = (0..logs_n + deltas_n)
+        .map(|_| fields.u64())
+        .collect::<std::result::Result<Vec<u64>, _>>()
+        .map_err(|_| bad("manifest file counts do not match its length"))?;
     if ids.iter().any(|&id| id >= next_file_id) {
         return Err(bad("manifest lists a file id at or above its next file id").into());
     }
@@ -1071,21 +1072,21 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
 /// A format version 1 manifest (as older builds wrote it), for tests.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn encode_v1(next_file_id: u64, logs: &[u64], deltas: &[u64]) -> Vec<u8> {
-    let mut payload = Out(Vec::new(), MANIFEST_FORMAT_VERSION);
-    payload.u64(next_file_id);
-    payload.u32(logs.len() as u32);
-    payload.u32(deltas.len() as u32);
+    let mut payload = Vec::new();
+    put_u64(&mut payload, next_file_id);
+    put_u32(&mut payload, logs.len() as u32);
+    put_u32(&mut payload, deltas.len() as u32);
     for &id in logs.iter().chain(deltas) {
-        payload.u64(id);
+        put_u64(&mut payload, id);
     }
     let mut out = Vec::new();
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&1u32.to_le_bytes());
-    out.extend_from_slice(&(payload.0.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(&payload.0).to_le_bytes());
+    put_u32(&mut out, 1);
+    put_u32(&mut out, payload.len() as u32);
+    put_u32(&mut out, crc32c::crc32c(&payload));
     let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&payload.0);
+    put_u32(&mut out, crc);
+    out.extend_from_slice(&payload);
     out
 }
 

@@ -314,28 +314,6 @@ const _: () = assert!(
 // ---------------------------------------------------------------------------
 // Little helpers shared by the writer and the reader.
 
-/// `u16` at `at` in `bytes`, or `None` when it does not fit.
-pub(crate) fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
-    let b = bytes.get(at..at.checked_add(2)?)?;
-    Some(u16::from_le_bytes([b[0], b[1]]))
-}
-
-/// `u32` at `at` in `bytes`, or `None` when it does not fit.
-pub(crate) fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    let b = bytes.get(at..at.checked_add(4)?)?;
-    let mut word = [0u8; 4];
-    word.copy_from_slice(b);
-    Some(u32::from_le_bytes(word))
-}
-
-/// `u64` at `at` in `bytes`, or `None` when it does not fit.
-pub(crate) fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    let b = bytes.get(at..at.checked_add(8)?)?;
-    let mut word = [0u8; 8];
-    word.copy_from_slice(b);
-    Some(u64::from_le_bytes(word))
-}
-
 /// The one checked conversion from an on-disk `u64` length or offset to `usize`.
 pub(crate) fn usize_from_u64(value: u64, file: &Path, offset: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| {

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use super::reader::{DeltaEntry, DeltaLayerReader, DeltaRangeIterOwned};
 use super::writer::DeltaLayerWriter;
 use super::*;
+use crate::codec::{u16_at, u32_at, u64_at};
 use crate::error::{Error, InvalidInput};
 use crate::layer::bloom::PointKey;
 

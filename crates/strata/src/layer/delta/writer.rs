@@ -34,6 +34,7 @@ use super::{
     DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC,
     HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, INDEX_VALUE_BLOCK_FLAG, VALUE_BYTES_MAX,
 };
+use crate::codec::{put_u16, put_u32, put_u64, write_u32_at};
 use crate::error::{Error, InvalidInput, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter, BloomLayout};
 
@@ -101,11 +102,12 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         }
         let mut header = Vec::with_capacity(HEADER_BYTES);
         header.extend_from_slice(&HEADER_MAGIC);
-        header.extend_from_slice(&format_version.to_le_bytes());
-        header.extend_from_slice(&0u32.to_le_bytes()); // flags
-        header.extend_from_slice(&(block_size_bytes as u32).to_le_bytes()); // <= BLOCK_BYTES_TARGET_MAX
+        put_u32(&mut header, format_version);
+        put_u32(&mut header, 0); // flags
+        put_u32(&mut header, block_size_bytes as u32); // <= BLOCK_BYTES_TARGET_MAX
         debug_assert_eq!(header.len(), HEADER_CRC_OFFSET);
-        header.extend_from_slice(&crc32c::crc32c(&header).to_le_bytes());
+        let crc = crc32c::crc32c(&header);
+        put_u32(&mut header, crc);
         debug_assert_eq!(header.len(), HEADER_BYTES);
         sink.append(&header)?;
 
@@ -264,8 +266,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             (std::mem::take(&mut self.last_key), self.lsn_min)
         };
         let mut keys = Vec::with_capacity(4 + self.key_min.len() + key_max.len());
-        keys.extend_from_slice(&(self.key_min.len() as u16).to_le_bytes()); // <= KEY_BYTES_MAX
-        keys.extend_from_slice(&(key_max.len() as u16).to_le_bytes());
+        put_u16(&mut keys, self.key_min.len() as u16); // <= KEY_BYTES_MAX
+        put_u16(&mut keys, key_max.len() as u16);
         keys.extend_from_slice(&self.key_min);
         keys.extend_from_slice(&key_max);
         let keys_crc = crc32c::crc32c(&keys);
@@ -285,7 +287,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             keys_offset,
             u64_from_usize(keys.len()),
         ] {
-            footer.extend_from_slice(&field.to_le_bytes());
+            put_u64(&mut footer, field);
         }
         for field in [
             index_crc,
@@ -295,11 +297,12 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             FOOTER_BYTES as u32,
             self.format_version,
         ] {
-            footer.extend_from_slice(&field.to_le_bytes());
+            put_u32(&mut footer, field);
         }
         footer.extend_from_slice(&FOOTER_MAGIC);
         debug_assert_eq!(footer.len(), FOOTER_CRC_OFFSET);
-        footer.extend_from_slice(&crc32c::crc32c(&footer).to_le_bytes());
+        let crc = crc32c::crc32c(&footer);
+        put_u32(&mut footer, crc);
         debug_assert_eq!(footer.len(), FOOTER_BYTES);
         self.append(&footer)?;
 
@@ -345,13 +348,11 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         }
         let suffix = &key[shared..];
         // Lengths were checked against KEY_BYTES_MAX (u16) and VALUE_BYTES_MAX (u32) by `add`.
-        self.block.extend_from_slice(&(shared as u16).to_le_bytes());
-        self.block
-            .extend_from_slice(&(suffix.len() as u16).to_le_bytes());
-        self.block.extend_from_slice(&lsn.to_le_bytes());
+        put_u16(&mut self.block, shared as u16);
+        put_u16(&mut self.block, suffix.len() as u16);
+        put_u64(&mut self.block, lsn);
         self.block.push(kind as u8);
-        self.block
-            .extend_from_slice(&(value.len() as u32).to_le_bytes());
+        put_u32(&mut self.block, value.len() as u32);
         self.block.extend_from_slice(suffix);
         self.block.extend_from_slice(value);
         self.block_entries += 1;
@@ -449,16 +450,22 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             self.block.resize(self.block.len() + pad, 0);
         }
         self.block_two_pages = carry_two_pages;
-        self.block[BLOCK_PAYLOAD_LEN_OFFSET..BLOCK_PAYLOAD_LEN_OFFSET + 4]
-            .copy_from_slice(&(payload_len as u32).to_le_bytes());
-        self.block[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
-            .copy_from_slice(&self.block_entries.to_le_bytes());
+        write_u32_at(
+            &mut self.block,
+            BLOCK_PAYLOAD_LEN_OFFSET,
+            payload_len as u32,
+        );
+        write_u32_at(
+            &mut self.block,
+            BLOCK_ENTRY_COUNT_OFFSET,
+            self.block_entries,
+        );
         let crc = block_crc(
             self.offset,
             &self.block[..BLOCK_CRC_OFFSET],
             &self.block[BLOCK_HEADER_BYTES..],
         );
-        self.block[BLOCK_CRC_OFFSET..BLOCK_CRC_OFFSET + 4].copy_from_slice(&crc.to_le_bytes());
+        write_u32_at(&mut self.block, BLOCK_CRC_OFFSET, crc);
 
         let block_offset = self.offset;
         let block_len = u64_from_usize(self.block.len());
@@ -563,18 +570,18 @@ pub(crate) fn encode_index_entry(
     value_block: Option<(u32, u32)>,
 ) {
     debug_assert!(!first_key.is_empty() && first_key.len() <= super::KEY_BYTES_MAX);
-    index.extend_from_slice(&block_offset.to_le_bytes());
-    index.extend_from_slice(&block_len.to_le_bytes());
-    index.extend_from_slice(&first_lsn.to_le_bytes());
+    put_u64(index, block_offset);
+    put_u64(index, block_len);
+    put_u64(index, first_lsn);
     let flag = if value_block.is_some() {
         INDEX_VALUE_BLOCK_FLAG
     } else {
         0
     };
-    index.extend_from_slice(&(first_key.len() as u16 | flag).to_le_bytes()); // <= KEY_BYTES_MAX
+    put_u16(index, first_key.len() as u16 | flag); // <= KEY_BYTES_MAX
     index.extend_from_slice(first_key);
     if let Some((value_len, crc)) = value_block {
-        index.extend_from_slice(&value_len.to_le_bytes());
-        index.extend_from_slice(&crc.to_le_bytes());
+        put_u32(index, value_len);
+        put_u32(index, crc);
     }
 }
