@@ -10,14 +10,19 @@
 //! entry breaks is kept in `invalid` and reported by `Db::write`, which then
 //! writes nothing. Decoding checks every length against the payload.
 
+use crate::codec::{put_u16, put_u32, u16_at, u32_at};
 use crate::error::InvalidInput;
 use crate::types::{check_key, ValueKind, BATCH_BYTES_MAX, KEY_BYTES_MAX};
 
-/// Bytes of an entry's header: kind, key length, value length.
+/// Bytes of an entry's header: kind, key length, value length, crc32c.
 pub(crate) const ENTRY_HEADER_BYTES: usize = ENTRY_CRC_OFFSET + 4;
+const ENTRY_KIND_OFFSET: usize = 0;
+const ENTRY_KEY_LEN_OFFSET: usize = ENTRY_KIND_OFFSET + 1;
+const ENTRY_VALUE_LEN_OFFSET: usize = ENTRY_KEY_LEN_OFFSET + 2;
 /// Offset of an entry's crc32c, which covers the entry's bytes before it and
 /// its key and value, so a value read back from a log is checked alone.
-pub(crate) const ENTRY_CRC_OFFSET: usize = 1 + 2 + 4;
+pub(crate) const ENTRY_CRC_OFFSET: usize = ENTRY_VALUE_LEN_OFFSET + 4;
+const _: () = assert!(ENTRY_CRC_OFFSET == 1 + 2 + 4);
 
 /// An atomic group of puts and deletes. Within a batch the last write of a
 /// key wins.
@@ -89,11 +94,10 @@ impl WriteBatch {
         }
         let start = self.data.len();
         self.data.push(kind as u8);
-        self.data
-            .extend_from_slice(&(key.len() as u16).to_le_bytes());
-        self.data.extend_from_slice(&value_len.to_le_bytes());
+        put_u16(&mut self.data, key.len() as u16); // check_key: <= KEY_BYTES_MAX
+        put_u32(&mut self.data, value_len);
         let crc = entry_crc(&self.data[start..], key, value);
-        self.data.extend_from_slice(&crc.to_le_bytes());
+        put_u32(&mut self.data, crc);
         self.data.extend_from_slice(key);
         self.data.extend_from_slice(value);
         self.count += 1;
@@ -134,8 +138,31 @@ pub(crate) struct EntryRef<'a> {
     pub value_offset: usize,
 }
 
-/// Decodes a payload of `count` entries; `Err(offset, what)` names the first
-/// malformed entry's offset within the payload.
+/// An entry's header, decoded.
+struct EntryHeader {
+    kind: u8,
+    key_len: usize,
+    value_len: usize,
+    crc: u32,
+}
+
+impl EntryHeader {
+    /// The entry header in `bytes`, or `None` if they are too short for one.
+    #[inline]
+    fn decode(bytes: &[u8]) -> Option<(&[u8; ENTRY_HEADER_BYTES], Self)> {
+        let header: &[u8; ENTRY_HEADER_BYTES] = bytes.get(..ENTRY_HEADER_BYTES)?.try_into().ok()?;
+        // Fields at constant offsets of a fixed-size header: every read
+        // fits, and the checks fold away.
+        let fields = EntryHeader {
+            kind: header[ENTRY_KIND_OFFSET],
+            key_len: usize::from(u16_at(header, ENTRY_KEY_LEN_OFFSET)?),
+            value_len: u32_at(header, ENTRY_VALUE_LEN_OFFSET)? as usize,
+            crc: u32_at(header, ENTRY_CRC_OFFSET)?,
+        };
+        Some((header, fields))
+    }
+}
+
 /// The crc32c of an entry: its bytes before the crc field, then key and value.
 fn entry_crc(head: &[u8], key: &[u8], value: &[u8]) -> u32 {
     debug_assert_eq!(head.len(), ENTRY_CRC_OFFSET);
@@ -167,25 +194,18 @@ pub(crate) fn check_entry_with<'a>(
     key: &[u8],
     crc: bool,
 ) -> Result<&'a [u8], EntryError> {
-    let header =
-        bytes
-            .get(..ENTRY_HEADER_BYTES)
-            .ok_or((0, "entry shorter than its header", None))?;
-    let key_len = u16::from_le_bytes([header[1], header[2]]) as usize;
-    let value_len = u32::from_le_bytes([header[3], header[4], header[5], header[6]]) as usize;
-    if header[0] != kind as u8
+    let (header, fields) =
+        EntryHeader::decode(bytes).ok_or((0, "entry shorter than its header", None))?;
+    let key_len = fields.key_len;
+    if fields.kind != kind as u8
         || key_len != key.len()
-        || ENTRY_HEADER_BYTES + key_len + value_len != bytes.len()
+        || ENTRY_HEADER_BYTES + key_len + fields.value_len != bytes.len()
     {
         return Err((0, "entry header does not match the index", None));
     }
     let (entry_key, value) = bytes[ENTRY_HEADER_BYTES..].split_at(key_len);
     if crc {
-        let stored = u32::from_le_bytes(
-            header[ENTRY_CRC_OFFSET..ENTRY_HEADER_BYTES]
-                .try_into()
-                .expect("4 bytes"),
-        );
+        let stored = fields.crc;
         let actual = entry_crc(&header[..ENTRY_CRC_OFFSET], entry_key, value);
         if stored != actual {
             return Err((ENTRY_CRC_OFFSET, "entry checksum", Some((stored, actual))));
@@ -201,8 +221,9 @@ pub(crate) fn check_entry_with<'a>(
     Ok(value)
 }
 
-/// The entries of a record's payload, every entry's structure and crc32c
-/// checked.
+/// The entries of a record's payload of `count` entries, every entry's
+/// structure and crc32c checked; `Err(offset, what)` names the first
+/// malformed entry's offset within the payload.
 pub(crate) fn decode_entries(
     payload: &[u8],
     count: u32,
@@ -234,12 +255,12 @@ fn decode_entries_with(
     let mut out = Vec::with_capacity((count as usize).min(entries_max));
     let mut at = 0usize;
     for _ in 0..count {
-        let header = payload
-            .get(at..at + ENTRY_HEADER_BYTES)
+        let (header, fields) = payload
+            .get(at..)
+            .and_then(EntryHeader::decode)
             .ok_or((at, "entry header past the record"))?;
-        let kind = ValueKind::from_u8(header[0]).ok_or((at, "unknown entry kind"))?;
-        let key_len = u16::from_le_bytes([header[1], header[2]]) as usize;
-        let value_len = u32::from_le_bytes([header[3], header[4], header[5], header[6]]) as usize;
+        let kind = ValueKind::from_u8(fields.kind).ok_or((at, "unknown entry kind"))?;
+        let (key_len, value_len) = (fields.key_len, fields.value_len);
         if key_len == 0 || key_len > KEY_BYTES_MAX {
             return Err((at, "key length out of range"));
         }
@@ -254,13 +275,8 @@ fn decode_entries_with(
         if end > payload.len() {
             return Err((at, "entry past the record"));
         }
-        let stored = u32::from_le_bytes(
-            header[ENTRY_CRC_OFFSET..ENTRY_HEADER_BYTES]
-                .try_into()
-                .expect("4 bytes"),
-        );
         if check_crcs
-            && stored
+            && fields.crc
                 != entry_crc(
                     &header[..ENTRY_CRC_OFFSET],
                     &payload[key_at..value_at],

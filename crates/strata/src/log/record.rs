@@ -13,6 +13,7 @@
 //! bytes before it: an error). An all-zero header ends the log (the padding
 //! of a direct-I/O tail block reads as zeros).
 
+use crate::codec::{u32_at, u64_at, write_u32_at, write_u64_at};
 use crate::error::Corruption;
 use std::path::Path;
 
@@ -79,15 +80,15 @@ pub(crate) struct LogHeader {
 pub(crate) fn encode_log_header(file_id: u64, prev: Option<PrevLog>) -> [u8; LOG_HEADER_BYTES] {
     let mut h = [0u8; LOG_HEADER_BYTES];
     h[LOG_HEADER_MAGIC_OFFSET..][..8].copy_from_slice(&LOG_MAGIC);
-    h[LOG_HEADER_VERSION_OFFSET..][..4].copy_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
-    h[LOG_HEADER_FILE_ID_OFFSET..][..8].copy_from_slice(&file_id.to_le_bytes());
+    write_u32_at(&mut h, LOG_HEADER_VERSION_OFFSET, LOG_FORMAT_VERSION);
+    write_u64_at(&mut h, LOG_HEADER_FILE_ID_OFFSET, file_id);
     if let Some(p) = prev {
-        h[LOG_HEADER_PREV_ID_OFFSET..][..8].copy_from_slice(&p.file_id.to_le_bytes());
-        h[LOG_HEADER_PREV_END_OFFSET..][..8].copy_from_slice(&p.end.to_le_bytes());
-        h[LOG_HEADER_PREV_LSN_OFFSET..][..8].copy_from_slice(&p.last_lsn.to_le_bytes());
+        write_u64_at(&mut h, LOG_HEADER_PREV_ID_OFFSET, p.file_id);
+        write_u64_at(&mut h, LOG_HEADER_PREV_END_OFFSET, p.end);
+        write_u64_at(&mut h, LOG_HEADER_PREV_LSN_OFFSET, p.last_lsn);
     }
     let crc = crc32c::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
-    h[LOG_HEADER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+    write_u32_at(&mut h, LOG_HEADER_CRC_OFFSET, crc);
     h
 }
 
@@ -96,7 +97,10 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogH
     let h = bytes
         .get(..LOG_HEADER_BYTES)
         .ok_or_else(|| Corruption::new(path, 0, "log file shorter than its header"))?;
-    let stored = u32::from_le_bytes(h[LOG_HEADER_CRC_OFFSET..].try_into().expect("4 bytes"));
+    // `h` is LOG_HEADER_BYTES long: every field below is in it.
+    let field_u32 = |o: usize| u32_at(h, o).unwrap_or(0);
+    let field_u64 = |o: usize| u64_at(h, o).unwrap_or(0);
+    let stored = field_u32(LOG_HEADER_CRC_OFFSET);
     let actual = crc32c::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
     if stored != actual {
         return Err(Corruption::checksum(path, 0, "log file header", stored, actual).into());
@@ -104,9 +108,7 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogH
     if h[..8] != LOG_MAGIC {
         return Err(Corruption::new(path, 0, "log file magic").into());
     }
-    let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
-    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
-    let version = u32_at(LOG_HEADER_VERSION_OFFSET);
+    let version = field_u32(LOG_HEADER_VERSION_OFFSET);
     // Version 1 logs had entries without a checksum: read as a later
     // version they would not parse, so they are refused by name.
     if !(LOG_FORMAT_VERSION_MIN..=LOG_FORMAT_VERSION).contains(&version) {
@@ -132,15 +134,15 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogH
         )
         .into());
     }
-    let prev_id = u64_at(LOG_HEADER_PREV_ID_OFFSET);
+    let prev_id = field_u64(LOG_HEADER_PREV_ID_OFFSET);
     let prev = (version >= 3 && prev_id != 0).then(|| PrevLog {
         file_id: prev_id,
-        end: u64_at(LOG_HEADER_PREV_END_OFFSET),
-        last_lsn: u64_at(LOG_HEADER_PREV_LSN_OFFSET),
+        end: field_u64(LOG_HEADER_PREV_END_OFFSET),
+        last_lsn: field_u64(LOG_HEADER_PREV_LSN_OFFSET),
     });
     Ok(LogHeader {
         version,
-        file_id: u64_at(LOG_HEADER_FILE_ID_OFFSET),
+        file_id: field_u64(LOG_HEADER_FILE_ID_OFFSET),
         prev,
     })
 }
@@ -209,31 +211,32 @@ impl RecordHeader {
 
     pub(crate) fn encode(&self) -> [u8; RECORD_HEADER_BYTES] {
         let mut h = [0u8; RECORD_HEADER_BYTES];
-        h[PAYLOAD_LEN_OFFSET..][..4].copy_from_slice(&self.payload_len.to_le_bytes());
-        h[LSN_OFFSET..][..8].copy_from_slice(&self.lsn.to_le_bytes());
-        h[COUNT_OFFSET..][..4].copy_from_slice(&self.count.to_le_bytes());
-        h[PAYLOAD_CRC_OFFSET..][..4].copy_from_slice(&self.payload_crc.to_le_bytes());
-        h[SYNCED_THROUGH_OFFSET..][..8].copy_from_slice(&self.synced_through.to_le_bytes());
+        write_u32_at(&mut h, PAYLOAD_LEN_OFFSET, self.payload_len);
+        write_u64_at(&mut h, LSN_OFFSET, self.lsn);
+        write_u32_at(&mut h, COUNT_OFFSET, self.count);
+        write_u32_at(&mut h, PAYLOAD_CRC_OFFSET, self.payload_crc);
+        write_u64_at(&mut h, SYNCED_THROUGH_OFFSET, self.synced_through);
         let crc = crc32c::crc32c(&h[PAYLOAD_LEN_OFFSET..]);
-        h[HEADER_CRC_OFFSET..][..4].copy_from_slice(&crc.to_le_bytes());
+        write_u32_at(&mut h, HEADER_CRC_OFFSET, crc);
         h
     }
 
     /// Decodes a header whose checksum holds; `Err((expected, found))` when it does not.
     pub(crate) fn decode(h: &[u8; RECORD_HEADER_BYTES]) -> Result<Self, (u32, u32)> {
-        let stored = u32::from_le_bytes(h[HEADER_CRC_OFFSET..][..4].try_into().expect("4 bytes"));
+        // Every field is inside the RECORD_HEADER_BYTES of `h`.
+        let field_u32 = |o: usize| u32_at(h, o).unwrap_or(0);
+        let field_u64 = |o: usize| u64_at(h, o).unwrap_or(0);
+        let stored = field_u32(HEADER_CRC_OFFSET);
         let actual = crc32c::crc32c(&h[PAYLOAD_LEN_OFFSET..]);
         if stored != actual {
             return Err((stored, actual));
         }
-        let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
         Ok(RecordHeader {
-            payload_len: u32_at(PAYLOAD_LEN_OFFSET),
-            lsn: u64_at(LSN_OFFSET),
-            count: u32_at(COUNT_OFFSET),
-            payload_crc: u32_at(PAYLOAD_CRC_OFFSET),
-            synced_through: u64_at(SYNCED_THROUGH_OFFSET),
+            payload_len: field_u32(PAYLOAD_LEN_OFFSET),
+            lsn: field_u64(LSN_OFFSET),
+            count: field_u32(COUNT_OFFSET),
+            payload_crc: field_u32(PAYLOAD_CRC_OFFSET),
+            synced_through: field_u64(SYNCED_THROUGH_OFFSET),
         })
     }
 }
@@ -282,7 +285,7 @@ mod tests {
         let mut reserved = h;
         reserved[LOG_HEADER_RESERVED_OFFSET] = 1;
         let crc = crc32c::crc32c(&reserved[..LOG_HEADER_CRC_OFFSET]);
-        reserved[LOG_HEADER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+        write_u32_at(&mut reserved, LOG_HEADER_CRC_OFFSET, crc);
         assert!(decode_log_header(p, &reserved).unwrap_err().is_corruption());
     }
 
