@@ -51,6 +51,7 @@
 //! the outputs are removed and nothing changed. The caller records the
 //! change in the manifest, and only then lets the inputs go.
 
+use crate::codec::{write_u32_at, write_u64_at};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{BufferedWriter, ShutdownMode};
 use crate::keyspace::{as_ref, Edge, Span, Union, START};
@@ -344,8 +345,8 @@ impl Merge {
 /// reads back.
 fn entry_crc(crc: u32, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) -> u32 {
     let mut head = [0u8; 13];
-    head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-    head[4..12].copy_from_slice(&lsn.to_le_bytes());
+    write_u32_at(&mut head, 0, key.len() as u32);
+    write_u64_at(&mut head, 4, lsn);
     head[12] = kind as u8;
     let crc = crc32c::crc32c_append(crc, &head);
     let crc = crc32c::crc32c_append(crc, key);

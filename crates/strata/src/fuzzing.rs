@@ -36,7 +36,7 @@ use std::ops::{Bound, RangeInclusive};
 use std::path::Path;
 
 use crate::batch::{decode_entries, EntryRef, WriteBatch};
-use crate::codec::{u16_at, u32_at, u64_at};
+use crate::codec::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at, write_u32_at};
 use crate::error::{Corruption, Error, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter, BloomLayout};
 use crate::layer::delta::block_index::BlockHandle;
@@ -778,7 +778,8 @@ fn batch_seeds() -> Vec<(String, Vec<u8>)> {
         .into_iter()
         .enumerate()
         .map(|(i, b)| {
-            let mut input = b.count.to_le_bytes().to_vec();
+            let mut input = Vec::new();
+            put_u32(&mut input, b.count);
             input.extend_from_slice(&b.data);
             (format!("batch-{i}"), input)
         })
@@ -1009,7 +1010,7 @@ fn delta_seeds(part: DeltaSeed) -> Vec<(String, Vec<u8>)> {
             DeltaSeed::Index => {
                 let mut input = Vec::new();
                 for field in [index_offset, block_count, lsn_min, lsn_max] {
-                    input.extend_from_slice(&field.to_le_bytes());
+                    put_u64(&mut input, field);
                 }
                 input.extend_from_slice(index);
                 seeds.push((name.to_owned(), input));
@@ -1034,16 +1035,16 @@ fn delta_seeds(part: DeltaSeed) -> Vec<(String, Vec<u8>)> {
                     .filter(|(i, h)| picks.contains(i) && h.value_block.is_none())
                 {
                     let mut input = Vec::new();
-                    input.extend_from_slice(&h.offset.to_le_bytes());
-                    input.extend_from_slice(&h.first_lsn.to_le_bytes());
-                    input.extend_from_slice(&(h.first_key.len() as u16).to_le_bytes());
+                    put_u64(&mut input, h.offset);
+                    put_u64(&mut input, h.first_lsn);
+                    put_u16(&mut input, h.first_key.len() as u16);
                     input.extend_from_slice(h.first_key);
                     let (next_lsn, next_key) = match handles.get(i + 1) {
                         Some(next) => (next.first_lsn, next.first_key),
                         None => (0, &[][..]),
                     };
-                    input.extend_from_slice(&next_lsn.to_le_bytes());
-                    input.extend_from_slice(&(next_key.len() as u16).to_le_bytes());
+                    put_u64(&mut input, next_lsn);
+                    put_u16(&mut input, next_key.len() as u16);
                     input.extend_from_slice(next_key);
                     input.extend_from_slice(
                         &file[h.offset as usize..(h.offset + h.len_bytes) as usize],
@@ -1059,9 +1060,10 @@ fn delta_seeds(part: DeltaSeed) -> Vec<(String, Vec<u8>)> {
 // ---------------------------------------------------------------------------
 // Checksum repair for mutated inputs.
 
-fn put_u32(data: &mut [u8], at: usize, value: u32) {
-    if let Some(b) = data.get_mut(at..at + 4) {
-        b.copy_from_slice(&value.to_le_bytes());
+/// Writes `value` at `at` if it fits: a mutated input may be cut anywhere.
+fn write_u32_if_fits(data: &mut [u8], at: usize, value: u32) {
+    if u32_at(data, at).is_some() {
+        write_u32_at(data, at, value);
     }
 }
 
@@ -1070,7 +1072,7 @@ fn fix_log_checksums(data: &mut [u8]) {
         return;
     }
     let crc = crc32c::crc32c(&data[..LOG_HEADER_CRC_OFFSET]);
-    put_u32(data, LOG_HEADER_CRC_OFFSET, crc);
+    write_u32_if_fits(data, LOG_HEADER_CRC_OFFSET, crc);
     let mut at = LOG_HEADER_BYTES;
     while at + RECORD_HEADER_BYTES <= data.len() {
         let header_at = at;
@@ -1082,7 +1084,7 @@ fn fix_log_checksums(data: &mut [u8]) {
         let payload_at = header_at + RECORD_HEADER_BYTES;
         if let Some(payload) = data.get(payload_at..payload_at + len) {
             let crc = crc32c::crc32c(payload);
-            put_u32(
+            write_u32_if_fits(
                 data,
                 header_at + crate::log::record::PAYLOAD_CRC_OFFSET,
                 crc,
@@ -1090,7 +1092,7 @@ fn fix_log_checksums(data: &mut [u8]) {
         }
         let header = &data[header_at..header_at + RECORD_HEADER_BYTES];
         let crc = crc32c::crc32c(&header[crate::log::record::PAYLOAD_LEN_OFFSET..]);
-        put_u32(data, header_at + crate::log::record::HEADER_CRC_OFFSET, crc);
+        write_u32_if_fits(data, header_at + crate::log::record::HEADER_CRC_OFFSET, crc);
         at = payload_at + len;
     }
 }
@@ -1112,14 +1114,14 @@ fn fix_block_checksum(data: &mut [u8]) {
             &block[..BLOCK_CRC_OFFSET],
             &block[BLOCK_HEADER_BYTES..],
         );
-        put_u32(block, BLOCK_CRC_OFFSET, crc);
+        write_u32_if_fits(block, BLOCK_CRC_OFFSET, crc);
     }
 }
 
 fn fix_delta_file_checksums(data: &mut [u8]) {
     if data.len() >= HEADER_BYTES {
         let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
-        put_u32(data, HEADER_CRC_OFFSET, crc);
+        write_u32_if_fits(data, HEADER_CRC_OFFSET, crc);
     }
     if data.len() < HEADER_BYTES + FOOTER_BYTES {
         return;
@@ -1154,14 +1156,14 @@ fn fix_delta_file_checksums(data: &mut [u8]) {
                     if let (Some(lsn), Some(key)) = (lsn, data.get(key_at..key_end)) {
                         let crc = value_block_crc(offset, lsn, key, &[&data[block]]);
                         if key_end + INDEX_VALUE_BLOCK_TAIL_BYTES <= index.end {
-                            put_u32(data, key_end + 4, crc);
+                            write_u32_if_fits(data, key_end + 4, crc);
                         }
                     }
                 }
                 Some(block) => {
                     let b = &data[block.clone()];
                     let crc = block_crc(offset, &b[..BLOCK_CRC_OFFSET], &b[BLOCK_HEADER_BYTES..]);
-                    put_u32(data, block.start + BLOCK_CRC_OFFSET, crc);
+                    write_u32_if_fits(data, block.start + BLOCK_CRC_OFFSET, crc);
                 }
                 None => {}
             }
@@ -1190,35 +1192,35 @@ fn fix_delta_file_checksums(data: &mut [u8]) {
     ] {
         if let Some(range) = section(data, offset_at, len_at) {
             let crc = crc32c::crc32c(&data[range]);
-            put_u32(data, footer_at + crc_at, crc);
+            write_u32_if_fits(data, footer_at + crc_at, crc);
         }
     }
     let crc = crc32c::crc32c(&data[footer_at..footer_at + FOOTER_CRC_OFFSET]);
-    put_u32(data, footer_at + FOOTER_CRC_OFFSET, crc);
+    write_u32_if_fits(data, footer_at + FOOTER_CRC_OFFSET, crc);
 }
 
 fn fix_manifest_checksums(data: &mut [u8]) {
     use crate::manifest::{
         frame_record, next_record_at, HEADER_BYTES, HEADER_CRC_OFFSET, PAYLOAD_CRC_OFFSET,
-        PAYLOAD_LEN_OFFSET, RECORD_HEADER_BYTES,
+        PAYLOAD_LEN_OFFSET, RECORD_HEADER_BYTES, VERSION_OFFSET,
     };
     if data.len() < HEADER_BYTES {
         return;
     }
     let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
-    put_u32(data, HEADER_CRC_OFFSET, crc);
-    if u32_at(data, 8) == Some(1) {
+    write_u32_if_fits(data, HEADER_CRC_OFFSET, crc);
+    if u32_at(data, VERSION_OFFSET) == Some(1) {
         let len = u32_at(data, PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
         if let Some(payload) = data.get(HEADER_BYTES..HEADER_BYTES + len) {
             let crc = crc32c::crc32c(payload);
-            put_u32(data, PAYLOAD_CRC_OFFSET, crc);
+            write_u32_if_fits(data, PAYLOAD_CRC_OFFSET, crc);
         }
         let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
-        put_u32(data, HEADER_CRC_OFFSET, crc);
+        write_u32_if_fits(data, HEADER_CRC_OFFSET, crc);
         return;
     }
     // Versions 2 to 4: every whole record's two checksums, in turn.
-    let version = u32_at(data, 8).unwrap_or(0);
+    let version = u32_at(data, VERSION_OFFSET).unwrap_or(0);
     let mut at = HEADER_BYTES;
     while let Some(len) = u32_at(data, at) {
         let start = at + RECORD_HEADER_BYTES;

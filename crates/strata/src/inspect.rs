@@ -8,6 +8,7 @@
 //! appended to). Every error is the engine's own: corruption names the file
 //! and the offset.
 
+use crate::codec::u32_at;
 use crate::error::Result;
 use crate::io::{
     EntryKind, FileClass, FileOptions, IoMode, IoStats, OsStorage, Storage, StorageFile,
@@ -110,7 +111,8 @@ pub fn manifest(path: &Path) -> Result<ManifestInfo> {
     let (file, len) = open_file(&path, FileClass::Manifest)?;
     let bytes = file.read_range(0, usize::try_from(len).unwrap_or(usize::MAX))?;
     let loaded = manifest::decode(&path, &bytes)?;
-    let format_version = u32::from_le_bytes(bytes[8..12].try_into().expect("a decoded header"));
+    // Decoded: the file holds a whole header.
+    let format_version = u32_at(&bytes, manifest::VERSION_OFFSET).unwrap_or(0);
     let layers = loaded
         .state
         .layers

@@ -47,6 +47,7 @@
 
 use std::path::Path;
 
+use crate::codec::{put_u32, put_u64, u32_at, u64_at};
 use crate::error::{Corruption, Result};
 
 /// How a filter places a key's probes (by the layer's format version).
@@ -293,8 +294,8 @@ impl BloomFilter {
     /// Appends the encoding to `out`.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
-        out.extend_from_slice(&self.hash_count.to_le_bytes());
-        out.extend_from_slice(&self.bit_count.to_le_bytes());
+        put_u32(out, self.hash_count);
+        put_u64(out, self.bit_count);
         let bits_start = out.len();
         for line in &self.lines {
             out.extend_from_slice(&line.0);
@@ -313,7 +314,12 @@ impl BloomFilter {
         offset: u64,
     ) -> Result<Self> {
         let corrupt = |at: usize, what: String| Corruption::new(file, offset + at as u64, what);
-        if bytes.len() < BLOOM_HEADER_BYTES {
+        // The bit count is the header's last field: both read, the
+        // header is whole.
+        let (Some(hash_count), Some(bit_count)) = (
+            u32_at(bytes, BLOOM_HASH_COUNT_OFFSET),
+            u64_at(bytes, BLOOM_BIT_COUNT_OFFSET),
+        ) else {
             return Err(corrupt(
                 0,
                 format!(
@@ -322,13 +328,7 @@ impl BloomFilter {
                 ),
             )
             .into());
-        }
-        let mut word4 = [0u8; 4];
-        word4.copy_from_slice(&bytes[BLOOM_HASH_COUNT_OFFSET..BLOOM_HASH_COUNT_OFFSET + 4]);
-        let hash_count = u32::from_le_bytes(word4);
-        let mut word8 = [0u8; 8];
-        word8.copy_from_slice(&bytes[BLOOM_BIT_COUNT_OFFSET..BLOOM_BIT_COUNT_OFFSET + 8]);
-        let bit_count = u64::from_le_bytes(word8);
+        };
         if hash_count == 0 || hash_count > BLOOM_HASH_COUNT_MAX {
             return Err(corrupt(
                 BLOOM_HASH_COUNT_OFFSET,
