@@ -353,8 +353,8 @@ fn entry_crc(crc: u32, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) -> u
     crc32c::crc32c_append(crc, value)
 }
 
-/// An output being written.
-struct Open {
+/// A compaction output file being written.
+struct OutputFile {
     id: u64,
     writer: DeltaLayerWriter<BufferedWriter<dyn crate::io::StorageFile>>,
     bytes: u64,
@@ -483,7 +483,7 @@ fn write_run(
     written: &mut Vec<u64>,
 ) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
     let mut finished: Vec<(u64, u64, u32)> = Vec::new();
-    let mut current: Option<Open> = None;
+    let mut current: Option<OutputFile> = None;
     let mut last_key: Vec<u8> = Vec::new();
     let mut n: u64 = 0;
     let mut unpaced: u64 = 0;
@@ -504,7 +504,7 @@ fn write_run(
             matches!(&current, Some(o) if o.bytes >= opts.target_file_bytes && key != last_key);
         if cut {
             let open = current.take().expect("an output to cut");
-            finished.push(finish(open)?);
+            finished.push(seal_output(open)?);
         }
         let out = match &mut current {
             Some(o) => o,
@@ -523,7 +523,7 @@ fn write_run(
         current = Some(create_output(io, opts, take_id, written)?);
     }
     if let Some(open) = current.take() {
-        finished.push(finish(open)?);
+        finished.push(seal_output(open)?);
     }
     // Each output read back whole: what reached the device is what was
     // written (a block that rotted between write and read fails here, and
@@ -998,7 +998,7 @@ fn create_output(
     opts: &JobOptions,
     take_id: &mut dyn FnMut() -> Result<u64>,
     written: &mut Vec<u64>,
-) -> Result<Open> {
+) -> Result<OutputFile> {
     let id = take_id()?;
     written.push(id);
     let path = io.dir.join(delta_name(id));
@@ -1010,7 +1010,7 @@ fn create_output(
         Some(pacer) => pacer.steps(),
         None => Arc::new(|| crate::io::BACKGROUND_IO_BYTES_MAX),
     });
-    Ok(Open {
+    Ok(OutputFile {
         id,
         writer: DeltaLayerWriter::new(sink, opts.block_bytes)?,
         bytes: 0,
@@ -1021,7 +1021,7 @@ fn create_output(
 
 /// Finishes an output: the file written out to its exact length and made
 /// durable. Returns (id, length, entry checksum).
-fn finish(open: Open) -> Result<(u64, u64, u32)> {
+fn seal_output(open: OutputFile) -> Result<(u64, u64, u32)> {
     let (sink, summary) = open.writer.finish()?;
     debug_assert_eq!(summary.entries, open.entries);
     let file = sink.finish(ShutdownMode::PadThenTruncate)?;

@@ -1195,6 +1195,9 @@ impl ManifestLog {
         let mut next = self.state.clone();
         next.apply(&edit)
             .map_err(|why| Error::Poisoned(format!("{}: edit {edit:?}: {why}", path.display())))?;
+        // Costly (every id sorted): debug builds and tests only. A rollover
+        // checks it always.
+        debug_assert_eq!(next.check(), Ok(()), "manifest state after {edit:?}");
         let limit = self.rollover_bytes_min.max(4 * self.snapshot_bytes);
         match &self.file {
             Some(file) if self.end < limit => {

@@ -270,7 +270,7 @@ fn describe_v1_layers(state: &mut ManifestState, v1_deltas: &[u64], io: &LayerIo
 }
 
 /// The logs of unflushed layers, replayed.
-struct Replayed {
+struct ReplayedLogs {
     /// Their layers, oldest first (frozen: the open one is a new log).
     frozen: Vec<Arc<InMemoryLayer>>,
     /// Logs that hold no record: unlisted by the manifest written at open,
@@ -291,7 +291,7 @@ fn replay_logs(
     log_opts: &FileOptions,
     layer_io: &LayerIo,
     flushed_lsn: Lsn,
-) -> Result<Replayed> {
+) -> Result<ReplayedLogs> {
     let stats = &layer_io.stats;
     // Each log's header says where the log before it was sealed: read the
     // headers first, so each log is replayed knowing its claim.
@@ -306,7 +306,7 @@ fn replay_logs(
         })?;
         files.push((id, path, file, header));
     }
-    let mut out = Replayed {
+    let mut out = ReplayedLogs {
         frozen: Vec::new(),
         empty: Vec::new(),
         last_lsn: flushed_lsn,

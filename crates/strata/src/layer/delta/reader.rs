@@ -147,6 +147,109 @@ fn read_checked_with<R: ReadAt, B: AsRef<[u8]>>(
     Ok(bytes)
 }
 
+/// A delta layer's footer, read and checked (see `read_footer`).
+#[derive(Clone, Copy)]
+struct Footer {
+    /// Where it starts in the file.
+    offset: u64,
+    version: u32,
+    entries: u64,
+    distinct_keys: u64,
+    block_count: u64,
+    lsn_min: Lsn,
+    lsn_max: Lsn,
+    index_offset: u64,
+    index_len: u64,
+    bloom_offset: u64,
+    bloom_len: u64,
+    keys_offset: u64,
+    keys_len: u64,
+    index_crc: u32,
+    bloom_crc: u32,
+    keys_crc: u32,
+}
+
+impl Footer {
+    /// Checks that the sections lie back to back, from past the header to
+    /// the footer, and that the counts are possible.
+    fn check(&self, path: &Path) -> Result<()> {
+        let Footer {
+            offset: footer_offset,
+            entries,
+            distinct_keys,
+            block_count,
+            lsn_min,
+            lsn_max,
+            index_offset,
+            index_len,
+            bloom_offset,
+            bloom_len,
+            keys_offset,
+            keys_len,
+            ..
+        } = *self;
+        let field = |at: usize| footer_offset + u64_from_usize(at);
+        // The sections follow each other without gaps, ending at the footer.
+        for (start, len, next, at, what) in [
+            (
+                index_offset,
+                index_len,
+                bloom_offset,
+                FOOTER_INDEX_OFFSET_OFFSET,
+                "block index",
+            ),
+            (
+                bloom_offset,
+                bloom_len,
+                keys_offset,
+                FOOTER_BLOOM_OFFSET_OFFSET,
+                "bloom filter",
+            ),
+            (
+                keys_offset,
+                keys_len,
+                footer_offset,
+                FOOTER_KEYS_OFFSET_OFFSET,
+                "key range",
+            ),
+        ] {
+            if start.checked_add(len) != Some(next) {
+                return Err(corrupt(
+                    path,
+                    field(at),
+                    format!("{what} at {start} of {len} bytes does not end where the next section starts ({next})"),
+                ));
+            }
+        }
+        if index_offset < u64_from_usize(HEADER_BYTES) {
+            return Err(corrupt(
+                path,
+                field(FOOTER_INDEX_OFFSET_OFFSET),
+                "block index overlaps the header",
+            ));
+        }
+        let counts_consistent = lsn_min <= lsn_max
+            && block_count <= BLOCK_COUNT_MAX
+            && block_count <= entries
+            && distinct_keys <= entries
+            && (entries == 0) == (block_count == 0)
+            && (entries == 0) == (distinct_keys == 0)
+            // Every index entry takes at least its header and a one-byte key.
+            && block_count.checked_mul(u64_from_usize(INDEX_ENTRY_HEADER_BYTES + 1)).is_some_and(|b| b <= index_len);
+        if !counts_consistent {
+            return Err(corrupt(
+                path,
+                field(FOOTER_ENTRY_COUNT_OFFSET),
+                format!(
+                    "inconsistent counts: {entries} entries, {distinct_keys} distinct keys, {block_count} blocks, \
+                     {index_len} index bytes, LSNs {lsn_min}..={lsn_max}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What `open` reads and keeps of a layer file.
 struct Opened {
     summary: DeltaLayerSummary,
@@ -179,6 +282,144 @@ impl<R: ReadAt> DeltaLayerReader<R> {
 
     /// One reading of what `open` keeps, checked.
     fn read_opened(file: &R) -> Result<Opened> {
+        let footer = Self::read_footer(file)?;
+        Self::check_header(file, footer.version)?;
+        Self::read_sections(file, &footer)
+    }
+
+    /// Reads the block index, the bloom filter and the key range (one read:
+    /// they lie back to back before the footer), checks each against its
+    /// crc32c and the footer, and decodes them.
+    fn read_sections(file: &R, footer: &Footer) -> Result<Opened> {
+        let path = file.path();
+        let file_len = file.file_len();
+        let Footer {
+            offset: footer_offset,
+            version,
+            entries,
+            distinct_keys,
+            block_count,
+            lsn_min,
+            lsn_max,
+            index_offset,
+            index_len,
+            bloom_offset,
+            bloom_len,
+            keys_offset,
+            ..
+        } = *footer;
+        let field = |at: usize| footer_offset + u64_from_usize(at);
+        // Block index, bloom filter and key range: contiguous, read at once.
+        let meta = read_checked(
+            file,
+            index_offset,
+            footer_offset - index_offset,
+            "block index, bloom filter and key range",
+        )?;
+        // The chain check above makes these lengths sum to meta.len().
+        let index_len_usize = usize_from_u64(
+            index_len,
+            path,
+            field(FOOTER_INDEX_LEN_OFFSET),
+            "index length",
+        )?;
+        let bloom_len_usize = usize_from_u64(
+            bloom_len,
+            path,
+            field(FOOTER_BLOOM_LEN_OFFSET),
+            "bloom length",
+        )?;
+        let split = meta
+            .split_at_checked(index_len_usize)
+            .and_then(|(index, rest)| {
+                rest.split_at_checked(bloom_len_usize)
+                    .map(|(bloom, keys)| (index, bloom, keys))
+            });
+        let Some((index_bytes, bloom_bytes, keys)) = split else {
+            return Err(corrupt(
+                path,
+                index_offset,
+                "section lengths exceed the sections",
+            ));
+        };
+        // Block index.
+        check_crc(
+            path,
+            index_offset,
+            "block index",
+            footer.index_crc,
+            crc32c::crc32c(index_bytes),
+        )?;
+        let mut index = decode_index(
+            index_bytes,
+            path,
+            index_offset,
+            version,
+            block_count,
+            lsn_min,
+            lsn_max,
+        )?;
+
+        // Bloom filter.
+        check_crc(
+            path,
+            bloom_offset,
+            "bloom filter",
+            footer.bloom_crc,
+            crc32c::crc32c(bloom_bytes),
+        )?;
+        let bloom = BloomFilter::decode(
+            bloom_bytes,
+            BloomLayout::of_format_version(version),
+            path,
+            bloom_offset,
+        )?;
+
+        // Key range.
+        check_crc(
+            path,
+            keys_offset,
+            "key range",
+            footer.keys_crc,
+            crc32c::crc32c(keys),
+        )?;
+        let (key_min, key_max) = decode_keys(keys, path, keys_offset)?;
+        let keys_consistent = match (index.get(0), index.last()) {
+            (Some(first), Some(last)) => {
+                !key_min.is_empty() && first.first_key == key_min && last.first_key <= &key_max[..]
+            }
+            _ => key_min.is_empty() && key_max.is_empty(),
+        };
+        if !keys_consistent {
+            return Err(corrupt(
+                path,
+                keys_offset,
+                "key range disagrees with the block index",
+            ));
+        }
+        index.set_key_max(&key_max);
+
+        let summary = DeltaLayerSummary {
+            key_min,
+            key_max,
+            lsn_min,
+            lsn_max,
+            entries,
+            distinct_keys,
+            blocks: block_count,
+            file_bytes: file_len,
+        };
+        Ok(Opened {
+            summary,
+            index,
+            bloom,
+        })
+    }
+
+    /// Reads and checks the footer: its length, crc32c, magic and
+    /// version, and that its fields agree (sections back to back, counts
+    /// possible).
+    fn read_footer(file: &R) -> Result<Footer> {
         let path = file.path();
         let file_len = file.file_len();
         if file_len < u64_from_usize(FILE_BYTES_MIN) {
@@ -280,65 +521,32 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                 format!("unknown footer flags {flags:#x}"),
             ));
         }
-        // The sections follow each other without gaps, ending at the footer.
-        for (start, len, next, at, what) in [
-            (
-                index_offset,
-                index_len,
-                bloom_offset,
-                FOOTER_INDEX_OFFSET_OFFSET,
-                "block index",
-            ),
-            (
-                bloom_offset,
-                bloom_len,
-                keys_offset,
-                FOOTER_BLOOM_OFFSET_OFFSET,
-                "bloom filter",
-            ),
-            (
-                keys_offset,
-                keys_len,
-                footer_offset,
-                FOOTER_KEYS_OFFSET_OFFSET,
-                "key range",
-            ),
-        ] {
-            if start.checked_add(len) != Some(next) {
-                return Err(corrupt(
-                    path,
-                    field(at),
-                    format!("{what} at {start} of {len} bytes does not end where the next section starts ({next})"),
-                ));
-            }
-        }
-        if index_offset < u64_from_usize(HEADER_BYTES) {
-            return Err(corrupt(
-                path,
-                field(FOOTER_INDEX_OFFSET_OFFSET),
-                "block index overlaps the header",
-            ));
-        }
-        let counts_consistent = lsn_min <= lsn_max
-            && block_count <= BLOCK_COUNT_MAX
-            && block_count <= entries
-            && distinct_keys <= entries
-            && (entries == 0) == (block_count == 0)
-            && (entries == 0) == (distinct_keys == 0)
-            // Every index entry takes at least its header and a one-byte key.
-            && block_count.checked_mul(u64_from_usize(INDEX_ENTRY_HEADER_BYTES + 1)).is_some_and(|b| b <= index_len);
-        if !counts_consistent {
-            return Err(corrupt(
-                path,
-                field(FOOTER_ENTRY_COUNT_OFFSET),
-                format!(
-                    "inconsistent counts: {entries} entries, {distinct_keys} distinct keys, {block_count} blocks, \
-                     {index_len} index bytes, LSNs {lsn_min}..={lsn_max}"
-                ),
-            ));
-        }
+        let footer = Footer {
+            offset: footer_offset,
+            version,
+            entries,
+            distinct_keys,
+            block_count,
+            lsn_min,
+            lsn_max,
+            index_offset,
+            index_len,
+            bloom_offset,
+            bloom_len,
+            keys_offset,
+            keys_len,
+            index_crc: f32_(FOOTER_INDEX_CRC_OFFSET),
+            bloom_crc: f32_(FOOTER_BLOOM_CRC_OFFSET),
+            keys_crc: f32_(FOOTER_KEYS_CRC_OFFSET),
+        };
+        footer.check(path)?;
+        Ok(footer)
+    }
 
-        // Header.
+    /// Reads and checks the header: crc32c, magic, the footer's version,
+    /// no flags, a block size target in range.
+    fn check_header(file: &R, version: u32) -> Result<()> {
+        let path = file.path();
         let header = read_checked(file, 0, u64_from_usize(HEADER_BYTES), "header")?;
         let stored = u32_at(&header, HEADER_CRC_OFFSET).unwrap_or(0);
         check_crc(
@@ -377,111 +585,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             ));
         }
 
-        // Block index, bloom filter and key range: contiguous, read at once.
-        let meta = read_checked(
-            file,
-            index_offset,
-            footer_offset - index_offset,
-            "block index, bloom filter and key range",
-        )?;
-        // The chain check above makes these lengths sum to meta.len().
-        let index_len_usize = usize_from_u64(
-            index_len,
-            path,
-            field(FOOTER_INDEX_LEN_OFFSET),
-            "index length",
-        )?;
-        let bloom_len_usize = usize_from_u64(
-            bloom_len,
-            path,
-            field(FOOTER_BLOOM_LEN_OFFSET),
-            "bloom length",
-        )?;
-        let split = meta
-            .split_at_checked(index_len_usize)
-            .and_then(|(index, rest)| {
-                rest.split_at_checked(bloom_len_usize)
-                    .map(|(bloom, keys)| (index, bloom, keys))
-            });
-        let Some((index_bytes, bloom_bytes, keys)) = split else {
-            return Err(corrupt(
-                path,
-                index_offset,
-                "section lengths exceed the sections",
-            ));
-        };
-        // Block index.
-        check_crc(
-            path,
-            index_offset,
-            "block index",
-            f32_(FOOTER_INDEX_CRC_OFFSET),
-            crc32c::crc32c(index_bytes),
-        )?;
-        let mut index = decode_index(
-            index_bytes,
-            path,
-            index_offset,
-            version,
-            block_count,
-            lsn_min,
-            lsn_max,
-        )?;
-
-        // Bloom filter.
-        check_crc(
-            path,
-            bloom_offset,
-            "bloom filter",
-            f32_(FOOTER_BLOOM_CRC_OFFSET),
-            crc32c::crc32c(bloom_bytes),
-        )?;
-        let bloom = BloomFilter::decode(
-            bloom_bytes,
-            BloomLayout::of_format_version(version),
-            path,
-            bloom_offset,
-        )?;
-
-        // Key range.
-        check_crc(
-            path,
-            keys_offset,
-            "key range",
-            f32_(FOOTER_KEYS_CRC_OFFSET),
-            crc32c::crc32c(keys),
-        )?;
-        let (key_min, key_max) = decode_keys(keys, path, keys_offset)?;
-        let keys_consistent = match (index.get(0), index.last()) {
-            (Some(first), Some(last)) => {
-                !key_min.is_empty() && first.first_key == key_min && last.first_key <= &key_max[..]
-            }
-            _ => key_min.is_empty() && key_max.is_empty(),
-        };
-        if !keys_consistent {
-            return Err(corrupt(
-                path,
-                keys_offset,
-                "key range disagrees with the block index",
-            ));
-        }
-        index.set_key_max(&key_max);
-
-        let summary = DeltaLayerSummary {
-            key_min,
-            key_max,
-            lsn_min,
-            lsn_max,
-            entries,
-            distinct_keys,
-            blocks: block_count,
-            file_bytes: file_len,
-        };
-        Ok(Opened {
-            summary,
-            index,
-            bloom,
-        })
+        Ok(())
     }
 
     /// Point reads of this file (`get`, `get_in_block`) go through `cache`,
@@ -717,7 +821,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         end: Bound<&[u8]>,
     ) -> Result<DeltaRangeIter<'_, R>> {
         Ok(DeltaRangeIter {
-            scan: Scan::new(self, start, end),
+            scan: BlockScan::new(self, start, end),
         })
     }
 
@@ -728,7 +832,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         end: Bound<&[u8]>,
     ) -> Result<DeltaRangeIterOwned<R>> {
         Ok(DeltaRangeIterOwned {
-            scan: Scan::new(Arc::clone(self), start, end),
+            scan: BlockScan::new(Arc::clone(self), start, end),
         })
     }
 }
@@ -1275,10 +1379,10 @@ impl BlockCursor {
 }
 
 /// The scan state shared by the borrowing and the owning range iterators.
-/// A scan's first read-ahead (see `Scan::window_bytes`).
+/// A scan's first read-ahead (see `BlockScan::window_bytes`).
 const READAHEAD_FIRST_BYTES: usize = 16 << 10;
 
-struct Scan<P> {
+struct BlockScan<P> {
     reader: P,
     /// The next block to read.
     next_block: usize,
@@ -1310,7 +1414,7 @@ struct Seen {
     key_continues: bool,
 }
 
-impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
+impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
     fn new(reader: P, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Self {
         let index = &reader.index;
         let all = 0..index.len();
@@ -1335,7 +1439,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> Scan<P> {
         let misses = index.is_empty()
             || !before_end(&end, &summary.key_min)
             || !after_start(&start, &summary.key_max);
-        Scan {
+        BlockScan {
             next_block,
             block: None,
             ahead: std::collections::VecDeque::new(),
@@ -1483,7 +1587,7 @@ fn before_end(end: &Bound<Vec<u8>>, key: &[u8]) -> bool {
 /// ascending by (key, lsn); after an error it yields nothing more.
 #[cfg_attr(not(test), allow(dead_code))] // used by tests
 pub(crate) struct DeltaRangeIter<'a, R: ReadAt> {
-    scan: Scan<&'a DeltaLayerReader<R>>,
+    scan: BlockScan<&'a DeltaLayerReader<R>>,
 }
 
 impl<R: ReadAt> Iterator for DeltaRangeIter<'_, R> {
@@ -1495,7 +1599,7 @@ impl<R: ReadAt> Iterator for DeltaRangeIter<'_, R> {
 
 /// A range scan holding its reader in an `Arc`, for scans that outlive a borrow.
 pub(crate) struct DeltaRangeIterOwned<R: ReadAt> {
-    scan: Scan<Arc<DeltaLayerReader<R>>>,
+    scan: BlockScan<Arc<DeltaLayerReader<R>>>,
 }
 
 impl<R: ReadAt> DeltaRangeIterOwned<R> {
