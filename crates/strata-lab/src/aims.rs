@@ -6,19 +6,25 @@
 //! and the verdict.
 //!
 //! Invariants: the verdict ([`Claim::met`]) is computed from the figures
-//! and the bound, never stored beside them; [`Claim::note`] is the only
-//! writer of an aim's note in the results (`aim met: …` / `aim not met:
-//! …`) and [`split_note`] its only reader, so the results format (schema
-//! 2: aims are notes) has one definition. Pure functions, no I/O.
+//! and the bound; an [`Aim`] stores it beside them for readers of the JSON,
+//! made by [`Aim::new`] only, and [`Aim::check`] verifies it against the
+//! figures. [`Claim::note`] is the only writer of an
+//! aim's note and [`split_note`] its only reader. A claim's figures are
+//! finite (they come from rows' metrics, which are), so the JSON holds
+//! numbers, never `null`. Pure functions, no I/O.
 
 use std::fmt;
+
+use serde::{Deserialize, Serialize};
 
 /// How the lab writes an aim's verdict at the start of a note.
 pub const AIM_MET_PREFIX: &str = "aim met:";
 pub const AIM_NOT_MET_PREFIX: &str = "aim not met:";
 
-/// The bound a figure or ratio must stay within (inclusive).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The bound a figure or ratio must stay within (inclusive). In the JSON:
+/// `{"at_least": 0.9}` or `{"at_most": 2.2}`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Bound {
     AtLeast(f64),
     AtMost(f64),
@@ -29,6 +35,12 @@ impl Bound {
         match self {
             Bound::AtLeast(min) => value >= min,
             Bound::AtMost(max) => value <= max,
+        }
+    }
+
+    fn is_finite(self) -> bool {
+        match self {
+            Bound::AtLeast(v) | Bound::AtMost(v) => v.is_finite(),
         }
     }
 }
@@ -42,8 +54,10 @@ impl fmt::Display for Bound {
     }
 }
 
-/// What strata's figure is compared with.
-#[derive(Clone, Debug, PartialEq)]
+/// What strata's figure is compared with. In the JSON: `{"engine":
+/// "RocksDB"}`, `{"device": …}` or `{"published": …}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Reference {
     /// Another engine measured in the same run; its name as the prose
     /// says it (`io_uring's`, `RocksDB`, `every peer`).
@@ -63,14 +77,17 @@ impl Reference {
 }
 
 /// One case's ratio in a [`Claim::EveryCase`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CaseFigure {
     pub case: String,
     pub ratio: f64,
 }
 
-/// One aim with the run's figures.
-#[derive(Clone, Debug, PartialEq)]
+/// One aim with the run's figures. In the JSON, an object whose `kind`
+/// (`figure`, `ratio`, `every_case`, `case_count`) says which, with the
+/// variant's fields beside it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Claim {
     /// One figure of strata's within a bound: `strata's write amplification
     /// before compaction 1.02 (aim ≤ 2.2)`.
@@ -127,6 +144,18 @@ impl Claim {
             Claim::Ratio { ratio, bound, .. } => bound.holds(*ratio),
             Claim::EveryCase { bound, cases, .. } => cases.iter().all(|c| bound.holds(c.ratio)),
             Claim::CaseCount { misses, .. } => misses.is_empty(),
+        }
+    }
+
+    /// Whether every figure is finite (JSON has no NaN or infinity).
+    pub fn figures_are_finite(&self) -> bool {
+        match self {
+            Claim::Figure { value, bound, .. } => value.is_finite() && bound.is_finite(),
+            Claim::Ratio { ratio, bound, .. } => ratio.is_finite() && bound.is_finite(),
+            Claim::EveryCase { bound, cases, .. } => {
+                bound.is_finite() && cases.iter().all(|c| c.ratio.is_finite())
+            }
+            Claim::CaseCount { .. } => true,
         }
     }
 
@@ -201,6 +230,64 @@ impl Claim {
 /// The notes of `claims`, in order.
 pub fn notes(claims: &[Claim]) -> Vec<String> {
     claims.iter().map(Claim::note).collect()
+}
+
+/// An aim as the results keep it (an element of `aims` in the JSON): the
+/// verdict and the text the run computed, then the claim they were
+/// computed from. `met` and `text` are there for people and scripts
+/// reading the JSON; the report shows them as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Aim {
+    /// [`Claim::met`] when the run wrote it.
+    pub met: bool,
+    /// [`Claim::text`] when the run wrote it: the note without its verdict.
+    pub text: String,
+    pub claim: Claim,
+}
+
+impl Aim {
+    /// The record of `claim`, its verdict and text computed from it. Its
+    /// figures must be finite (a proven invariant: they come from rows'
+    /// metrics, which [`crate::results::Row::metric`] keeps finite).
+    pub fn new(claim: Claim) -> Aim {
+        assert!(
+            claim.figures_are_finite(),
+            "an aim with a figure that is not finite: {claim:?}"
+        );
+        Aim {
+            met: claim.met(),
+            text: claim.text(),
+            claim,
+        }
+    }
+
+    /// Checks the stored verdict against the claim's figures (on reading
+    /// results). The text is not checked: its prose may change between
+    /// builds, and the report shows it as the run wrote it.
+    pub fn check(&self) -> Result<(), String> {
+        if self.met != self.claim.met() {
+            return Err(format!(
+                "aim `{}` is stored as {} but its figures say {}",
+                self.text,
+                verdict_word(self.met),
+                verdict_word(self.claim.met())
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn verdict_word(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "not met"
+    }
+}
+
+/// The records of `claims`, in order.
+pub fn records(claims: &[Claim]) -> Vec<Aim> {
+    claims.iter().cloned().map(Aim::new).collect()
 }
 
 /// A note written by [`Claim::note`] read back from the results: whether
@@ -297,5 +384,102 @@ mod tests {
             claim(vec!["a: 1.50×".to_string()]).note(),
             "aim not met: strata ≥ 2× RocksDB on 2 of 3 100 B cases; short on a: 1.50×"
         );
+    }
+
+    /// One claim of each kind, with the figures of a run.
+    fn one_of_each() -> Vec<Claim> {
+        vec![
+            Claim::Figure {
+                what: "strata's write amplification before compaction".to_string(),
+                value: 1.02,
+                decimals: 2,
+                bound: Bound::AtMost(2.2),
+            },
+            Claim::Ratio {
+                what: "4 KiB random writes at qd1".to_string(),
+                strata: "strata 30000 IOPS".to_string(),
+                ratio: 13.6,
+                decimals: 1,
+                reference: Reference::Published("the Haura fio engine's".to_string()),
+                bound: Bound::AtLeast(10.0),
+            },
+            Claim::EveryCase {
+                what: "DirectRw BufferedWriter".to_string(),
+                bound: Bound::AtLeast(0.9),
+                reference: Reference::Device("the device write line".to_string()),
+                cases: vec![CaseFigure {
+                    case: "writes of 1 MiB DirectRw/IoUring".to_string(),
+                    ratio: 0.85,
+                }],
+            },
+            Claim::CaseCount {
+                what: "strata ≥ 2× RocksDB".to_string(),
+                reference: Reference::Engine("RocksDB".to_string()),
+                cases_label: "100 B cases".to_string(),
+                held: 1,
+                checked: 2,
+                misses: vec!["100 B Random: 1.50×".to_string()],
+                misses_label: "short on".to_string(),
+            },
+        ]
+    }
+
+    #[test]
+    fn an_aim_round_trips_through_json_with_its_claim_verdict_and_text() {
+        let aims = records(&one_of_each());
+        let json = serde_json::to_string(&aims).unwrap();
+        let back: Vec<Aim> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, aims);
+        for aim in &back {
+            assert_eq!(aim.met, aim.claim.met());
+            assert_eq!(aim.text, aim.claim.text());
+            assert_eq!(aim.check(), Ok(()));
+        }
+        assert_eq!(
+            back.iter().map(|a| a.met).collect::<Vec<_>>(),
+            vec![true, true, false, false]
+        );
+    }
+
+    #[test]
+    fn an_aim_in_json_names_its_kind_bound_and_reference() {
+        let aim = Aim::new(one_of_each().swap_remove(2));
+        assert_eq!(
+            serde_json::to_value(&aim).unwrap(),
+            serde_json::json!({
+                "met": false,
+                "text": "DirectRw BufferedWriter ≥ 0.9× the device write line (writes of 1 MiB DirectRw/IoUring: 0.85×)",
+                "claim": {
+                    "kind": "every_case",
+                    "what": "DirectRw BufferedWriter",
+                    "bound": {"at_least": 0.9},
+                    "reference": {"device": "the device write line"},
+                    "cases": [{"case": "writes of 1 MiB DirectRw/IoUring", "ratio": 0.85}],
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn a_stored_verdict_that_contradicts_the_figures_fails_its_check() {
+        let mut aim = Aim::new(one_of_each().swap_remove(0));
+        assert!(aim.met);
+        aim.met = false;
+        let err = aim.check().unwrap_err();
+        assert!(
+            err.contains("stored as not met but its figures say met"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "not finite")]
+    fn an_aim_with_a_figure_that_is_not_finite_is_refused() {
+        Aim::new(Claim::Figure {
+            what: "x".to_string(),
+            value: f64::NAN,
+            decimals: 2,
+            bound: Bound::AtMost(1.0),
+        });
     }
 }
