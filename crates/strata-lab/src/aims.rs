@@ -5,10 +5,18 @@
 //! ([`crate::experiment::Experiment::aims`]); this module owns their prose
 //! and the verdict.
 //!
+//! Where aims live: in each experiment's results, the `aims` array
+//! ([`crate::results::ExperimentResult::aims`]) holds one [`Aim`] per
+//! claim — the [`Claim`] with its figures, its verdict and its text — and
+//! the report's summary reads them from there. The run also writes each as
+//! a note (`aim met: …` / `aim not met: …`) for people reading the JSON;
+//! [`split_note`] reads those back only for results written before the
+//! `aims` array existed.
+//!
 //! Invariants: the verdict ([`Claim::met`]) is computed from the figures
 //! and the bound; an [`Aim`] stores it beside them for readers of the JSON,
 //! made by [`Aim::new`] only, and [`Aim::check`] verifies it against the
-//! figures. [`Claim::note`] is the only writer of an
+//! figures when results are loaded. [`Claim::note`] is the only writer of an
 //! aim's note and [`split_note`] its only reader. A claim's figures are
 //! finite (they come from rows' metrics, which are), so the JSON holds
 //! numbers, never `null`. Pure functions, no I/O.
@@ -291,7 +299,9 @@ pub fn records(claims: &[Claim]) -> Vec<Aim> {
 }
 
 /// A note written by [`Claim::note`] read back from the results: whether
-/// the aim was met, and its text; `None` for any other note.
+/// the aim was met, and its text; `None` for any other note. Only for
+/// results written before the `aims` array existed (schema 2 files from
+/// before it): newer results are read from [`Aim`]s.
 pub fn split_note(note: &str) -> Option<(bool, &str)> {
     if let Some(text) = note.strip_prefix(AIM_MET_PREFIX) {
         Some((true, text.trim()))

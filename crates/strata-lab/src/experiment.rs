@@ -6,8 +6,8 @@
 //!
 //! Invariants: an experiment's results are made here only
 //! ([`RunContext::result`], [`RunContext::failed_result`]), so every
-//! results file carries the run's machine, commit, mode and notes the same
-//! way; the primary metric is the first plot metric. This module knows no
+//! results file carries the run's machine, commit, mode, notes and aims
+//! (as data, [`ExperimentResult::aims`]) the same way; the primary metric is the first plot metric. This module knows no
 //! experiment.
 
 use std::collections::BTreeMap;
@@ -55,8 +55,10 @@ pub trait Experiment: Sync {
     /// (`None` for the experiment that measures it).
     fn run(&self, ctx: &RunContext, device_line: Option<&DeviceLine>) -> Result<Measured>;
 
-    /// Its aims, checked on its rows (none by default). The run writes
-    /// them as notes ([`Claim::note`]).
+    /// Its aims, checked on its rows (none by default). [`Self::run`]
+    /// returns them in [`Measured::aims`] and says each as a note
+    /// ([`say_aims`]); the results keep them as data
+    /// ([`ExperimentResult::aims`]).
     fn aims(&self, _rows: &[Row]) -> Vec<Claim> {
         Vec::new()
     }
@@ -84,6 +86,10 @@ pub struct Measured {
     pub options: Options,
     pub rows: Vec<Row>,
     pub notes: Vec<String>,
+    /// Its aims checked on `rows` ([`Experiment::aims`]), each also among
+    /// `notes` ([`Claim::note`]); empty when it has none or did not check
+    /// them (a skipped run).
+    pub aims: Vec<Claim>,
     /// The device line this experiment measured; set by the one that
     /// [`Experiment::measures_device_line`] only.
     pub device_line: Option<DeviceLine>,
@@ -159,6 +165,7 @@ impl RunContext {
             options: options(&[("failed", format!("{err:#}").into())]),
             rows: Vec::new(),
             notes: vec![format!("failed: {err:#}")],
+            aims: Vec::new(),
             device_line: None,
         };
         self.assemble(
@@ -184,8 +191,14 @@ impl RunContext {
             options,
             rows,
             mut notes,
+            aims,
             device_line: _,
         } = measured;
+        debug_assert!(
+            aims.iter().all(|claim| notes.contains(&claim.note())),
+            "{}: an aim without its note",
+            experiment.name()
+        );
         notes.splice(0..0, self.run_notes.iter().cloned());
         ExperimentResult {
             schema_version: SCHEMA_VERSION,
@@ -202,6 +215,7 @@ impl RunContext {
             metrics,
             plot_metrics: plot_metrics.iter().map(|s| s.to_string()).collect(),
             rows,
+            aims: Some(crate::aims::records(&aims)),
             notes,
         }
     }

@@ -1,7 +1,14 @@
 //! The results of one experiment as written to `<results dir>/<experiment>.json`
 //! (schema documented in docs/lab.md; bump [`SCHEMA_VERSION`] on any
-//! incompatible change). The report reads only these files, so a results
-//! folder can be rendered anywhere, later.
+//! incompatible change: readers reject other versions, so a field added
+//! with a default, which older files load without, keeps the version). The
+//! report reads only these files, so a results folder can be rendered
+//! anywhere, later.
+//!
+//! An experiment's aims live in [`ExperimentResult::aims`], as data
+//! ([`crate::aims::Aim`]: the claim, its verdict and text); each is also
+//! among the `notes`, as prose for people. [`ExperimentResult::load`]
+//! checks every stored verdict against its claim's figures.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::aims::Aim;
 use crate::machine::Machine;
 
 pub const SCHEMA_VERSION: u32 = 2;
@@ -39,7 +47,14 @@ pub struct ExperimentResult {
     #[serde(default)]
     pub plot_metrics: Vec<String>,
     pub rows: Vec<Row>,
-    /// Anything the reader should know (skipped engines, fallbacks…).
+    /// The experiment's aims checked on `rows`, in order; each is also a
+    /// note. Empty for an experiment without aims, or one that failed or
+    /// was skipped; `None` only in results written before aims were kept
+    /// as data (their verdicts are in their notes alone).
+    #[serde(default)]
+    pub aims: Option<Vec<Aim>>,
+    /// Anything the reader should know (skipped engines, fallbacks, each
+    /// aim's verdict as prose…).
     pub notes: Vec<String>,
 }
 
@@ -322,6 +337,11 @@ impl ExperimentResult {
                 SCHEMA_VERSION
             );
         }
+        for aim in result.aims.iter().flatten() {
+            if let Err(why) = aim.check() {
+                bail!("{}: {why}", path.display());
+            }
+        }
         Ok(result)
     }
 
@@ -443,7 +463,20 @@ pub(crate) mod tests {
                 Row::new("8 KiB Sequential", "strata", "DirectRw").metric("mib_s", 180.0),
                 Row::new("8 KiB Sequential", "rocksdb", "DirectRw").metric("mib_s", 90.0),
             ],
+            aims: Some(Vec::new()),
             notes: vec!["a note".to_string()],
+        }
+    }
+
+    /// An aim on [`sample`]'s rows: strata's best ≥ 1.5× the peer's.
+    pub(crate) fn sample_claim(met: bool) -> crate::aims::Claim {
+        crate::aims::Claim::Ratio {
+            what: "ingest at 100 B".to_string(),
+            strata: "strata 100 MiB/s".to_string(),
+            ratio: if met { 2.0 } else { 1.2 },
+            decimals: 2,
+            reference: crate::aims::Reference::Engine("rocksdb's".to_string()),
+            bound: crate::aims::Bound::AtLeast(1.5),
         }
     }
 
@@ -454,6 +487,57 @@ pub(crate) mod tests {
         let path = result.save(tmp.path()).unwrap();
         assert_eq!(path.file_name().unwrap(), "ingest.json");
         assert_eq!(ExperimentResult::load(&path).unwrap(), result);
+    }
+
+    #[test]
+    fn a_result_round_trips_its_aims_through_json() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut result = sample("ingest");
+        let claims = vec![sample_claim(true), sample_claim(false)];
+        result.aims = Some(crate::aims::records(&claims));
+        result.notes.extend(crate::aims::notes(&claims));
+        let path = result.save(tmp.path()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(json["aims"][0]["met"], true);
+        assert_eq!(json["aims"][1]["met"], false);
+        assert_eq!(json["aims"][1]["claim"]["kind"], "ratio");
+        assert_eq!(json["aims"][1]["claim"]["bound"]["at_least"], 1.5);
+        let loaded = ExperimentResult::load(&path).unwrap();
+        assert_eq!(loaded, result);
+        assert_eq!(loaded.aims.unwrap()[1].claim, claims[1]);
+    }
+
+    #[test]
+    fn results_written_before_aims_were_data_still_load() {
+        // Schema 2 as written before the `aims` field: the verdicts are
+        // notes only.
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut result = sample("ingest");
+        result.aims = None;
+        result.notes = vec![sample_claim(true).note()];
+        let mut json = serde_json::to_value(&result).unwrap();
+        json.as_object_mut().unwrap().remove("aims");
+        let path = tmp.path().join("ingest.json");
+        std::fs::write(&path, json.to_string()).unwrap();
+        let loaded = ExperimentResult::load(&path).unwrap();
+        assert_eq!(loaded.aims, None);
+        assert_eq!(loaded, result);
+    }
+
+    #[test]
+    fn load_rejects_a_verdict_its_figures_contradict() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut result = sample("ingest");
+        let mut aim = crate::aims::Aim::new(sample_claim(false));
+        aim.met = true;
+        result.aims = Some(vec![aim]);
+        let path = result.save(tmp.path()).unwrap();
+        let err = format!("{:#}", ExperimentResult::load(&path).unwrap_err());
+        assert!(
+            err.contains("stored as met but its figures say not met"),
+            "{err}"
+        );
     }
 
     #[test]

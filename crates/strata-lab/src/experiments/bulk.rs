@@ -74,11 +74,13 @@ impl Experiment for Bulk {
         if rows.is_empty() {
             bail!("no engine completed bulk: {}", notes.join("; "));
         }
-        say_aims(&self.aims(&rows), &mut notes);
+        let aims = self.aims(&rows);
+        say_aims(&aims, &mut notes);
         Ok(Measured {
             options: self.parameters(ctx)?,
             rows,
             notes,
+            aims,
             device_line: None,
         })
     }

@@ -70,6 +70,7 @@ impl Experiment for Device {
             options: opts,
             rows: outcome.rows,
             notes: outcome.notes,
+            aims: Vec::new(),
             device_line: Some(outcome.line),
         })
     }

@@ -46,13 +46,15 @@ impl Experiment for Fio {
         let mut opts = self.parameters(ctx)?;
         opts.extend(outcome.options);
         let mut notes = outcome.notes;
+        let mut claims = Vec::new();
         match &outcome.skipped {
             Some(why) => {
                 eprintln!("  skipped: {why}");
                 opts.insert("skipped".to_string(), why.clone().into());
             }
             None => {
-                notes.extend(aims::notes(&self.aims(&outcome.rows)));
+                claims = self.aims(&outcome.rows);
+                notes.extend(aims::notes(&claims));
                 notes.push(fio_exp::WRITE_CONTRACT_NOTE.to_string());
             }
         }
@@ -60,6 +62,7 @@ impl Experiment for Fio {
             options: opts,
             rows: outcome.rows,
             notes,
+            aims: claims,
             device_line: None,
         })
     }

@@ -66,11 +66,13 @@ impl Experiment for Ingest {
         if rows.is_empty() {
             bail!("no engine completed ingest: {}", notes.join("; "));
         }
-        say_aims(&self.aims(&rows), &mut notes);
+        let aims = self.aims(&rows);
+        say_aims(&aims, &mut notes);
         Ok(Measured {
             options: self.parameters(ctx)?,
             rows,
             notes,
+            aims,
             device_line: None,
         })
     }

@@ -53,11 +53,13 @@ impl Experiment for Io {
         if rows.is_empty() {
             bail!("no io configuration ran: {}", notes.join("; "));
         }
-        say_aims(&self.aims(&rows), &mut notes);
+        let aims = self.aims(&rows);
+        say_aims(&aims, &mut notes);
         Ok(Measured {
             options: self.parameters(ctx)?,
             rows,
             notes,
+            aims,
             device_line: None,
         })
     }

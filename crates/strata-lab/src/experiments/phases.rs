@@ -53,6 +53,7 @@ impl Experiment for Phases {
             options: opts,
             rows: outcome.rows,
             notes: outcome.notes,
+            aims: Vec::new(),
             device_line: None,
         })
     }
