@@ -166,9 +166,16 @@ for name in expected:
     if not os.path.exists(path):
         errors.append(f"{name}.json missing"); continue
     d = json.load(open(path))
-    for key in ["schema_version", "machine", "options", "rows", "metrics", "git_commit", "started_at_utc"]:
+    for key in ["schema_version", "machine", "options", "rows", "metrics", "git_commit", "started_at_utc", "aims"]:
         if key not in d:
             errors.append(f"{name}: no {key}")
+    # The aims as data, each also said as a note.
+    for aim in d.get("aims") or []:
+        verdict = "aim met:" if aim.get("met") else "aim not met:"
+        if not aim.get("claim", {}).get("kind") or f"{verdict} {aim.get('text')}" not in d.get("notes", []):
+            errors.append(f"{name}: aim {aim} without its kind or its note")
+    if name in ("io", "ingest", "bulk") and not d.get("aims"):
+        errors.append(f"{name}: no aims")
     if d.get("schema_version") != 2:
         errors.append(f"{name}: schema_version {d.get('schema_version')}")
     m = d.get("machine", {})

@@ -2,7 +2,8 @@
 //! into one self-contained `report.html` — inline CSS and SVG, no script, no
 //! network. It opens with the verdict (`<section id="summary">`, from
 //! [`crate::summary`]): per experiment, strata ÷ the best peer and ÷ the
-//! device line, each aim met or not, what the experiment adds there
+//! device line, each aim met or not (from the results' `aims`,
+//! [`crate::summary::aims`]), what the experiment adds there
 //! ([`crate::experiment::Experiment::render_summary`]), and an overview plot
 //! of those ratios. Then the machine and commit once, and per experiment
 //! the section its experiment renders
@@ -357,7 +358,7 @@ fn overview_plot(h: &mut String, summaries: &[ExperimentSummary]) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::tests::sample;
+    use crate::results::tests::{sample, sample_claim};
     use crate::results::MetricSpec;
 
     #[test]
@@ -397,10 +398,12 @@ mod tests {
             .metric("puts_s", 1e6);
         // 100× slower than strata: the chart needs a log axis.
         ingest.rows[3] = Row::new("8 KiB Sequential", "rocksdb", "DirectRw").metric("mib_s", 1.8);
-        ingest.notes = vec![
-            "aim met: strata ≥ 1× rocksdb".to_string(),
-            "aim not met: strata ≥ 0.9× the device write line".to_string(),
-        ];
+        // Its aims as data; no note states their verdicts.
+        ingest.aims = Some(crate::aims::records(&[
+            sample_claim(true),
+            sample_claim(false),
+        ]));
+        ingest.notes = vec!["a note".to_string()];
         ingest.options.insert(
             "engine_options".to_string(),
             serde_json::json!({
@@ -441,8 +444,12 @@ mod tests {
         assert!(section.contains("filled file: io_uring+direct+fixed <b>60.0</b> µs"));
         assert_eq!(section.matches("data-verdict=\"met\"").count(), 1);
         assert_eq!(section.matches("data-verdict=\"not-met\"").count(), 1);
-        assert!(section.contains("✓ strata ≥ 1× rocksdb"));
-        assert!(section.contains("✗ strata ≥ 0.9× the device write line"));
+        assert!(section.contains(
+            "<li data-verdict=\"met\">✓ ingest at 100 B: strata 100 MiB/s = 2.00× rocksdb (aim ≥ 1.5×)</li>"
+        ));
+        assert!(section.contains(
+            "<li data-verdict=\"not-met\">✗ ingest at 100 B: strata 100 MiB/s = 1.20× rocksdb (aim ≥ 1.5×)</li>"
+        ));
         // One overview plot, log scale, labelled in ×, with the 1× line.
         let overview = section.find("<div class=\"overview\">").unwrap();
         assert_eq!(section.matches("<svg").count(), 1);
@@ -511,6 +518,28 @@ mod tests {
         };
         assert!(at("ingest") < at("bulk") && at("bulk") < at("zzz"));
         assert_eq!(html.matches("<table class=\"experiment-table\"").count(), 3);
+    }
+
+    #[test]
+    fn an_old_results_file_without_aims_shows_the_verdicts_of_its_aim_notes() {
+        // ingest.json as written before aims were data: no `aims` field,
+        // the verdicts in the notes.
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut ingest = sample("ingest");
+        ingest.notes = vec![
+            "a note".to_string(),
+            "aim met: strata ≥ 1× rocksdb".to_string(),
+            "aim not met: strata ≥ 0.9× the device write line".to_string(),
+        ];
+        let mut json = serde_json::to_value(&ingest).unwrap();
+        json.as_object_mut().unwrap().remove("aims");
+        std::fs::write(tmp.path().join("ingest.json"), json.to_string()).unwrap();
+        let html = std::fs::read_to_string(write_report(tmp.path()).unwrap()).unwrap();
+        assert!(html.contains("<li data-verdict=\"met\">✓ strata ≥ 1× rocksdb</li>"));
+        assert!(html
+            .contains("<li data-verdict=\"not-met\">✗ strata ≥ 0.9× the device write line</li>"));
+        // The notes themselves are still in the experiment's section.
+        assert!(html.contains("<p class=\"note\">aim met: strata ≥ 1× rocksdb</p>"));
     }
 
     #[test]

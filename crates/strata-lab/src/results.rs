@@ -475,7 +475,7 @@ pub(crate) mod tests {
             strata: "strata 100 MiB/s".to_string(),
             ratio: if met { 2.0 } else { 1.2 },
             decimals: 2,
-            reference: crate::aims::Reference::Engine("rocksdb's".to_string()),
+            reference: crate::aims::Reference::Engine("rocksdb".to_string()),
             bound: crate::aims::Bound::AtLeast(1.5),
         }
     }

@@ -7,7 +7,9 @@
 //! ratio is finite and > 0 and oriented so that > 1 means strata is better
 //! (strata ÷ peer when higher is better, peer ÷ strata otherwise); a row
 //! whose figure is missing, zero or negative takes no part in a ratio; the
-//! device line's own rows (engine `device` or `lab probe`) are never peers.
+//! device line's own rows (engine `device` or `lab probe`) are never peers;
+//! aims are read from the results' `aims`, and from notes only in results
+//! written before that field ([`aims`]).
 
 use crate::results::{DeviceLine, DeviceSide, ExperimentResult, MetricSpec, Row};
 
@@ -28,8 +30,8 @@ pub struct ExperimentSummary {
     /// `None` unless the primary metric has a device side, the results a
     /// device line and strata a figure.
     pub vs_device: Option<DeviceRatio>,
-    /// The notes that state an aim's verdict, in note order.
-    pub aims: Vec<Aim>,
+    /// Each aim's verdict, in order ([`aims`]).
+    pub aims: Vec<AimVerdict>,
     /// The device line itself; set for the device experiment only.
     pub device_line: Option<DeviceLine>,
 }
@@ -69,12 +71,11 @@ pub struct DeviceRatio {
     pub line_mib_s: f64,
 }
 
-/// An aim's verdict as the results keep it: a note `aim met: …` or `aim
-/// not met: …` ([`crate::aims::Claim::note`]).
+/// An aim's verdict as the summary shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Aim {
+pub struct AimVerdict {
     pub met: bool,
-    /// The note without its verdict prefix.
+    /// The aim and its figures ([`crate::aims::Aim::text`]).
     pub text: String,
 }
 
@@ -91,7 +92,7 @@ pub fn summarize_experiment(r: &ExperimentResult) -> ExperimentSummary {
         metric: r.spec(&r.primary_metric).cloned(),
         vs_peer: peer_ratio(r),
         vs_device: device_ratio(r),
-        aims: aims(&r.notes),
+        aims: aims(r),
         device_line: if is_device {
             r.device_line.clone()
         } else {
@@ -308,13 +309,31 @@ pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
         .collect()
 }
 
-/// The notes that state an aim's verdict.
-pub fn aims(notes: &[String]) -> Vec<Aim> {
+/// Each aim's verdict, from the results' `aims`
+/// ([`ExperimentResult::aims`]); the notes are not read. Results written
+/// before aims were kept as data have no `aims`: for those only, the
+/// verdicts are read back from their notes (`aim met: …` / `aim not met:
+/// …`) by [`crate::aims::split_note`], the one reader left of that prose.
+pub fn aims(r: &ExperimentResult) -> Vec<AimVerdict> {
+    match &r.aims {
+        Some(aims) => aims
+            .iter()
+            .map(|aim| AimVerdict {
+                met: aim.met,
+                text: aim.text.clone(),
+            })
+            .collect(),
+        None => aims_from_notes(&r.notes),
+    }
+}
+
+/// The notes that state an aim's verdict (results without `aims`).
+fn aims_from_notes(notes: &[String]) -> Vec<AimVerdict> {
     notes
         .iter()
         .filter_map(|note| {
             let (met, text) = crate::aims::split_note(note)?;
-            Some(Aim {
+            Some(AimVerdict {
                 met,
                 text: text.to_string(),
             })
@@ -334,7 +353,7 @@ pub fn device_4k_us(r: &ExperimentResult) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::tests::sample;
+    use crate::results::tests::{sample, sample_claim};
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1.0)
@@ -545,28 +564,58 @@ mod tests {
     }
 
     #[test]
-    fn aims_are_parsed_from_their_notes() {
-        let notes = [
+    fn aims_come_from_the_aims_field_not_the_notes() {
+        let mut r = ingest();
+        r.aims = Some(crate::aims::records(&[
+            sample_claim(true),
+            sample_claim(false),
+        ]));
+        // No note states a verdict; one that looks like one is not read.
+        r.notes = vec![
+            "a note".to_string(),
+            "aim met: a verdict the aims do not hold".to_string(),
+        ];
+        assert_eq!(
+            summarize_experiment(&r).aims,
+            vec![
+                AimVerdict {
+                    met: true,
+                    text: sample_claim(true).text(),
+                },
+                AimVerdict {
+                    met: false,
+                    text: sample_claim(false).text(),
+                },
+            ]
+        );
+        // Results with no aims show none.
+        let s = summarize(&[ingest(), sample("bulk")]);
+        assert_eq!(s.len(), 2);
+        assert!(s[0].aims.is_empty() && s[1].aims.is_empty());
+    }
+
+    #[test]
+    fn results_without_the_aims_field_read_their_verdicts_from_the_notes() {
+        let mut r = ingest();
+        r.aims = None;
+        r.notes = vec![
             "a note".to_string(),
             "aim met: write amplification 1.02 (aim ≤ 1.1)".to_string(),
             "aim not met: 4 KiB random reads at qd16".to_string(),
             "the aim met: is not at the start".to_string(),
         ];
         assert_eq!(
-            aims(&notes),
+            aims(&r),
             vec![
-                Aim {
+                AimVerdict {
                     met: true,
                     text: "write amplification 1.02 (aim ≤ 1.1)".to_string(),
                 },
-                Aim {
+                AimVerdict {
                     met: false,
                     text: "4 KiB random reads at qd16".to_string(),
                 },
             ]
         );
-        let s = summarize(&[ingest(), sample("bulk")]);
-        assert_eq!(s.len(), 2);
-        assert!(s[0].aims.is_empty());
     }
 }
