@@ -2,7 +2,8 @@
 //! engine's state (the current version, the counters the write path,
 //! flushes, compactions and the io layer keep).
 //!
-//! Called by `Db::stats` only. Invariants: gathering takes no lock longer
+//! Called by `Db::stats` only. `Stats` serializes itself (its document is
+//! written down on the type). Invariants: gathering takes no lock longer
 //! than a copy (the version's `Arc`, the signals' errors), so it may be
 //! called at any time from any thread; counters are read one by one
 //! (relaxed), so a `Stats` is consistent per field, not across fields.
@@ -10,10 +11,44 @@
 use super::DbInner;
 use crate::io::{IoMode, IoStatsSnapshot};
 use crate::types::Lsn;
+use serde::Serialize;
 use std::sync::atomic::Ordering;
 
-/// What `Db::stats` reports.
-#[derive(Debug, Clone)]
+/// What `Db::stats` reports: sizes now, and counters since this open.
+///
+/// # Its document
+///
+/// `Stats` serializes (serde) as one object: the document that
+/// `strata db DIR stats --json` and the C API's `strata_stats_json` print
+/// (`serde_json::to_value(&stats)`). Its keys are a promise: snake_case,
+/// stable (keys are added, never renamed or dropped), every size in raw
+/// bytes and every count as an integer, an absent error as `null`. The
+/// keys are the fields below, under their own names:
+///
+/// ```text
+/// last_lsn                                       integer
+/// io_mode                                        "buffered" | "direct" | "direct-rw"
+/// open_layer_bytes, frozen_layers                integer
+/// delta_layers, delta_bytes                      integer
+/// l0_layers, l1_runs, l1_layers, image_runs      integer
+/// compactions                                    integer
+/// compaction_error, flush_error                  string or null
+/// index_memory_bytes                             integer
+/// layer_readers_open, layer_readers_closed       integer
+/// block_cache_bytes, block_cache_hits,
+///   block_cache_misses                           integer
+/// point_lookups, point_lookup_reads              integer
+/// read_retries                                   integer
+/// flush_memory_peak_bytes, flush_read_bytes      integer
+/// io.<class>.<kind>.ops, io.<class>.<kind>.bytes integer
+/// io.<class>.read.retries                        integer
+/// ```
+///
+/// `<class>` is every [`FileClass`](crate::io::FileClass) by name (`log`,
+/// `delta`, `image`, `manifest`, `other`) and `<kind>` every
+/// [`OpKind`](crate::io::OpKind) by name (`read`, `write`, `sync`), zeros
+/// included, so that a key never disappears; syncs move no bytes.
+#[derive(Debug, Clone, Serialize)]
 pub struct Stats {
     /// The newest LSN written.
     pub last_lsn: Lsn,

@@ -5,7 +5,8 @@
 //! seam's traits (`storage.rs`) all build on it.
 //!
 //! Invariants: an `IoMode` or `IoEngine` reads back from its `Display`
-//! text; `FileOptions::default()` is buffered I/O through pread/pwrite.
+//! text, and an `IoMode` serializes (serde) as that same name;
+//! `FileOptions::default()` is buffered I/O through pread/pwrite.
 
 use super::stats::FileClass;
 use crate::error::{InvalidInput, Result};
@@ -137,6 +138,13 @@ impl FromStr for IoEngine {
 impl std::fmt::Display for IoMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// As its name (`"direct-rw"`), the form `FromStr` reads.
+impl serde::Serialize for IoMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 

@@ -2,12 +2,19 @@
 //! file class (log, delta, image, manifest, other), and the reads made again
 //! after bytes read failed their check (`io::read_verified`), by class.
 //!
+//! A snapshot serializes (serde) as `{<class>: {<kind>: {ops, bytes}}}` over
+//! every class and kind, zeros included (so a key never disappears), with
+//! the read retries of a class beside its reads' counters
+//! (`<class>.read.retries`): the `io` object of `Stats`' document.
+//!
 //! Every operation of the io layer is counted here, so the lab can report
 //! write amplification and device reads per get. Counters are relaxed atomics
 //! behind an `Arc`: cloning an `IoStats` shares the counters; a snapshot may be
 //! taken at any time from any thread, and is consistent per counter (not
 //! across counters, which no reader needs).
 
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -67,6 +74,15 @@ impl OpKind {
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// A short lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Write => "write",
+            OpKind::Sync => "sync",
+        }
     }
 }
 
@@ -190,6 +206,49 @@ impl IoStatsSnapshot {
     }
 }
 
+/// `{<class>: {<kind>: {ops, bytes}}}`, every class and kind, and
+/// `<class>.read.retries` (see the module comment).
+impl Serialize for IoStatsSnapshot {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut classes = s.serialize_map(Some(CLASSES))?;
+        for class in FileClass::ALL {
+            classes.serialize_entry(class.name(), &ClassCounters { io: self, class })?;
+        }
+        classes.end()
+    }
+}
+
+/// One class's counters in a snapshot's serialized form.
+struct ClassCounters<'a> {
+    io: &'a IoStatsSnapshot,
+    class: FileClass,
+}
+
+impl Serialize for ClassCounters<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (io, class) = (self.io, self.class);
+        let mut kinds = s.serialize_map(Some(KINDS))?;
+        for kind in OpKind::ALL {
+            let counters = KindCounters {
+                ops: io.ops(class, kind),
+                bytes: io.bytes(class, kind),
+                retries: (kind == OpKind::Read).then(|| io.read_retries(class)),
+            };
+            kinds.serialize_entry(kind.name(), &counters)?;
+        }
+        kinds.end()
+    }
+}
+
+/// One class and kind's counters; retries only for reads.
+#[derive(Serialize)]
+struct KindCounters {
+    ops: u64,
+    bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retries: Option<u64>,
+}
+
 impl std::fmt::Debug for IoStatsSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut map = f.debug_map();
@@ -251,5 +310,34 @@ mod tests {
         assert_eq!(second.ops_total(OpKind::Read), 0, "a retry is not a read");
         let text = format!("{second:?}");
         assert!(text.contains("delta.read_retries: 2"), "{text}");
+    }
+
+    #[test]
+    fn a_snapshot_serializes_every_class_and_kind_with_zeros_and_retries_beside_reads() {
+        let stats = IoStats::new();
+        stats.record(FileClass::Image, OpKind::Write, 8192);
+        stats.record_read_retry(FileClass::Delta);
+        let value = serde_json::to_value(stats.snapshot()).unwrap();
+        let classes = value.as_object().unwrap();
+        assert_eq!(classes.len(), FileClass::ALL.len(), "{value}");
+        for class in FileClass::ALL {
+            let kinds = value[class.name()].as_object().unwrap();
+            assert_eq!(kinds.len(), OpKind::ALL.len(), "{value}");
+            for kind in OpKind::ALL {
+                let counters = value[class.name()][kind.name()].as_object().unwrap();
+                let mut keys: Vec<&str> = counters.keys().map(String::as_str).collect();
+                keys.sort_unstable();
+                let want: &[&str] = match kind {
+                    OpKind::Read => &["bytes", "ops", "retries"],
+                    _ => &["bytes", "ops"],
+                };
+                assert_eq!(keys, want, "{}.{}", class.name(), kind.name());
+            }
+        }
+        assert_eq!(value["image"]["write"]["ops"], 1);
+        assert_eq!(value["image"]["write"]["bytes"], 8192);
+        assert_eq!(value["delta"]["read"]["retries"], 1);
+        assert_eq!(value["delta"]["read"]["ops"], 0);
+        assert_eq!(value["log"]["sync"]["bytes"], 0);
     }
 }
