@@ -170,7 +170,7 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
                 writeln!(out, "{}\t{}", encode(&k, hex), encode(&v, hex))?;
             }
         }
-        KvCommand::Stats { json: true } => writeln!(out, "{}", stats::to_json(&db.stats()))?,
+        KvCommand::Stats { json: true } => writeln!(out, "{}", stats::to_json(&db.stats())?)?,
         KvCommand::Stats { json: false } => stats::write_text(&mut out, &db.stats())?,
         KvCommand::Flush => db.flush()?,
         KvCommand::Compact { horizon } => {

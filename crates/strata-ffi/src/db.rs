@@ -11,7 +11,6 @@ use std::path::PathBuf;
 
 use crate::batch::strata_writebatch_t;
 use crate::config::Config;
-use crate::debug_json::debug_to_json;
 use crate::engine;
 use crate::error::{
     strata_error_t, FfiError, STRATA_BUFFER_TOO_SMALL, STRATA_ERROR, STRATA_NOT_FOUND, STRATA_OK,
@@ -45,38 +44,12 @@ fn open(path: Option<&str>, config: &Config) -> Result<*mut strata_db_t, FfiErro
     Ok(Box::into_raw(Box::new(strata_db_t { db, path })))
 }
 
-/// `Stats` as JSON: every field through its `Debug` text (so fields the
-/// engine adds later appear without a change here), and `io` rebuilt from
-/// its accessors as `{"<class>": {"<kind>": {"ops": n, "bytes": n}}}` for the
-/// classes and kinds that saw operations.
-fn stats_json(stats: &strata::Stats) -> serde_json::Value {
-    use strata::io::{FileClass, OpKind};
-
-    let mut v = debug_to_json(&format!("{stats:?}"));
-    let mut io = serde_json::Map::new();
-    for class in FileClass::ALL {
-        let mut kinds = serde_json::Map::new();
-        for kind in OpKind::ALL {
-            let ops = stats.io.ops(class, kind);
-            if ops > 0 {
-                let name = format!("{kind:?}").to_ascii_lowercase();
-                kinds.insert(
-                    name,
-                    serde_json::json!({ "ops": ops, "bytes": stats.io.bytes(class, kind) }),
-                );
-            }
-        }
-        if !kinds.is_empty() {
-            io.insert(class.name().to_string(), serde_json::Value::Object(kinds));
-        }
-    }
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("io".to_string(), serde_json::Value::Object(io));
-        if let Some(mode) = obj.get_mut("io_mode") {
-            *mode = serde_json::Value::String(stats.io_mode.to_string());
-        }
-    }
-    v
+/// The document `strata_stats_json` prints: the engine's own serde form of
+/// `Stats` (its keys are written down on `strata::Stats`), the same the
+/// CLI's `strata db DIR stats --json` prints.
+pub fn stats_json(stats: &strata::Stats) -> Result<serde_json::Value, FfiError> {
+    serde_json::to_value(stats)
+        .map_err(|e| FfiError::new(STRATA_ERROR, format!("statistics as JSON: {e}")))
 }
 
 /// Opens (creating if needed) the database at `path` with `config` (JSON or
@@ -496,7 +469,7 @@ pub unsafe extern "C" fn strata_stats_json(
 ) -> *mut c_char {
     guard_ptr(err, || {
         let h = handle("db", db)?;
-        Ok(malloc_copy(stats_json(&h.db.stats()).to_string().as_bytes())?.cast())
+        Ok(malloc_copy(stats_json(&h.db.stats())?.to_string().as_bytes())?.cast())
     })
 }
 
@@ -505,14 +478,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_json_keeps_the_engines_top_level_counters_as_numbers() {
+    fn stats_json_is_the_engines_document_with_every_io_class_and_kind() {
         let dir = tempfile::tempdir().unwrap();
         let db = engine::Db::open(dir.path(), engine::Options::default()).unwrap();
         db.put(b"k", b"v", engine::WriteOptions::default()).unwrap();
-        let v = stats_json(&db.stats());
+        let v = stats_json(&db.stats()).unwrap();
         assert_eq!(v["last_lsn"], 1, "{v}");
         assert_eq!(v["point_lookup_reads"], 0, "{v}");
         assert_eq!(v["read_retries"], 0, "{v}");
         assert!(v["io"]["log"]["write"]["ops"].as_u64() > Some(0), "{v}");
+        // Zeros included: a class that saw no operation is there.
+        assert_eq!(v["io"]["image"]["read"]["ops"], 0, "{v}");
+        assert_eq!(v["io"]["image"]["read"]["retries"], 0, "{v}");
+        assert!(v["compaction_error"].is_null(), "{v}");
     }
 }

@@ -21,15 +21,15 @@
 //!
 //! Modules: `error` (status codes, `strata_error_t`), `guard` (the panic and
 //! pointer checks), `config` (JSON/TOML/env configuration), `options`,
-//! `batch`, `db` (the entry points), `debug_json` (stats as JSON), `engine`
-//! (the engine API this crate is written against).
+//! `batch`, `db` (the entry points; stats as JSON are the engine's own serde
+//! form of `Stats`), `engine` (the engine API this crate is written
+//! against).
 
 #![allow(clippy::missing_safety_doc)] // each entry point states its contract in strata.h
 
 mod batch;
 mod config;
 mod db;
-mod debug_json;
 mod engine;
 mod error;
 mod guard;
