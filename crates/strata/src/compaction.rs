@@ -508,7 +508,7 @@ fn write_run(
         }
         let out = match &mut current {
             Some(o) => o,
-            None => current.insert(create_output(io, opts, take_id, written)?),
+            None => current.insert(create_output(io, spec, opts, take_id, written)?),
         };
         out.writer.add(&key, lsn, kind, &value)?;
         out.bytes += (key.len() + value.len() + 16) as u64;
@@ -520,7 +520,7 @@ fn write_run(
     // file says that reads at or above its LSN find nothing older, so GC can
     // collect the history under it and the image policy is satisfied.
     if current.is_none() && finished.is_empty() && spec.level == Level::Image {
-        current = Some(create_output(io, opts, take_id, written)?);
+        current = Some(create_output(io, spec, opts, take_id, written)?);
     }
     if let Some(open) = current.take() {
         finished.push(seal_output(open)?);
@@ -531,7 +531,9 @@ fn write_run(
     let mut outputs = Vec::with_capacity(finished.len());
     for (id, len, crc) in finished {
         let path = io.dir.join(delta_name(id));
-        let file = io.storage.open(&path, &io.opts, &io.stats)?;
+        let file = io
+            .storage
+            .open(&path, &io.file_options(spec.level), &io.stats)?;
         let reader = Arc::new(DeltaLayerReader::open(LayerFile {
             file,
             len,
@@ -991,10 +993,12 @@ pub(crate) fn gc_plan(files: &[FileView<'_>], horizon: Lsn) -> Option<(Vec<u64>,
     (!gone.is_empty()).then_some((gone, newest))
 }
 
-/// Creates the next output file of a run; `written` records its id first,
-/// so a failure after this removes it.
+/// Creates the next output file of a run (its I/O counted under the class
+/// of the run's level); `written` records its id first, so a failure after
+/// this removes it.
 fn create_output(
     io: &Arc<LayerIo>,
+    spec: &RunSpec,
     opts: &JobOptions,
     take_id: &mut dyn FnMut() -> Result<u64>,
     written: &mut Vec<u64>,
@@ -1002,7 +1006,9 @@ fn create_output(
     let id = take_id()?;
     written.push(id);
     let path = io.dir.join(delta_name(id));
-    let file = io.storage.create(&path, &io.opts, &io.stats)?;
+    let file = io
+        .storage
+        .create(&path, &io.file_options(spec.level), &io.stats)?;
     let buffer = crate::io::background_writer_bytes(&*file, opts.writer_buffer_bytes);
     let mut sink = BufferedWriter::with_shared(file, buffer, 0)?;
     // Without a pacer (tests), requests of BACKGROUND_IO_BYTES_MAX.

@@ -18,12 +18,12 @@
 
 use crate::cache::BlockCache;
 use crate::error::{Corruption, Error, Result};
-use crate::io::{FileOptions, IoStats, Storage};
+use crate::io::{FileClass, FileOptions, IoStats, Storage};
 use crate::keyspace::Span;
 use crate::layer::bloom::PointKey;
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::file::LayerFile;
-use crate::manifest::{delta_name, LayerDesc};
+use crate::manifest::{delta_name, LayerDesc, Level};
 use crate::types::Lsn;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 pub(crate) struct LayerIo {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) dir: PathBuf,
+    /// How delta layer files open (see [`LayerIo::file_options`]).
     pub(crate) opts: FileOptions,
     pub(crate) stats: IoStats,
     /// The block cache every layer's point reads go through.
@@ -46,6 +47,20 @@ pub(crate) struct LayerIo {
 }
 
 impl LayerIo {
+    /// How a layer file of `level` opens: `opts`, its operations counted
+    /// as `FileClass::Image` for an image layer, as `FileClass::Delta` for
+    /// the others.
+    pub(crate) fn file_options(&self, level: Level) -> FileOptions {
+        let class = match level {
+            Level::L0 | Level::L1 => FileClass::Delta,
+            Level::Image => FileClass::Image,
+        };
+        FileOptions {
+            class,
+            ..self.opts.clone()
+        }
+    }
+
     /// A reader's point reads go through the cache and are counted.
     fn attach(&self, reader: &mut DeltaLayerReader<LayerFile>, file_id: u64) {
         reader.set_cache(self.cache.clone(), file_id);
@@ -228,7 +243,8 @@ impl Layer {
             return Ok(r);
         }
         let path = self.path();
-        let file = self.io.storage.open(&path, &self.io.opts, &self.io.stats)?;
+        let opts = self.io.file_options(self.desc.level);
+        let file = self.io.storage.open(&path, &opts, &self.io.stats)?;
         let len = file.len()?;
         if len != self.desc.bytes {
             return Err(Corruption::new(
