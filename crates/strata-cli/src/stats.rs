@@ -209,6 +209,7 @@ mod tests {
         // Printed as one line each, the same text.
         assert_eq!(cli.to_string(), c_api.to_string());
         assert!(cli["compactions"].as_u64() >= Some(1), "{cli}");
+        assert!(cli["compaction_write_bytes"].as_u64() > Some(0), "{cli}");
         assert!(
             cli["io"]["delta"]["write"]["bytes"].as_u64() > Some(0),
             "{cli}"

@@ -249,6 +249,8 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "block_cache_hits",
             "block_cache_misses",
             "compaction_error",
+            "compaction_read_bytes",
+            "compaction_write_bytes",
             "compactions",
             "delta_bytes",
             "delta_layers",
@@ -286,6 +288,8 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
     assert!(number("index_memory_bytes") > 0, "{stats}");
     assert_eq!(number("l0_layers"), 3, "{stats}");
     assert_eq!(number("compactions"), 0, "{stats}");
+    assert_eq!(number("compaction_write_bytes"), 0, "{stats}");
+    assert_eq!(number("compaction_read_bytes"), 0, "{stats}");
     assert_eq!(number("read_retries"), 0, "{stats}");
     // Since this open (the stats command's): no flush yet.
     assert_eq!(number("flush_memory_peak_bytes"), 0, "{stats}");

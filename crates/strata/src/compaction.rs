@@ -66,6 +66,7 @@ use crate::version::Version;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::options::COMPACTION_INPUT_READAHEAD_MIN_BYTES as INPUT_READAHEAD_MIN_BYTES;
@@ -131,6 +132,24 @@ pub(crate) struct JobOptions {
     pub block_bytes: usize,
     /// Paces the outputs' bytes; `None`: unpaced.
     pub pacer: Option<Arc<Pacer>>,
+    /// Where the job counts the bytes it writes and reads.
+    pub bytes: Arc<JobBytes>,
+}
+
+/// The layer-file bytes compaction jobs wrote and read since open
+/// (`Stats::compaction_write_bytes`, `Stats::compaction_read_bytes`),
+/// shared by every job of a database. Relaxed counters: each is exact on
+/// its own, the two are not a snapshot together.
+#[derive(Debug, Default)]
+pub(crate) struct JobBytes {
+    /// Bytes of the layer files jobs wrote (L1 runs and images): each
+    /// output's length, counted once it is written out and synced, whether
+    /// its job then succeeds or not.
+    pub written: AtomicU64,
+    /// Bytes of the data blocks jobs read from their input layer files
+    /// (not the reads that open an input, nor the read-back that checks
+    /// an output).
+    pub read: Arc<AtomicU64>,
 }
 
 /// Bytes between two calls to the pacer.
@@ -419,7 +438,8 @@ fn layers_in(
         .map(|l| {
             Ok(l.reader()?
                 .range_owned(start, end)?
-                .with_readahead(readahead))
+                .with_readahead(readahead)
+                .count_reads(Arc::clone(&opts.bytes.read)))
         })
         .collect()
 }
@@ -504,7 +524,7 @@ fn write_run(
             matches!(&current, Some(o) if o.bytes >= opts.target_file_bytes && key != last_key);
         if cut {
             let open = current.take().expect("an output to cut");
-            finished.push(seal_output(open)?);
+            finished.push(seal_output(open, &opts.bytes)?);
         }
         let out = match &mut current {
             Some(o) => o,
@@ -523,7 +543,7 @@ fn write_run(
         current = Some(create_output(io, spec, opts, take_id, written)?);
     }
     if let Some(open) = current.take() {
-        finished.push(seal_output(open)?);
+        finished.push(seal_output(open, &opts.bytes)?);
     }
     // Each output read back whole: what reached the device is what was
     // written (a block that rotted between write and read fails here, and
@@ -1026,12 +1046,16 @@ fn create_output(
 }
 
 /// Finishes an output: the file written out to its exact length and made
-/// durable. Returns (id, length, entry checksum).
-fn seal_output(open: OutputFile) -> Result<(u64, u64, u32)> {
+/// durable, its length counted in `bytes`. Returns (id, length, entry
+/// checksum).
+fn seal_output(open: OutputFile, bytes: &JobBytes) -> Result<(u64, u64, u32)> {
     let (sink, summary) = open.writer.finish()?;
     debug_assert_eq!(summary.entries, open.entries);
     let file = sink.finish(ShutdownMode::PadThenTruncate)?;
     file.sync_data()?;
+    bytes
+        .written
+        .fetch_add(summary.file_bytes, std::sync::atomic::Ordering::Relaxed);
     Ok((open.id, summary.file_bytes, open.crc))
 }
 

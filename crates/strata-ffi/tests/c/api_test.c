@@ -361,8 +361,8 @@ int main(int argc, char **argv)
 	CHECK(stats && strstr(stats, "\"last_lsn\":") && strstr(stats, "\"io\":{") && strstr(stats, "\"log\":{"),
 	      "stats has the engine's fields and per-file-class I/O counts");
 	CHECK(stats && strstr(stats, "\"image\":{") && strstr(stats, "\"other\":{") &&
-		      strstr(stats, "\"retries\":"),
-	      "stats has every file class, zeros included, and read retries");
+		      strstr(stats, "\"retries\":") && strstr(stats, "\"compaction_write_bytes\":"),
+	      "stats has every file class, zeros included, read retries and compaction bytes");
 	if (stats && getenv("STRATA_API_TEST_VERBOSE"))
 		printf("%s\n", stats);
 	strata_free(stats);

@@ -72,6 +72,7 @@ impl DbInner {
             writer_buffer_bytes: self.opts.writer_buffer_bytes,
             block_bytes: self.opts.delta_block_bytes,
             pacer: paced.then(|| Arc::clone(&self.pacer)),
+            bytes: Arc::clone(&self.compaction_bytes),
         }
     }
 

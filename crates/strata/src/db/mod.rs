@@ -111,6 +111,8 @@ struct DbInner {
     flush: Worker,
     compaction: Worker,
     compactions: AtomicU64,
+    /// Bytes compaction jobs wrote and read (`Stats::compaction_write_bytes`).
+    compaction_bytes: Arc<crate::compaction::JobBytes>,
     /// Paces background compaction (`Options::compaction_bytes_per_sec`).
     pacer: Arc<crate::compaction::Pacer>,
     /// The horizon the caller set (`Db::set_horizon`); only rises.

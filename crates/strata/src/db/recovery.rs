@@ -130,6 +130,7 @@ impl Db {
             flush: Worker::default(),
             compaction: Worker::default(),
             compactions: AtomicU64::new(0),
+            compaction_bytes: Arc::default(),
             pacer: Arc::new(crate::compaction::Pacer::new(
                 opts.compaction_bytes_per_sec,
                 foreground_reads,

@@ -32,6 +32,7 @@ use std::sync::atomic::Ordering;
 /// delta_layers, delta_bytes                      integer
 /// l0_layers, l1_runs, l1_layers, image_runs      integer
 /// compactions                                    integer
+/// compaction_write_bytes, compaction_read_bytes  integer
 /// compaction_error, flush_error                  string or null
 /// index_memory_bytes                             integer
 /// layer_readers_open, layer_readers_closed       integer
@@ -73,6 +74,16 @@ pub struct Stats {
     pub image_runs: usize,
     /// Compactions done since open.
     pub compactions: u64,
+    /// Bytes of the layer files compaction jobs wrote since open (L1 runs
+    /// and images; not the flushes' L0 layers): each output's length,
+    /// counted once it is synced, whether its job then succeeded or not
+    /// (the device may see a little more: a direct write pads the last
+    /// block). What RocksDB's `COMPACT_WRITE_BYTES` ticker counts.
+    pub compaction_write_bytes: u64,
+    /// Bytes of the data blocks compaction jobs read from their input
+    /// layer files since open (not the reads that open an input file, nor
+    /// the read-back that checks each output, nor reads made again).
+    pub compaction_read_bytes: u64,
     /// The last background compaction's error, until one succeeds.
     pub compaction_error: Option<String>,
     /// The last background flush's error, until one succeeds.
@@ -130,6 +141,8 @@ impl DbInner {
             l1_layers: 0,
             image_runs: 0,
             compactions: self.compactions.load(Ordering::Relaxed),
+            compaction_write_bytes: self.compaction_bytes.written.load(Ordering::Relaxed),
+            compaction_read_bytes: self.compaction_bytes.read.load(Ordering::Relaxed),
             compaction_error: self.compaction.error(),
             flush_error: self.flush.error(),
             index_memory_bytes: 0,

@@ -1403,6 +1403,9 @@ struct BlockScan<P> {
     /// and images' reads are): at its end, the entries and the distinct
     /// keys it saw must be the footer's counts.
     whole: Option<Seen>,
+    /// Where the bytes of the data blocks it reads from the file are added
+    /// (a compaction's input bytes); `None`: not counted.
+    read_bytes: Option<Arc<AtomicU64>>,
 }
 
 /// What a scan of a whole layer has seen so far.
@@ -1447,6 +1450,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
             window_bytes: READAHEAD_FIRST_BYTES,
             whole: matches!((&start, &end), (Bound::Unbounded, Bound::Unbounded))
                 .then(Seen::default),
+            read_bytes: None,
             start,
             end,
             done: empty || misses,
@@ -1485,6 +1489,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
                     if !before_end(&self.end, handle.first_key) {
                         return Ok(None);
                     }
+                    let len_bytes = handle.len_bytes;
                     if self.ahead.is_empty() && self.readahead_bytes > 0 {
                         self.read_ahead()?;
                     }
@@ -1492,7 +1497,10 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
                     // again alone.
                     let bytes = match self.ahead.pop_front() {
                         Some(bytes) => BlockBytes::Read(bytes),
-                        None => BlockBytes::Unread,
+                        None => {
+                            self.count_read(len_bytes);
+                            BlockBytes::Unread
+                        }
                     };
                     let mut block = self.reader.verified_block(self.next_block, bytes, false)?;
                     block.continues_key = self.whole.as_ref().is_some_and(|s| s.key_continues);
@@ -1544,6 +1552,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
             end += 1;
         }
         self.window_bytes = self.window_bytes.saturating_mul(2);
+        self.count_read(bytes);
         let all = read_checked(&self.reader.file, first.offset, bytes, "data blocks")?;
         let mut at = 0usize;
         for h in (self.next_block..end).filter_map(|i| index.get(i)) {
@@ -1552,6 +1561,13 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
             at += len;
         }
         Ok(())
+    }
+
+    /// Adds `bytes` read from the file to `read_bytes`, if counted.
+    fn count_read(&self, bytes: u64) {
+        if let Some(counter) = &self.read_bytes {
+            counter.fetch_add(bytes, AtomicOrdering::Relaxed);
+        }
     }
 
     fn next(&mut self) -> Option<Result<DeltaEntry>> {
@@ -1607,6 +1623,14 @@ impl<R: ReadAt> DeltaRangeIterOwned<R> {
     /// scans, compaction), instead of one block per read.
     pub(crate) fn with_readahead(mut self, bytes: usize) -> Self {
         self.scan.readahead_bytes = bytes;
+        self
+    }
+
+    /// Adds the bytes of the data blocks it reads from the file to
+    /// `counter` (not blocks read again after a failed check: those are
+    /// the io layer's read retries).
+    pub(crate) fn count_reads(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.scan.read_bytes = Some(counter);
         self
     }
 }
