@@ -361,6 +361,35 @@ mod tests {
         engine.close().unwrap();
     }
 
+    /// strata's own accounting splits the layer bytes: compaction's writes
+    /// count as compaction's (as RocksDB's `CompactWriteBytes`), not twice.
+    #[test]
+    fn strata_reports_compaction_writes_apart_from_the_flushes() {
+        let tmp = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let config = EngineConfig::new(EngineKind::Strata, LabIoMode::DirectRw);
+        let engine = open(&config, tmp.path()).unwrap();
+        let values = ValueSource::new(100);
+        for _ in 0..2 {
+            for_each_batch(KeyLayout::Sequential, &values, 1000, |_, b| engine.write(b)).unwrap();
+            engine.flush().unwrap();
+        }
+        let flushed = engine.write_stats().unwrap();
+        assert_eq!(flushed.compaction_bytes, 0, "{flushed:?}");
+        assert!(flushed.flush_bytes > 0, "{flushed:?}");
+        assert!(engine.compact().unwrap());
+        let compacted = engine.write_stats().unwrap();
+        assert!(compacted.compaction_bytes > 0, "{compacted:?}");
+        // The flushes' share grew by the manifest's edit and the padding
+        // of the outputs' last blocks, not by what compaction wrote.
+        let flush_growth = compacted.flush_bytes - flushed.flush_bytes;
+        assert!(
+            flush_growth < compacted.compaction_bytes / 2,
+            "{flushed:?} then {compacted:?}"
+        );
+        assert_eq!(compacted.log_bytes, flushed.log_bytes);
+        engine.close().unwrap();
+    }
+
     #[test]
     fn every_compiled_engine_round_trips() {
         for kind in EngineKind::ALL {

@@ -3,7 +3,9 @@
 //! error), the experiment's cache size as its block cache (else the
 //! engine's default), no history kept (as the peers keep none: compaction
 //! collects what an image covers), default options otherwise. `freeze` and `flush` are the engine's
-//! own; write accounting comes from `Db::stats().io` by file class.
+//! own; write accounting comes from `Db::stats()`: the io counters by file
+//! class, and the bytes compaction wrote (`compaction_write_bytes`, as
+//! RocksDB's `CompactWriteBytes`), which the flushes' share leaves out.
 
 use std::path::{Path, PathBuf};
 
@@ -102,14 +104,20 @@ impl Engine for StrataEngine {
     }
 
     fn write_stats(&self) -> Option<EngineWriteStats> {
-        let io = self.db.stats().io;
-        let written = |class| io.bytes(class, OpKind::Write);
+        let stats = self.db.stats();
+        let written = |class| stats.io.bytes(class, OpKind::Write);
+        // Layer files are the flushes' (L0) and compaction's (L1 runs,
+        // images): the flushes' are what compaction did not write. The
+        // engine counts compaction's outputs by their lengths, the io
+        // layer by what reached the device (a direct write pads each
+        // file's last block): that little stays with the flushes, and the
+        // total is the device's.
+        let layer_bytes = written(FileClass::Delta) + written(FileClass::Image);
         Some(EngineWriteStats {
             log_bytes: written(FileClass::Log),
-            flush_bytes: written(FileClass::Delta)
-                + written(FileClass::Image)
+            flush_bytes: layer_bytes.saturating_sub(stats.compaction_write_bytes)
                 + written(FileClass::Manifest),
-            compaction_bytes: 0,
+            compaction_bytes: stats.compaction_write_bytes,
         })
     }
 
