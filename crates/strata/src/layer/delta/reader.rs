@@ -1495,14 +1495,12 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
                     }
                     // A block read ahead that fails its check is read
                     // again alone.
-                    let bytes = match self.ahead.pop_front() {
-                        Some(bytes) => BlockBytes::Read(bytes),
-                        None => {
-                            self.count_read(len_bytes);
-                            BlockBytes::Unread
-                        }
+                    let (bytes, read_now) = match self.ahead.pop_front() {
+                        Some(bytes) => (BlockBytes::Read(bytes), 0),
+                        None => (BlockBytes::Unread, len_bytes),
                     };
                     let mut block = self.reader.verified_block(self.next_block, bytes, false)?;
+                    self.count_read(read_now);
                     block.continues_key = self.whole.as_ref().is_some_and(|s| s.key_continues);
                     self.next_block += 1;
                     self.block.insert(block)
@@ -1552,8 +1550,8 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
             end += 1;
         }
         self.window_bytes = self.window_bytes.saturating_mul(2);
-        self.count_read(bytes);
         let all = read_checked(&self.reader.file, first.offset, bytes, "data blocks")?;
+        self.count_read(bytes);
         let mut at = 0usize;
         for h in (self.next_block..end).filter_map(|i| index.get(i)) {
             let len = h.len_bytes as usize;
@@ -1565,6 +1563,9 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
 
     /// Adds `bytes` read from the file to `read_bytes`, if counted.
     fn count_read(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
         if let Some(counter) = &self.read_bytes {
             counter.fetch_add(bytes, AtomicOrdering::Relaxed);
         }
