@@ -5,7 +5,8 @@
 //! owns the child. Test code (a `#[cfg(test)] mod` to the end of a file,
 //! files named `tests.rs` and files under `tests/`) is left out.
 //!
-//! Set `STRATA_MODULE_CYCLES_ROOT` to check another checkout's `crates/`.
+//! Set `STRATA_MODULE_CYCLES_ROOT` to check another checkout (its root or
+//! its `crates/`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -360,9 +361,14 @@ fn name(m: &ModPath) -> String {
 
 #[test]
 fn no_crate_of_the_workspace_has_an_import_cycle() {
-    let crates = std::env::var_os("STRATA_MODULE_CYCLES_ROOT")
+    let root = std::env::var_os("STRATA_MODULE_CYCLES_ROOT")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    // A checkout's root or its `crates/`, either.
+    let crates = match root.join("crates") {
+        inner if inner.is_dir() => inner,
+        _ => root,
+    };
     let mut report = Vec::new();
     let mut checked = 0;
     for entry in std::fs::read_dir(&crates).unwrap() {
