@@ -34,6 +34,7 @@ impl Experiment for Io {
                 (io_exp::WRITER_CAPACITY_BYTES as u64).into(),
             ),
             ("read_block_bytes", (io_exp::READ_BLOCK_BYTES as u64).into()),
+            ("repeats", params.repeats.into()),
         ]))
     }
 
