@@ -1194,7 +1194,7 @@ impl ManifestLog {
         let path = self.dir.join(MANIFEST_NAME);
         let mut next = self.state.clone();
         next.apply(&edit)
-            .map_err(|why| Error::Poisoned(format!("{}: edit {edit:?}: {why}", path.display())))?;
+            .map_err(|why| Error::Internal(format!("{}: edit {edit:?}: {why}", path.display())))?;
         // Costly (every id sorted): debug builds and tests only. A rollover
         // checks it always.
         debug_assert_eq!(next.check(), Ok(()), "manifest state after {edit:?}");
@@ -1239,7 +1239,7 @@ impl ManifestLog {
     fn rollover(&mut self, state: ManifestState) -> Result<()> {
         state
             .check()
-            .map_err(|why| Error::Poisoned(format!("manifest state: {why}")))?;
+            .map_err(|why| Error::Internal(format!("manifest state: {why}")))?;
         self.file = None;
         let bytes = encode_file(&state);
         if bytes.len() - HEADER_BYTES - RECORD_HEADER_BYTES > RECORD_BYTES_MAX {

@@ -15,7 +15,7 @@
 //! an L1 run's files have disjoint key ranges; an image run's files have
 //! disjoint covers (the key spans they answer for, which may leave parts of
 //! the key space to older runs) and hold no key outside them; no image is
-//! above an L0 layer. A breach is a bug, reported as `Error::Poisoned`,
+//! above an L0 layer. A breach is a bug, reported as `Error::Internal`,
 //! never installed.
 //!
 //! Two searches answer reads. [`Version::candidates`], for get and
@@ -337,7 +337,7 @@ impl Version {
 }
 
 fn invariant(what: &str) -> Error {
-    Error::Poisoned(format!("version invariant broken: {what}"))
+    Error::Internal(format!("version: {what}"))
 }
 
 #[cfg(test)]

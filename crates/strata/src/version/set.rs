@@ -25,9 +25,10 @@
 //!    (each file is deleted when its last reader lets go) and the logs it
 //!    no longer holds are deleted.
 //!
-//! A failure in step 2 is a bug: the manifest durably says what the engine
-//! cannot show. The set poisons the database (one place, one policy): every
-//! later edit is refused, and so are writes; reads go on.
+//! A failure in step 2, or an edit step 1 or the manifest refuses as not
+//! fitting, is a bug (`Error::Internal`): the set poisons the database (one
+//! place, one policy): every later edit is refused, and so are writes
+//! (`Error::Poisoned`, naming the first); reads go on.
 //!
 //! Invariants: the installed version is the one built from the durable
 //! state; a file is deleted only after a durable edit removed it; file ids
@@ -252,7 +253,7 @@ fn check_compacted(remove: &[u64], add: &[LayerDesc], current: &Version) -> Resu
 }
 
 fn invariant(what: &str) -> Error {
-    Error::Poisoned(format!("version set invariant broken: {what}"))
+    Error::Internal(format!("version set: {what}"))
 }
 
 /// The manifest, the current version and the poison state (see the
@@ -356,7 +357,7 @@ impl VersionSet {
         // A manifest that refuses the edit (a file listed twice, a removed
         // layer not listed) found a bug: poisoned like one found below.
         if let Err(e) = manifest.apply(edit) {
-            if matches!(e, Error::Poisoned(_)) {
+            if matches!(e, Error::Internal(_) | Error::Poisoned(_)) {
                 self.poison.set(&e);
             }
             return Err(e);
@@ -434,7 +435,7 @@ mod tests {
 
     fn refused(r: Result<Built>, why: &str) {
         match r {
-            Err(Error::Poisoned(m)) => assert!(m.contains(why), "{m}"),
+            Err(Error::Internal(m)) => assert!(m.contains(why), "{m}"),
             Err(e) => panic!("{e}"),
             Ok(b) => panic!("built {:?}", ids(&b.version)),
         }
@@ -593,7 +594,7 @@ mod tests {
         let d = f.disk(5, &[("a", 1)]);
         let next = set.take_file_id().unwrap();
         let err = set.log_and_apply(Edit::AddLog(next), NewFiles::layers(vec![d]));
-        assert!(matches!(err, Err(Error::Poisoned(_))));
+        assert!(matches!(err, Err(Error::Internal(_))));
         assert!(set.poison().check().is_err());
         let again = set.log_and_apply(Edit::AddLog(next + 1), NewFiles::log(f.memory(9, &[])));
         assert!(matches!(again, Err(Error::Poisoned(_))));

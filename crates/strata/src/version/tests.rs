@@ -146,7 +146,7 @@ fn layers_out_of_lsn_order_are_refused() {
     let open = f.memory(3, &[]);
     // Overlapping LSNs between two L0 layers.
     let err = Version::new(Arc::clone(&open), vec![], vec![a.clone(), b.clone()]);
-    assert!(matches!(err, Err(Error::Poisoned(ref m)) if m.contains("layer 2 starts at LSN 5")));
+    assert!(matches!(err, Err(Error::Internal(ref m)) if m.contains("layer 2 starts at LSN 5")));
     // L0 older than it says.
     let (c, d) = (f.disk(4, &[("a", 10)]), f.disk(5, &[("a", 9)]));
     assert!(Version::new(Arc::clone(&open), vec![], vec![c.clone(), d.clone()]).is_err());

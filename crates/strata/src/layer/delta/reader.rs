@@ -170,6 +170,11 @@ struct Footer {
 }
 
 impl Footer {
+    /// The file offset of the footer's field at `at`.
+    fn field(&self, at: usize) -> u64 {
+        self.offset + u64_from_usize(at)
+    }
+
     /// Checks that the sections lie back to back, from past the header to
     /// the footer, and that the counts are possible.
     fn check(&self, path: &Path) -> Result<()> {
@@ -188,7 +193,7 @@ impl Footer {
             keys_len,
             ..
         } = *self;
-        let field = |at: usize| footer_offset + u64_from_usize(at);
+        let field = |at: usize| self.field(at);
         // The sections follow each other without gaps, ending at the footer.
         for (start, len, next, at, what) in [
             (
@@ -308,7 +313,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             keys_offset,
             ..
         } = *footer;
-        let field = |at: usize| footer_offset + u64_from_usize(at);
+        let field = |at: usize| footer.field(at);
         // Block index, bloom filter and key range: contiguous, read at once.
         let meta = read_checked(
             file,
@@ -316,7 +321,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             footer_offset - index_offset,
             "block index, bloom filter and key range",
         )?;
-        // The chain check above makes these lengths sum to meta.len().
+        // `Footer::check` makes these lengths sum to meta.len().
         let index_len_usize = usize_from_u64(
             index_len,
             path,
