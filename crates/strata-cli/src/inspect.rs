@@ -16,7 +16,7 @@ use clap::Args;
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use strata::inspect::{self, LayerInfo};
+use strata::inspect::{self, EntryValue, LayerInfo, ValueFileInfo};
 
 use crate::stats::human_bytes;
 
@@ -115,6 +115,30 @@ fn layer_rows(out: &mut impl Write, layers: &[&LayerInfo]) -> Result<()> {
     Ok(())
 }
 
+/// The value files: bytes, live bytes and the garbage share of each.
+fn value_file_rows(out: &mut impl Write, files: &[ValueFileInfo]) -> Result<()> {
+    let bytes: u64 = files.iter().map(|v| v.bytes).sum();
+    let live: u64 = files.iter().map(|v| v.live_bytes.min(v.bytes)).sum();
+    writeln!(
+        out,
+        "value files  {} ({}, {} live)",
+        files.len(),
+        human_bytes(bytes),
+        human_bytes(live)
+    )?;
+    for v in files {
+        let garbage = 100.0 * (1.0 - v.live_bytes.min(v.bytes) as f64 / v.bytes.max(1) as f64);
+        writeln!(
+            out,
+            "  {}  {:>10}  {:>10} live  {garbage:>5.1}% garbage",
+            v.file,
+            human_bytes(v.bytes),
+            human_bytes(v.live_bytes)
+        )?;
+    }
+    Ok(())
+}
+
 fn directory(out: &mut impl Write, dir: &Path, verify: bool) -> Result<()> {
     let m = inspect::manifest(dir)?;
     writeln!(out, "database     {}", dir.display())?;
@@ -134,6 +158,7 @@ fn directory(out: &mut impl Write, dir: &Path, verify: bool) -> Result<()> {
         m.gc_lsn
     )?;
     writeln!(out, "logs         {:?}", m.logs)?;
+    value_file_rows(out, &m.value_files)?;
     let total: u64 = m.layers.iter().map(|l| l.bytes).sum();
     writeln!(
         out,
@@ -172,6 +197,7 @@ fn directory(out: &mut impl Write, dir: &Path, verify: bool) -> Result<()> {
         .iter()
         .map(|l| l.file.clone())
         .chain(m.logs.iter().map(|id| format!("{id:016x}.log")))
+        .chain(m.value_files.iter().map(|v| v.file.clone()))
         .collect();
     let mut unlisted: Vec<String> = std::fs::read_dir(dir)
         .with_context(|| format!("list {}", dir.display()))?
@@ -192,8 +218,13 @@ fn directory(out: &mut impl Write, dir: &Path, verify: bool) -> Result<()> {
         let mut failed = 0;
         for l in &m.layers {
             let path = dir.join(&l.file);
-            match inspect::scan_layer_file(&path, |_, _, _, _| {}) {
-                Ok(n) => writeln!(out, "verify {}: ok, {n} entries", l.file)?,
+            match inspect::verify_layer_values(dir, &path, &m.value_files) {
+                Ok((n, 0)) => writeln!(out, "verify {}: ok, {n} entries", l.file)?,
+                Ok((n, values)) => writeln!(
+                    out,
+                    "verify {}: ok, {n} entries, {values} values in value files",
+                    l.file
+                )?,
                 Err(e) => {
                     writeln!(out, "verify {}: {e}", l.file)?;
                     failed += 1;
@@ -227,6 +258,7 @@ fn manifest_file(out: &mut impl Write, path: &Path) -> Result<()> {
         writeln!(out, "  @{at:<8} a torn last append (dropped)")?;
     }
     writeln!(out, "logs {:?}", m.logs)?;
+    value_file_rows(out, &m.value_files)?;
     let layers: Vec<&LayerInfo> = m.layers.iter().collect();
     layer_rows(out, &layers)?;
     Ok(())
@@ -263,14 +295,23 @@ fn layer_file(out: &mut impl Write, path: &Path, verify: bool, dump: bool) -> Re
     )?;
     if verify || dump {
         let mut lines: Vec<String> = Vec::new();
-        let n = inspect::scan_layer_file(path, |k, lsn, tombstone, v| {
+        let n = inspect::scan_layer_file(path, |k, lsn, entry| {
             if dump {
-                lines.push(if tombstone {
-                    format!("{}\t{lsn}\t(deleted)", show(k))
-                } else {
-                    format!("{}\t{lsn}\t{}", show(k), show(v))
+                lines.push(match entry {
+                    EntryValue::Delete => format!("{}\t{lsn}\t(deleted)", show(k)),
+                    EntryValue::Put(v) => format!("{}\t{lsn}\t{}", show(k), show(v)),
+                    EntryValue::Pointer {
+                        file_id,
+                        offset,
+                        value_len,
+                        ..
+                    } => format!(
+                        "{}\t{lsn}\t({value_len} bytes in value file {file_id:016x}.log at {offset})",
+                        show(k)
+                    ),
                 });
             }
+            Ok(())
         })?;
         for line in lines {
             writeln!(out, "{line}")?;

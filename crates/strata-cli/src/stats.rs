@@ -114,6 +114,15 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
                 human_bytes(stats.flush_read_bytes)
             ),
         ),
+        (
+            "value files",
+            format!(
+                "{} of {} ({} live)",
+                stats.value_files,
+                human_bytes(stats.value_file_bytes),
+                human_bytes(stats.value_live_bytes)
+            ),
+        ),
     ];
 
     let io = &stats.io;

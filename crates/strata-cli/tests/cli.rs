@@ -130,7 +130,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let summary = &lines[..14];
+    let summary = &lines[..15];
     let labels: Vec<&str> = summary
         .iter()
         .map(|l| l[..l.find("  ").unwrap()].trim())
@@ -151,7 +151,8 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "index memory",
             "point lookups",
             "read retries",
-            "flush memory"
+            "flush memory",
+            "value files"
         ],
         "{}",
         run.stdout
@@ -193,9 +194,10 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(&summary[11][column..], "0 (0 data blocks read)");
     assert_eq!(&summary[12][column..], "0");
     assert_eq!(&summary[13][column..], "0 B at most (0 B of logs read)");
+    assert_eq!(&summary[14][column..], "0 of 0 B (0 B live)");
 
-    assert_eq!(lines[14], "");
-    let header: Vec<&str> = lines[15]
+    assert_eq!(lines[15], "");
+    let header: Vec<&str> = lines[16]
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -211,7 +213,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "syncs"
         ]
     );
-    let rows: Vec<&str> = lines[16..]
+    let rows: Vec<&str> = lines[17..]
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
@@ -221,7 +223,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     );
     // Right-aligned: every row of the table ends at the same column.
     assert!(
-        lines[15..].iter().all(|l| l.len() == lines[15].len()),
+        lines[16..].iter().all(|l| l.len() == lines[16].len()),
         "{}",
         run.stdout
     );
@@ -271,7 +273,10 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "open_layer_bytes",
             "point_lookup_reads",
             "point_lookups",
-            "read_retries"
+            "read_retries",
+            "value_file_bytes",
+            "value_files",
+            "value_live_bytes"
         ]
     );
     let number = |key: &str| {
@@ -438,7 +443,7 @@ fn inspect_shows_levels_and_records_and_verify_finds_a_flipped_byte() {
     assert!(strata(&["db", &db, "compact", "--horizon", "1"]).0);
     let (ok, out, err) = strata(&["inspect", &db, "--verify"]);
     assert!(ok, "{err}");
-    assert!(out.contains("manifest     format 4"), "{out}");
+    assert!(out.contains("manifest     format 5"), "{out}");
     assert!(out.contains("L1: 1 layers in 1 runs"), "{out}");
     assert!(out.contains("image: 1 layers in 1 runs"), "{out}");
     // The image answers for the whole key space; GC has taken nothing.

@@ -136,6 +136,8 @@ pub(crate) struct EntryRef<'a> {
     pub value: &'a [u8],
     /// Offset of the value within the payload.
     pub value_offset: usize,
+    /// The entry's stored crc32c (checked only where the decode says so).
+    pub crc: u32,
 }
 
 /// An entry's header, decoded.
@@ -259,7 +261,10 @@ fn decode_entries_with(
             .get(at..)
             .and_then(EntryHeader::decode)
             .ok_or((at, "entry header past the record"))?;
-        let kind = ValueKind::from_u8(fields.kind).ok_or((at, "unknown entry kind"))?;
+        // A log holds puts and deletes; a pointer lives in layer files only.
+        let kind = ValueKind::from_u8(fields.kind)
+            .filter(|k| *k != ValueKind::Pointer)
+            .ok_or((at, "unknown entry kind"))?;
         let (key_len, value_len) = (fields.key_len, fields.value_len);
         if key_len == 0 || key_len > KEY_BYTES_MAX {
             return Err((at, "key length out of range"));
@@ -290,6 +295,7 @@ fn decode_entries_with(
             key: &payload[key_at..value_at],
             value: &payload[value_at..end],
             value_offset: value_at,
+            crc: fields.crc,
         });
         at = end;
     }

@@ -62,6 +62,7 @@ use crate::manifest::{delta_name, LayerDesc, Level};
 use crate::read::{DeltaSource, Scan, Source};
 use crate::table_cache::{Layer, LayerIo};
 use crate::types::{Cover, Lsn, ValueKind};
+use crate::value::{ValueFiles, ValuePointer, ValueRefs};
 use crate::version::Version;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -134,6 +135,55 @@ pub(crate) struct JobOptions {
     pub pacer: Option<Arc<Pacer>>,
     /// Where the job counts the bytes it writes and reads.
     pub bytes: Arc<JobBytes>,
+    /// The value files whose live values the job moves into its outputs.
+    pub relocate: Relocate,
+}
+
+/// The value files a job empties: a pointer into one of them is replaced,
+/// in the job's output, by the value it points at (read and checked), so
+/// that the file's garbage can go (see `relocation_plan`).
+#[derive(Clone, Default)]
+pub(crate) struct Relocate {
+    pub files: ValueFiles,
+}
+
+impl Relocate {
+    /// The version's value files more than `garbage_percent` of whose
+    /// bytes no layer points at any more.
+    pub(crate) fn of(version: &Version, garbage_percent: u32) -> Relocate {
+        let live = version.value_live_bytes();
+        let files = version
+            .values
+            .iter()
+            .filter(|(id, f)| {
+                let live = u128::from(live.get(id).copied().unwrap_or(0));
+                live * 100 < u128::from(100 - garbage_percent) * u128::from(f.bytes)
+            })
+            .map(|(&id, f)| (id, Arc::clone(f)))
+            .collect();
+        Relocate { files }
+    }
+
+    /// The entry to write for `(key, kind, value)`: a pointer into a file
+    /// being emptied becomes the value it points at.
+    fn apply(&self, key: &[u8], kind: ValueKind, value: Vec<u8>) -> Result<(ValueKind, Vec<u8>)> {
+        if kind != ValueKind::Pointer || self.files.is_empty() {
+            return Ok((kind, value));
+        }
+        match ValuePointer::decode(&value) {
+            Some(p) if self.files.contains_key(&p.file_id) => {
+                Ok((ValueKind::Put, self.files[&p.file_id].read(key, &p)?))
+            }
+            _ => Ok((kind, value)),
+        }
+    }
+
+    /// Whether `desc`'s layer points into a file being emptied.
+    pub(crate) fn touches(&self, desc: &LayerDesc) -> bool {
+        desc.values
+            .iter()
+            .any(|(id, _)| self.files.contains_key(id))
+    }
 }
 
 /// The layer-file bytes compaction jobs wrote and read since open
@@ -379,6 +429,8 @@ struct OutputFile {
     bytes: u64,
     entries: u64,
     crc: u32,
+    /// The value files its pointers point into.
+    refs: ValueRefs,
 }
 
 /// Merges `inputs` (the oldest L0 layers, oldest first; or the layers of
@@ -502,7 +554,7 @@ fn write_run(
     cancelled: &dyn Fn() -> bool,
     written: &mut Vec<u64>,
 ) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
-    let mut finished: Vec<(u64, u64, u32)> = Vec::new();
+    let mut finished: Vec<(u64, u64, u32, ValueRefs)> = Vec::new();
     let mut current: Option<OutputFile> = None;
     let mut last_key: Vec<u8> = Vec::new();
     let mut n: u64 = 0;
@@ -530,7 +582,9 @@ fn write_run(
             Some(o) => o,
             None => current.insert(create_output(io, spec, opts, take_id, written)?),
         };
+        let (kind, value) = opts.relocate.apply(&key, kind, value)?;
         out.writer.add(&key, lsn, kind, &value)?;
+        out.refs.add_entry(&key, kind, &value);
         out.bytes += (key.len() + value.len() + 16) as u64;
         out.entries += 1;
         out.crc = entry_crc(out.crc, &key, lsn, kind, &value);
@@ -549,7 +603,7 @@ fn write_run(
     // written (a block that rotted between write and read fails here, and
     // the inputs stay).
     let mut outputs = Vec::with_capacity(finished.len());
-    for (id, len, crc) in finished {
+    for (id, len, crc, refs) in finished {
         let path = io.dir.join(delta_name(id));
         let file = io
             .storage
@@ -589,6 +643,7 @@ fn write_run(
         let reader = Arc::into_inner(reader).expect("the only holder of the reader");
         let mut desc = LayerDesc::from_summary(id, reader.summary());
         desc.level = spec.level;
+        desc.values = refs.to_vec();
         (desc.lsn_min, desc.lsn_max) = (spec.lsn_min, spec.lsn_max);
         outputs.push((desc, reader));
     }
@@ -612,6 +667,48 @@ fn write_run(
     }
     io.storage.sync_dir(&io.dir)?;
     Ok(outputs)
+}
+
+/// Writes each of `layers` again (L1 layers or images, not L0: L0's order
+/// is the manifest's) as the same run's layers, with the pointers into the
+/// files `opts.relocate` empties replaced by their values: same level, LSN
+/// range and cover (cut at the target size, an image's cover split at the
+/// cuts). On failure, nothing it wrote is left.
+pub(crate) fn rewrite_layers(
+    layers: &[Arc<Layer>],
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+    mut take_id: impl FnMut() -> Result<u64>,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+    removing_outputs_on_failure(io, |written| {
+        let mut outputs = Vec::new();
+        for layer in layers {
+            if layer.desc.level == Level::L0 {
+                return Err(Error::Internal(format!(
+                    "a rewrite of L0 layer {}",
+                    layer.desc.id
+                )));
+            }
+            let mut input = whole_layers(&[layer], opts)?.remove(0);
+            let spec = RunSpec {
+                level: layer.desc.level,
+                lsn_min: layer.desc.lsn_min,
+                lsn_max: layer.desc.lsn_max,
+                cover: layer.desc.cover.clone(),
+            };
+            outputs.extend(write_run(
+                &mut || input.next().transpose(),
+                &spec,
+                io,
+                opts,
+                &mut take_id,
+                cancelled,
+                written,
+            )?);
+        }
+        Ok(outputs)
+    })
 }
 
 /// Writes the image at `lsn` of the keys of `covers` (disjoint, in key
@@ -651,7 +748,7 @@ pub(crate) fn write_image(
                 .zip(masks)
                 .map(|(iter, masks)| Source::Delta(Box::new(DeltaSource::new(iter, lsn, masks))))
                 .collect();
-            let mut scan = Scan::new(sources, Arc::clone(version));
+            let mut scan = Scan::new(sources, Arc::clone(version)).raw();
             let spec = RunSpec {
                 level: Level::Image,
                 lsn_min: lsn,
@@ -659,9 +756,9 @@ pub(crate) fn write_image(
                 cover: Some(cover.clone()),
             };
             let mut next = || -> Result<Option<Entry>> {
-                scan.next()
+                scan.next_item()
                     .transpose()
-                    .map(|e| e.map(|(k, v)| (k, lsn, ValueKind::Put, v)))
+                    .map(|e| e.map(|(k, kind, v)| (k, lsn, kind, v)))
             };
             outputs.extend(write_run(
                 &mut next,
@@ -1042,13 +1139,14 @@ fn create_output(
         bytes: 0,
         entries: 0,
         crc: 0,
+        refs: ValueRefs::default(),
     })
 }
 
 /// Finishes an output: the file written out to its exact length and made
 /// durable, its length counted in `bytes`. Returns (id, length, entry
-/// checksum).
-fn seal_output(open: OutputFile, bytes: &JobBytes) -> Result<(u64, u64, u32)> {
+/// checksum, the value files its pointers point into).
+fn seal_output(open: OutputFile, bytes: &JobBytes) -> Result<(u64, u64, u32, ValueRefs)> {
     let (sink, summary) = open.writer.finish()?;
     debug_assert_eq!(summary.entries, open.entries);
     let file = sink.finish(ShutdownMode::PadThenTruncate)?;
@@ -1056,7 +1154,7 @@ fn seal_output(open: OutputFile, bytes: &JobBytes) -> Result<(u64, u64, u32)> {
     bytes
         .written
         .fetch_add(summary.file_bytes, std::sync::atomic::Ordering::Relaxed);
-    Ok((open.id, summary.file_bytes, open.crc))
+    Ok((open.id, summary.file_bytes, open.crc, open.refs))
 }
 
 #[cfg(test)]
@@ -1191,6 +1289,7 @@ mod tests {
             entries: 10,
             bytes: 4096,
             cover: None,
+            values: Vec::new(),
         }
     }
 

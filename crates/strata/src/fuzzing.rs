@@ -564,6 +564,7 @@ fn check_batch_round_trip(entries: &[EntryRef<'_>], payload: &[u8], count: u32) 
                 assert!(e.value.is_empty(), "a tombstone with a value");
                 batch.delete(e.key)
             }
+            ValueKind::Pointer => panic!("a log entry decoded as a value pointer"),
         }
     }
     assert_eq!(batch.invalid, None, "the batch refuses decoded entries");
@@ -580,8 +581,13 @@ fn check_entries(entries: &[DeltaEntry]) {
         );
         assert!(value.len() <= VALUE_BYTES_MAX, "entry {i}: value length");
         assert!(
-            *kind == ValueKind::Put || value.is_empty(),
+            *kind != ValueKind::Delete || value.is_empty(),
             "entry {i}: tombstone with a value"
+        );
+        assert!(
+            *kind != ValueKind::Pointer || value.len() == crate::value::POINTER_BYTES,
+            "entry {i}: a pointer of {} bytes",
+            value.len()
         );
         if i > 0 {
             let (prev_key, prev_lsn, ..) = &entries[i - 1];
@@ -811,6 +817,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
         entries: 6,
         bytes: 8192,
         cover: None,
+        values: Vec::new(),
     };
     let states = [
         ManifestState::default(),
@@ -822,13 +829,31 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
             next_file_id: 9,
             logs: vec![7, 8],
             layers: vec![desc(1, 1), desc(3, 7), desc(4, 13)],
-            gc_lsn: 0,
+            ..ManifestState::default()
         },
         ManifestState {
             next_file_id: u64::MAX,
             logs: vec![u64::MAX - 1],
             layers: (0..20).map(|i| desc(i, 10 * i)).collect(),
             gc_lsn: 7,
+            ..ManifestState::default()
+        },
+        // Layers pointing into value files (format 5).
+        ManifestState {
+            next_file_id: 30,
+            logs: vec![29],
+            layers: vec![
+                LayerDesc {
+                    values: vec![(20, 9000), (21, 100)],
+                    ..desc(1, 1)
+                },
+                LayerDesc {
+                    values: vec![(21, 5000)],
+                    ..desc(3, 7)
+                },
+            ],
+            value_files: [(20, 9100), (21, 8192)].into_iter().collect(),
+            ..ManifestState::default()
         },
     ];
     let mut seeds: Vec<(String, Vec<u8>)> = states
@@ -843,6 +868,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
         Edit::Flushed {
             log: 7,
             layer: desc(10, 20),
+            value_file_bytes: 0,
         },
         Edit::Compacted {
             remove: vec![1, 3],
@@ -877,8 +903,10 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
     // Format 3 (records back to back, still read): the same edits.
     let mut v3 = crate::manifest::encode_file_in(&states[2], crate::manifest::FORMAT_V3);
     for edit in &edits {
-        let record =
-            crate::manifest::frame_record(v3.len() as u64, &crate::manifest::encode_edit(edit));
+        let record = crate::manifest::frame_record(
+            v3.len() as u64,
+            &crate::manifest::encode_edit_in(edit, crate::manifest::FORMAT_V3),
+        );
         v3.extend(record);
     }
     seeds.push(("manifest-v3".into(), v3));
@@ -904,7 +932,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
                 ..desc(2, 1)
             },
         ],
-        gc_lsn: 0,
+        ..ManifestState::default()
     };
     seeds.push((
         "manifest-v2".into(),
@@ -963,6 +991,28 @@ fn sample_layers() -> Vec<(&'static str, Vec<u8>)> {
             (b"b".to_vec(), 6, ValueKind::Put, vec![0xab; 200]),
             (b"b".to_vec(), 9, ValueKind::Delete, vec![]),
             (b"c".to_vec(), 2, ValueKind::Put, vec![]),
+        ],
+    ));
+    // Pointers into value files (format version 5) beside values.
+    let pointer = |file_id, offset| {
+        crate::value::ValuePointer {
+            file_id,
+            offset,
+            value_len: 8192,
+            crc: 0x1234_5678,
+        }
+        .encode()
+        .to_vec()
+    };
+    layers.push((
+        "pointers",
+        4096,
+        vec![
+            (b"q1".to_vec(), 3, ValueKind::Pointer, pointer(7, 64)),
+            (b"q2".to_vec(), 4, ValueKind::Put, b"small".to_vec()),
+            (b"q2".to_vec(), 5, ValueKind::Pointer, pointer(7, 8300)),
+            (b"q3".to_vec(), 6, ValueKind::Delete, vec![]),
+            (b"q4".to_vec(), 7, ValueKind::Pointer, pointer(9, 64)),
         ],
     ));
     // Page-sized values: value blocks (format version 3), the block before

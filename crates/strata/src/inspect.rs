@@ -1,7 +1,8 @@
 //! Read-only inspection of a database's files, for `strata inspect` (as
 //! RocksDB's `sst_dump` and `ldb manifest_dump`): what a manifest records,
 //! record by record; what a layer file holds; and a verification that reads
-//! every block of a layer file and checks every checksum.
+//! every block of a layer file and checks every checksum, and the values
+//! its pointers point at in value files.
 //!
 //! Nothing here writes, locks or repairs: it may run beside an open
 //! database (the files it reads are immutable, or, for the manifest,
@@ -16,7 +17,8 @@ use crate::io::{
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::file::LayerFile;
 use crate::manifest::{self, Level, MANIFEST_NAME};
-use crate::types::Lsn;
+use crate::types::{Lsn, ValueKind};
+use crate::value::{ValueFile, ValuePointer};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +41,37 @@ pub struct LayerInfo {
     /// An image's cover: the keys it answers for, from the first bound to
     /// the second.
     pub cover: Option<KeyBounds>,
+    /// The value files its pointers point into: (file id, bytes of the
+    /// entries pointed at).
+    pub values: Vec<(u64, u64)>,
+}
+
+/// A value file (a log kept for the large values layers point into), as
+/// the manifest describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueFileInfo {
+    pub id: u64,
+    /// The file's name in the database directory.
+    pub file: String,
+    pub bytes: u64,
+    /// Bytes the layers' pointers hold (an entry an image and a delta both
+    /// point at counts twice); the rest of the file is garbage.
+    pub live_bytes: u64,
+}
+
+/// One entry of a layer file, as `scan_layer_file` hands it on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryValue<'a> {
+    Put(&'a [u8]),
+    Delete,
+    /// The value lies in value file `file_id`, in the log entry at
+    /// `offset`, whose crc32c is `crc`.
+    Pointer {
+        file_id: u64,
+        offset: u64,
+        value_len: u32,
+        crc: u32,
+    },
 }
 
 /// A key range as its two bounds.
@@ -48,8 +81,8 @@ pub type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 #[derive(Debug, Clone)]
 pub struct ManifestInfo {
     /// 1 (ids only), 2 (the edit log), 3 (the edit log, with image
-    /// covers and the GC cutoff) or 4 (each record on a page of its own, a
-    /// seal at close).
+    /// covers and the GC cutoff), 4 (each record on a page of its own, a
+    /// seal at close) or 5 (value files).
     pub format_version: u32,
     /// Reads below this LSN are refused: GC removed history below it.
     pub gc_lsn: Lsn,
@@ -58,6 +91,8 @@ pub struct ManifestInfo {
     pub logs: Vec<u64>,
     /// Layer files, as listed (L0 in LSN order).
     pub layers: Vec<LayerInfo>,
+    /// Value files (format 5), by id.
+    pub value_files: Vec<ValueFileInfo>,
     /// Every record: its offset and what it says.
     pub records: Vec<(u64, String)>,
     /// Where a torn last append was dropped, if one was.
@@ -132,6 +167,7 @@ pub fn manifest(path: &Path) -> Result<ManifestInfo> {
             entries: d.entries,
             bytes: d.bytes,
             cover: d.cover.clone().map(|c| (c.start, c.end)),
+            values: d.values.clone(),
         })
         .chain(loaded.v1_deltas.iter().map(|&id| LayerInfo {
             id,
@@ -144,7 +180,20 @@ pub fn manifest(path: &Path) -> Result<ManifestInfo> {
             entries: 0,
             bytes: 0,
             cover: None,
+            values: Vec::new(),
         }))
+        .collect();
+    let live = loaded.state.value_live_bytes();
+    let value_files = loaded
+        .state
+        .value_files
+        .iter()
+        .map(|(&id, &bytes)| ValueFileInfo {
+            id,
+            file: manifest::log_name(id),
+            bytes,
+            live_bytes: live.get(&id).copied().unwrap_or(0),
+        })
         .collect();
     Ok(ManifestInfo {
         format_version,
@@ -152,6 +201,7 @@ pub fn manifest(path: &Path) -> Result<ManifestInfo> {
         next_file_id: loaded.state.next_file_id,
         logs: loaded.state.logs,
         layers,
+        value_files,
         records: loaded.record_log,
         torn_at: loaded.torn_at,
     })
@@ -176,9 +226,12 @@ pub fn layer_file(path: &Path) -> Result<LayerFileInfo> {
 
 /// Reads every block of the layer file at `path`, checking every checksum
 /// and the order of its entries, and calls `each` with every entry (key,
-/// LSN, is a tombstone, value). Returns the entries read; the first error
-/// names the file and the offset.
-pub fn scan_layer_file(path: &Path, mut each: impl FnMut(&[u8], Lsn, bool, &[u8])) -> Result<u64> {
+/// LSN, what it holds). Returns the entries read; the first error names
+/// the file and the offset.
+pub fn scan_layer_file(
+    path: &Path,
+    mut each: impl FnMut(&[u8], Lsn, EntryValue<'_>) -> Result<()>,
+) -> Result<u64> {
     let reader = Arc::new(open_layer(path)?);
     let mut n = 0;
     for entry in reader
@@ -186,7 +239,23 @@ pub fn scan_layer_file(path: &Path, mut each: impl FnMut(&[u8], Lsn, bool, &[u8]
         .with_readahead(1 << 20)
     {
         let (key, lsn, kind, value) = entry?;
-        each(&key, lsn, kind == crate::types::ValueKind::Delete, &value);
+        let entry = match kind {
+            ValueKind::Put => EntryValue::Put(&value),
+            ValueKind::Delete => EntryValue::Delete,
+            ValueKind::Pointer => {
+                // The reader checked its length: a pointer decodes.
+                let p = ValuePointer::decode(&value).ok_or_else(|| {
+                    crate::error::Corruption::new(path, 0, "a value pointer that does not decode")
+                })?;
+                EntryValue::Pointer {
+                    file_id: p.file_id,
+                    offset: p.offset,
+                    value_len: p.value_len,
+                    crc: p.crc,
+                }
+            }
+        };
+        each(&key, lsn, entry)?;
         n += 1;
     }
     if n != reader.summary().entries {
@@ -201,4 +270,60 @@ pub fn scan_layer_file(path: &Path, mut each: impl FnMut(&[u8], Lsn, bool, &[u8]
         .into());
     }
     Ok(n)
+}
+
+/// [`scan_layer_file`] of the layer file at `path` in the database
+/// directory `dir`, which also reads and checks every value its pointers
+/// point at (each entry's checksum, key and length, against the pointer)
+/// in the value files `value_files` lists; returns the entries and the
+/// values checked so.
+pub fn verify_layer_values(
+    dir: &Path,
+    path: &Path,
+    value_files: &[ValueFileInfo],
+) -> Result<(u64, u64)> {
+    let mut open: std::collections::BTreeMap<u64, ValueFile> = Default::default();
+    let mut checked = 0;
+    let entries = scan_layer_file(path, |key, _, entry| {
+        let EntryValue::Pointer {
+            file_id,
+            offset,
+            value_len,
+            crc,
+        } = entry
+        else {
+            return Ok(());
+        };
+        let Some(info) = value_files.iter().find(|v| v.id == file_id) else {
+            return Err(crate::error::Corruption::new(
+                dir.join(manifest::log_name(file_id)),
+                offset,
+                "a pointer into a value file the manifest does not list",
+            )
+            .into());
+        };
+        let file = match open.entry(file_id) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let (file, _) = open_file(&dir.join(&info.file), FileClass::Log)?;
+                v.insert(ValueFile::new(
+                    file_id,
+                    info.bytes,
+                    file,
+                    IoStats::new(),
+                    Arc::new(OsStorage),
+                ))
+            }
+        };
+        let p = ValuePointer {
+            file_id,
+            offset,
+            value_len,
+            crc,
+        };
+        file.read(key, &p)?;
+        checked += 1;
+        Ok(())
+    })?;
+    Ok((entries, checked))
 }

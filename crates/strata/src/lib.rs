@@ -26,6 +26,7 @@ mod options;
 mod read;
 mod table_cache;
 mod types;
+mod value;
 mod version;
 
 pub use batch::WriteBatch;

@@ -47,7 +47,9 @@ use std::sync::Arc;
 pub(crate) const MANIFEST_NAME: &str = "MANIFEST";
 pub(crate) const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
 const MAGIC: [u8; 8] = *b"STRMANIF";
-pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 4;
+pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 5;
+/// Format 4: as 5 without value files (no layer lists value bytes).
+pub(crate) const FORMAT_V4: u32 = 4;
 /// Records back to back, without end marks (still read).
 pub(crate) const FORMAT_V3: u32 = 3;
 /// The format before covers and the GC cutoff (still read).
@@ -148,6 +150,10 @@ pub(crate) struct LayerDesc {
     pub bytes: u64,
     /// An image's cover (`None` for a delta layer).
     pub cover: Option<Cover>,
+    /// The value files its pointers point into: `(file id, bytes of the
+    /// entries pointed at)`, by id; empty for a layer with no pointer
+    /// (format 5).
+    pub values: Vec<(u64, u64)>,
 }
 
 impl LayerDesc {
@@ -163,6 +169,7 @@ impl LayerDesc {
             entries: summary.entries,
             bytes: summary.file_bytes,
             cover: None,
+            values: Vec::new(),
         }
     }
 
@@ -173,6 +180,8 @@ impl LayerDesc {
         // The cover is the manifest's alone; the file's keys lie within it
         // (checked when the descriptor is decoded).
         own.cover = self.cover.clone();
+        // So are the value files its pointers hold (summed as it was written).
+        own.values = self.values.clone();
         // An L1 layer's entries lie within its run's LSN range.
         if self.level == Level::L1 && self.lsn_min <= own.lsn_min && own.lsn_max <= self.lsn_max {
             (own.lsn_min, own.lsn_max) = (self.lsn_min, self.lsn_max);
@@ -190,8 +199,15 @@ impl LayerDesc {
 pub(crate) enum Edit {
     /// A new log (of the new open layer).
     AddLog(u64),
-    /// A log flushed: the layer file now holds its data.
-    Flushed { log: u64, layer: LayerDesc },
+    /// A log flushed: the layer file now holds its data. With
+    /// `value_file_bytes` > 0 the layer points into the log for its large
+    /// values, and the log stays as a value file of that many bytes (the
+    /// layer's `values` name it and no other file); with 0 it goes.
+    Flushed {
+        log: u64,
+        layer: LayerDesc,
+        value_file_bytes: u64,
+    },
     /// A compaction: the layers `add` replace the layers `remove`; reads
     /// below `gc_lsn` are refused from now on (0: no change; GC removed
     /// history below it).
@@ -213,11 +229,49 @@ pub(crate) struct ManifestState {
     /// Reads below this LSN are refused: GC removed history below it. Only
     /// rises.
     pub gc_lsn: Lsn,
+    /// Value files (flushed logs that layers point into) and their bytes,
+    /// by id. One leaves in the edit that leaves no layer pointing into it.
+    pub value_files: std::collections::BTreeMap<u64, u64>,
 }
 
 impl ManifestState {
     fn is_listed(&self, id: u64) -> bool {
-        self.logs.contains(&id) || self.layers.iter().any(|l| l.id == id)
+        self.logs.contains(&id)
+            || self.layers.iter().any(|l| l.id == id)
+            || self.value_files.contains_key(&id)
+    }
+
+    /// Files listed: logs, layers and value files.
+    fn files(&self) -> usize {
+        self.logs.len() + self.layers.len() + self.value_files.len()
+    }
+
+    /// The bytes of each value file that the layers' pointers hold (an
+    /// entry two layers point at counts twice: an image and the deltas it
+    /// sums up, until GC removes the deltas).
+    pub(crate) fn value_live_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
+        let mut live: std::collections::BTreeMap<u64, u64> =
+            self.value_files.keys().map(|&id| (id, 0)).collect();
+        for d in &self.layers {
+            for &(id, bytes) in &d.values {
+                *live.entry(id).or_default() += bytes;
+            }
+        }
+        live
+    }
+
+    /// Every layer's value files are listed; a value file no layer points
+    /// into is dropped.
+    fn settle_value_files(&mut self) -> std::result::Result<(), String> {
+        let live = self.value_live_bytes();
+        if let Some(id) = live.keys().find(|id| !self.value_files.contains_key(id)) {
+            return Err(format!(
+                "a layer points into value file {id}, which is not listed"
+            ));
+        }
+        self.value_files
+            .retain(|id, _| live.get(id).is_some_and(|&b| b > 0));
+        Ok(())
     }
 
     /// Applies `edit`; an edit that does not fit the state is an error
@@ -235,7 +289,7 @@ impl ManifestState {
             s.next_file_id = s.next_file_id.max(next);
             Ok(())
         };
-        if self.logs.len() + self.layers.len() >= MANIFEST_FILES_MAX {
+        if self.files() >= MANIFEST_FILES_MAX {
             return Err(format!("more than {MANIFEST_FILES_MAX} files"));
         }
         match edit {
@@ -243,12 +297,37 @@ impl ManifestState {
                 take_id(self, *id)?;
                 self.logs.push(*id);
             }
-            Edit::Flushed { log, layer } => {
+            Edit::Flushed {
+                log,
+                layer,
+                value_file_bytes,
+            } => {
                 let Some(at) = self.logs.iter().position(|l| l == log) else {
                     return Err(format!("flushed log {log} is not listed"));
                 };
+                let kept = match layer.values.as_slice() {
+                    [] => false,
+                    [(id, bytes)] if id == log && *bytes <= *value_file_bytes => true,
+                    _ => {
+                        return Err(format!(
+                            "the layer of log {log} points into {:?}, not into the log \
+                             ({value_file_bytes} bytes)",
+                            layer.values
+                        ))
+                    }
+                };
+                if kept != (*value_file_bytes > 0) {
+                    return Err(format!(
+                        "log {log} kept as a value file of {value_file_bytes} bytes, \
+                         its layer points into {:?}",
+                        layer.values
+                    ));
+                }
                 take_id(self, layer.id)?;
                 self.logs.remove(at);
+                if kept {
+                    self.value_files.insert(*log, *value_file_bytes);
+                }
                 self.layers.push(layer.clone());
             }
             Edit::Compacted {
@@ -267,7 +346,8 @@ impl ManifestState {
                     take_id(self, layer.id)?;
                     self.layers.push(layer.clone());
                 }
-                if self.logs.len() + self.layers.len() > MANIFEST_FILES_MAX {
+                self.settle_value_files()?;
+                if self.files() > MANIFEST_FILES_MAX {
                     return Err(format!("more than {MANIFEST_FILES_MAX} files"));
                 }
             }
@@ -282,6 +362,7 @@ impl ManifestState {
                 .iter()
                 .copied()
                 .chain(self.layers.iter().map(|l| l.id))
+                .chain(self.value_files.keys().copied())
         };
         if ids().count() > MANIFEST_FILES_MAX {
             return Err(format!("more than {MANIFEST_FILES_MAX} files"));
@@ -293,6 +374,11 @@ impl ManifestState {
         sorted.sort_unstable();
         if sorted.windows(2).any(|w| w[0] == w[1]) {
             return Err("a file listed twice".into());
+        }
+        let mut settled = self.clone();
+        settled.settle_value_files()?;
+        if settled.value_files != self.value_files {
+            return Err("a value file no layer points into".into());
         }
         Ok(())
     }
@@ -360,6 +446,17 @@ impl RecordEncoder {
             self.bound(&cover.start);
             self.bound(&cover.end);
         }
+        if self.version >= MANIFEST_FORMAT_VERSION {
+            self.pairs(&d.values);
+        }
+    }
+    /// `count u32 | (id u64, bytes u64)…` (format 5).
+    fn pairs(&mut self, pairs: &[(u64, u64)]) {
+        self.u32(pairs.len() as u32);
+        for &(id, bytes) in pairs {
+            self.u64(id);
+            self.u64(bytes);
+        }
     }
     fn bound(&mut self, b: &Bound<Vec<u8>>) {
         match b {
@@ -422,7 +519,7 @@ pub(crate) fn frame_record(offset: u64, data: &[u8]) -> Vec<u8> {
 /// mark and the zeros up to the next record boundary follow it.
 pub(crate) fn frame_record_in(offset: u64, data: &[u8], version: u32) -> Vec<u8> {
     let mut out = frame_record(offset, data);
-    if version >= MANIFEST_FORMAT_VERSION {
+    if version >= FORMAT_V4 {
         out.extend_from_slice(&RECORD_END_MAGIC);
         let end = offset as usize + out.len();
         out.resize(
@@ -437,7 +534,7 @@ pub(crate) fn frame_record_in(offset: u64, data: &[u8], version: u32) -> Vec<u8>
 /// format `version`.
 pub(crate) fn next_record_at(at: usize, len: usize, version: u32) -> usize {
     let end = at + RECORD_HEADER_BYTES + len;
-    if version >= MANIFEST_FORMAT_VERSION {
+    if version >= FORMAT_V4 {
         (end + RECORD_END_MAGIC.len()).next_multiple_of(RECORD_ALIGN_BYTES)
     } else {
         end
@@ -459,20 +556,37 @@ fn encode_snapshot(s: &ManifestState, version: u32) -> Vec<u8> {
     if o.version != FORMAT_V2 {
         o.u64(s.gc_lsn);
     }
+    if o.version >= MANIFEST_FORMAT_VERSION {
+        let files: Vec<(u64, u64)> = s.value_files.iter().map(|(&i, &b)| (i, b)).collect();
+        o.pairs(&files);
+    }
     o.bytes
 }
 
 pub(crate) fn encode_edit(e: &Edit) -> Vec<u8> {
-    let mut o = RecordEncoder::new(MANIFEST_FORMAT_VERSION);
+    encode_edit_in(e, MANIFEST_FORMAT_VERSION)
+}
+
+/// `e`'s record data in format `version` (older ones: for tests of reading
+/// them; they hold no value files).
+pub(crate) fn encode_edit_in(e: &Edit, version: u32) -> Vec<u8> {
+    let mut o = RecordEncoder::new(version);
     match e {
         Edit::AddLog(id) => {
             o.u8(RECORD_ADD_LOG);
             o.u64(*id);
         }
-        Edit::Flushed { log, layer } => {
+        Edit::Flushed {
+            log,
+            layer,
+            value_file_bytes,
+        } => {
             o.u8(RECORD_FLUSHED);
             o.u64(*log);
             o.desc(layer);
+            if o.version >= MANIFEST_FORMAT_VERSION {
+                o.u64(*value_file_bytes);
+            }
         }
         Edit::Compacted {
             remove,
@@ -569,22 +683,40 @@ impl RecordDecoder<'_> {
             key_min: self.key()?,
             key_max: self.key()?,
             cover: None,
+            values: Vec::new(),
         };
         if d.lsn_min > d.lsn_max || d.key_min > d.key_max {
             return Err(format!("layer {} has its ranges upside down", d.id));
         }
-        if d.level != Level::Image || self.version == FORMAT_V2 {
-            return Ok(d);
-        }
-        let d = LayerDesc {
-            cover: Some(Cover {
+        let mut d = d;
+        if d.level == Level::Image && self.version != FORMAT_V2 {
+            d.cover = Some(Cover {
                 start: self.bound()?,
                 end: self.bound()?,
-            }),
-            ..d
-        };
-        check_cover(&d)?;
+            });
+            check_cover(&d)?;
+        }
+        d.values = self.pairs()?;
+        if d.values.windows(2).any(|w| w[0].0 >= w[1].0) || d.values.iter().any(|v| v.1 == 0) {
+            return Err(format!("layer {} lists its value files out of order", d.id));
+        }
         Ok(d)
+    }
+    /// `count u32 | (id u64, bytes u64)…` (format 5; nothing before).
+    fn pairs(&mut self) -> std::result::Result<Vec<(u64, u64)>, String> {
+        if self.version < MANIFEST_FORMAT_VERSION {
+            return Ok(Vec::new());
+        }
+        let n = self.u32()? as usize;
+        if n > MANIFEST_FILES_MAX {
+            return Err(format!("{n} value files"));
+        }
+        // Bounded by the record's bytes, not by the count read from it.
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push((self.u64()?, self.u64()?));
+        }
+        Ok(out)
     }
     fn bound(&mut self) -> std::result::Result<Bound<Vec<u8>>, String> {
         Ok(match self.u8()? {
@@ -622,15 +754,25 @@ impl Record {
         let ids = |layers: &[LayerDesc]| -> Vec<u64> { layers.iter().map(|l| l.id).collect() };
         match self {
             Record::Snapshot(s) => format!(
-                "snapshot: next file id {}, logs {:?}, layers {:?}",
+                "snapshot: next file id {}, logs {:?}, layers {:?}, value files {:?}",
                 s.next_file_id,
                 s.logs,
-                ids(&s.layers)
+                ids(&s.layers),
+                s.value_files.keys().collect::<Vec<_>>()
             ),
             Record::Seal => "seal (closed)".to_string(),
             Record::Edit(Edit::AddLog(id)) => format!("add log {id}"),
-            Record::Edit(Edit::Flushed { log, layer }) => {
-                format!("flushed log {log} into layer {}", layer.id)
+            Record::Edit(Edit::Flushed {
+                log,
+                layer,
+                value_file_bytes,
+            }) => {
+                let kept = if *value_file_bytes > 0 {
+                    format!(", kept as a value file of {value_file_bytes} bytes")
+                } else {
+                    String::new()
+                };
+                format!("flushed log {log} into layer {}{kept}", layer.id)
             }
             Record::Edit(Edit::Compacted {
                 remove,
@@ -669,11 +811,17 @@ fn decode_record(data: &[u8], version: u32) -> std::result::Result<Record, Strin
             for _ in 0..layers {
                 descs.push(r.desc()?);
             }
+            let gc_lsn = r.gc_lsn()?;
+            let value_files = r.pairs()?;
+            if value_files.windows(2).any(|w| w[0].0 >= w[1].0) {
+                return Err("value files out of order".into());
+            }
             let s = ManifestState {
                 next_file_id,
                 logs,
                 layers: descs,
-                gc_lsn: r.gc_lsn()?,
+                gc_lsn,
+                value_files: value_files.into_iter().collect(),
             };
             s.check()?;
             Record::Snapshot(s)
@@ -682,6 +830,11 @@ fn decode_record(data: &[u8], version: u32) -> std::result::Result<Record, Strin
         RECORD_FLUSHED => Record::Edit(Edit::Flushed {
             log: r.u64()?,
             layer: r.desc()?,
+            value_file_bytes: if version >= MANIFEST_FORMAT_VERSION {
+                r.u64()?
+            } else {
+                0
+            },
         }),
         RECORD_COMPACTED => {
             let (remove, add) = (r.u32()? as usize, r.u32()? as usize);
@@ -701,7 +854,7 @@ fn decode_record(data: &[u8], version: u32) -> std::result::Result<Record, Strin
                 gc_lsn: r.gc_lsn()?,
             })
         }
-        RECORD_SEAL if version >= MANIFEST_FORMAT_VERSION => Record::Seal,
+        RECORD_SEAL if version >= FORMAT_V4 => Record::Seal,
         t => return Err(format!("unknown record type {t}")),
     };
     r.end()?;
@@ -739,7 +892,7 @@ fn record_after(bytes: &[u8], at: usize, version: u32) -> bool {
             && data.is_some_and(|d| data_crc(o as u64, d) == dcrc)
     };
     let last = bytes.len().saturating_sub(RECORD_HEADER_BYTES - 1);
-    if version >= MANIFEST_FORMAT_VERSION {
+    if version >= FORMAT_V4 {
         let first = (at + 1).next_multiple_of(RECORD_ALIGN_BYTES);
         (first..last).step_by(RECORD_ALIGN_BYTES).any(is_record)
     } else {
@@ -771,7 +924,9 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     match u32_at(bytes, VERSION_OFFSET).unwrap_or(0) {
         0 => Err(Corruption::new(path, VERSION_OFFSET as u64, "manifest version 0").into()),
         1 => decode_v1(path, bytes),
-        v @ (FORMAT_V2 | FORMAT_V3 | MANIFEST_FORMAT_VERSION) => decode_log(path, bytes, v),
+        v @ (FORMAT_V2 | FORMAT_V3 | FORMAT_V4 | MANIFEST_FORMAT_VERSION) => {
+            decode_log(path, bytes, v)
+        }
         version => Err(Error::UnsupportedVersion {
             path: path.to_owned(),
             found: version,
@@ -793,7 +948,7 @@ enum Framed<'a> {
 /// Reads the record at `at` of a format `version` file (2, 3 or 4).
 fn frame_at<'a>(path: &Path, bytes: &'a [u8], at: usize, version: u32) -> Framed<'a> {
     let corrupt = |what: String| Framed::Corrupt(Corruption::new(path, at as u64, what).into());
-    let aligned = version >= MANIFEST_FORMAT_VERSION;
+    let aligned = version >= FORMAT_V4;
     let rest = &bytes[at..];
     // A header cut short by the end of the file (RECORD_HEADER_BYTES).
     let mut header = Decoder::new(rest);
@@ -1053,6 +1208,7 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
             logs: ids[..logs_n].to_vec(),
             layers: Vec::new(),
             gc_lsn: 0,
+            value_files: Default::default(),
         },
         v1_deltas: ids[logs_n..].to_vec(),
         records: 1,
@@ -1279,6 +1435,7 @@ mod tests {
             entries: 10,
             bytes: 4096,
             cover: None,
+            values: Vec::new(),
         }
     }
 
@@ -1288,7 +1445,7 @@ mod tests {
             next_file_id: 4,
             logs: vec![2, 3],
             layers: vec![desc(1, 1)],
-            gc_lsn: 0,
+            ..ManifestState::default()
         };
         let mut bytes = encode_file(&state);
         for e in edits {
@@ -1301,9 +1458,15 @@ mod tests {
     fn edits() -> Vec<Edit> {
         vec![
             Edit::AddLog(5),
+            // Log 2 kept as a value file its layer points into, then the
+            // L1 layer its pointers move to.
             Edit::Flushed {
                 log: 2,
-                layer: desc(6, 11),
+                layer: LayerDesc {
+                    values: vec![(2, 4000)],
+                    ..desc(6, 11)
+                },
+                value_file_bytes: 5000,
             },
             Edit::Compacted {
                 remove: vec![1, 6],
@@ -1311,6 +1474,7 @@ mod tests {
                     LayerDesc {
                         level: Level::L1,
                         key_max: b"c".to_vec(),
+                        values: vec![(2, 3000)],
                         ..desc(8, 1)
                     },
                     LayerDesc {
@@ -1366,7 +1530,7 @@ mod tests {
                 next_file_id: 100,
                 logs: vec![],
                 layers,
-                gc_lsn: 0,
+                ..ManifestState::default()
             };
             decode(p, &encode_file_in(&state, FORMAT_V2)).unwrap().state
         };
@@ -1437,6 +1601,7 @@ mod tests {
                 key_max: vec![b'z'; 900],
                 ..desc(19, 40)
             },
+            value_file_bytes: 0,
         };
         edits.push(long);
         let (bytes, all) = file(&edits);
@@ -1548,9 +1713,39 @@ mod tests {
         let mut bytes = encode_file_in(&start, FORMAT_V3);
         let mut state = start.clone();
         let mut before = (bytes.clone(), state.clone());
-        for e in edits() {
+        // Format 3 holds no value files.
+        let edits = edits().into_iter().map(|e| match e {
+            Edit::Flushed { log, layer, .. } => Edit::Flushed {
+                log,
+                layer: LayerDesc {
+                    values: Vec::new(),
+                    ..layer
+                },
+                value_file_bytes: 0,
+            },
+            Edit::Compacted {
+                remove,
+                add,
+                gc_lsn,
+            } => Edit::Compacted {
+                remove,
+                add: add
+                    .into_iter()
+                    .map(|d| LayerDesc {
+                        values: Vec::new(),
+                        ..d
+                    })
+                    .collect(),
+                gc_lsn,
+            },
+            e => e,
+        });
+        for e in edits {
             before = (bytes.clone(), state.clone());
-            bytes.extend(frame_record(bytes.len() as u64, &encode_edit(&e)));
+            bytes.extend(frame_record(
+                bytes.len() as u64,
+                &encode_edit_in(&e, FORMAT_V3),
+            ));
             state.apply(&e).unwrap();
         }
         assert_eq!(decode(p, &bytes).unwrap().state, state);
@@ -1572,6 +1767,7 @@ mod tests {
         let flushed = |log, id| Edit::Flushed {
             log,
             layer: desc(id, 1),
+            value_file_bytes: 0,
         };
         assert!(s.apply(&flushed(9, 10)).is_err(), "log not listed");
         assert!(s.apply(&flushed(2, 1)).is_err(), "layer id listed");
@@ -1606,6 +1802,7 @@ mod tests {
                 Edit::Flushed {
                     log: 100 + i - 1,
                     layer: desc(200 + i, 10 * i),
+                    value_file_bytes: 0,
                 }
             }
         };

@@ -56,6 +56,10 @@ pub const IN_MEMORY_INDEX_BYTES_MAX_DEFAULT: u64 = 32 << 20;
 /// in order is read once; of random keys, about five times for 100-byte
 /// values (entries and their bookkeeping take about 1.2 times the log).
 pub const FLUSH_MEMORY_BYTES_DEFAULT: usize = 32 << 20;
+/// Default of `Options::large_value_bytes`: one 4 KiB device block.
+pub const LARGE_VALUE_BYTES_DEFAULT: usize = 4096;
+/// Default of `Options::value_garbage_percent`.
+pub const VALUE_GARBAGE_PERCENT_DEFAULT: u32 = 20;
 /// Default of `Options::block_cache_bytes`.
 pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::index_memory_bytes_max`: the indexes and filters of
@@ -144,6 +148,21 @@ pub struct Options {
     /// (once for keys written in order; for random keys, about its entries'
     /// bytes over this). `Stats::flush_memory_peak_bytes` shows the peak.
     pub flush_memory_bytes: usize,
+    /// Values at least this long stay in the log they were written to:
+    /// a flush writes a pointer to them into the delta layer, not the
+    /// value, and the log stays as a *value file* while any layer points
+    /// into it (written once; compaction and images move pointers). 0:
+    /// every value is copied; else at least 512 bytes. The default, one
+    /// 4 KiB device block: a value of a block or more is read with one
+    /// read of its own either way (see docs/format.md, "Value files").
+    pub large_value_bytes: usize,
+    /// A value file whose bytes are more than this percentage garbage
+    /// (entries no layer points at any more) has its live values moved by
+    /// compaction into the layers that point at them, and goes: value
+    /// files then take at most `100 / (100 - this)` times the bytes their
+    /// live values do (1.25× at the default 20). A flush keeps a log as a
+    /// value file only when at most this share of it is not large values.
+    pub value_garbage_percent: u32,
     /// Memory for verified data blocks of layer files, bytes (reads are
     /// O_DIRECT: this is the only cache); 0: none.
     pub block_cache_bytes: u64,
@@ -184,6 +203,8 @@ impl Default for Options {
             image_run_threshold: IMAGE_RUN_THRESHOLD_DEFAULT,
             in_memory_index_bytes_max: IN_MEMORY_INDEX_BYTES_MAX_DEFAULT,
             flush_memory_bytes: FLUSH_MEMORY_BYTES_DEFAULT,
+            large_value_bytes: LARGE_VALUE_BYTES_DEFAULT,
+            value_garbage_percent: VALUE_GARBAGE_PERCENT_DEFAULT,
             block_cache_bytes: BLOCK_CACHE_BYTES_DEFAULT,
             index_memory_bytes_max: INDEX_MEMORY_BYTES_MAX_DEFAULT,
             create_if_missing: true,
@@ -305,6 +326,22 @@ impl Options {
             2 * COMPACTION_INPUT_READAHEAD_MIN_BYTES as u64,
             1 << 34,
             "128 KiB ..= 16 GiB",
+        )?;
+        if self.large_value_bytes != 0 {
+            range(
+                "large_value_bytes",
+                self.large_value_bytes as u64,
+                crate::layer::inmemory::POINTER_VALUE_BYTES_MIN as u64,
+                VALUE_BYTES_MAX_LIMIT as u64,
+                "0 (off) or 512 B ..= 64 MiB",
+            )?;
+        }
+        range(
+            "value_garbage_percent",
+            u64::from(self.value_garbage_percent),
+            1,
+            90,
+            "1 ..= 90",
         )?;
         if let Some(a) = self.alignment_bytes {
             if !a.is_power_of_two() {

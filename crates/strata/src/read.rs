@@ -102,10 +102,13 @@ pub struct Scan {
     sources: Vec<(Source, Option<Item>)>,
     started: bool,
     failed: bool,
+    /// Yields pointers as they are (`ValueKind::Pointer`), not the values
+    /// they point at: an image moves pointers, not bytes.
+    raw: bool,
     /// The version the sources come from: while the scan lives, its layer
     /// files stay on disk (a compaction's inputs are deleted only when no
     /// version that a reader holds lists them).
-    _version: Arc<Version>,
+    version: Arc<Version>,
 }
 
 impl Scan {
@@ -114,7 +117,8 @@ impl Scan {
             sources: sources.into_iter().map(|s| (s, None)).collect(),
             started: false,
             failed: false,
-            _version: version,
+            raw: false,
+            version,
         }
     }
 
@@ -124,7 +128,29 @@ impl Scan {
         Ok(())
     }
 
-    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// The scan's items as they are stored: a put's value, or a pointer
+    /// (`ValueKind::Pointer`) to a value in a value file.
+    pub(crate) fn raw(mut self) -> Self {
+        self.raw = true;
+        self
+    }
+
+    /// The next live key: its kind (`Put`, or `Pointer` in a raw scan) and
+    /// value.
+    pub(crate) fn next_item(&mut self) -> Option<Result<Item>> {
+        if self.failed {
+            return None;
+        }
+        match self.step() {
+            Ok(item) => item.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn step(&mut self) -> Result<Option<Item>> {
         if !self.started {
             self.started = true;
             for i in 0..self.sources.len() {
@@ -150,8 +176,14 @@ impl Scan {
                     self.advance(i)?;
                 }
             }
-            if kind == ValueKind::Put {
-                return Ok(Some((key, value)));
+            if self.raw {
+                if kind.is_value() {
+                    return Ok(Some((key, kind, value)));
+                }
+                continue;
+            }
+            if let Some(value) = self.version.value(&key, kind, value)? {
+                return Ok(Some((key, ValueKind::Put, value)));
             }
         }
     }
@@ -161,15 +193,6 @@ impl Iterator for Scan {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        match self.step() {
-            Ok(item) => item.map(Ok),
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
+        self.next_item().map(|r| r.map(|(k, _, v)| (k, v)))
     }
 }

@@ -22,6 +22,11 @@ pub(crate) enum ValueKind {
     Put = 1,
     /// A tombstone: the key was deleted at this LSN. Its value is empty.
     Delete = 2,
+    /// The key holds a value that lies in a value file (a log kept for its
+    /// large values): the entry's value is a `value::ValuePointer`, never
+    /// handed to a caller as it is. Layer files only (delta format 5); a log
+    /// entry of this kind is corruption.
+    Pointer = 3,
 }
 
 impl ValueKind {
@@ -30,8 +35,15 @@ impl ValueKind {
         match byte {
             1 => Some(ValueKind::Put),
             2 => Some(ValueKind::Delete),
+            3 => Some(ValueKind::Pointer),
             _ => None,
         }
+    }
+
+    /// Whether the key holds a value at this version (a put, in place or
+    /// in a value file), not a tombstone.
+    pub(crate) fn is_value(self) -> bool {
+        self != ValueKind::Delete
     }
 }
 

@@ -4,7 +4,9 @@
 //! in full and that no batch is half applied. Repeated for many cycles over
 //! one database, rotating io modes and engines, with a tiny layer cap so
 //! freezes, background flushes, compactions and GC are in flight when the kill
-//! lands; after each reopen, no layer file is left that is not live.
+//! lands; after each reopen, no layer file or log is left that is not live
+//! (values of 512 bytes and more stay in value files, so relocations and
+//! value-file deletions are among what the kills cut).
 //!
 //! This file is its own test binary (harness = false): run with `--child DIR
 //! MODE ENGINE` it is the writer; otherwise the parent. `STRATA_CRASH_CYCLES`
@@ -37,6 +39,11 @@ fn options(mode: IoMode, engine: IoEngine) -> Options {
         // than HISTORY_LSNS back.
         image_run_threshold: 2,
         history_lsns: Some(HISTORY_LSNS),
+        // Values of 512 bytes and more (about half the bytes) stay in
+        // their logs: value files are kept, relocated and dropped while
+        // the kills land.
+        large_value_bytes: 512,
+        value_garbage_percent: 60,
         ..Options::default()
     }
 }
@@ -105,7 +112,7 @@ fn check(
     acked_max: u64,
     checked_before: u64,
     seed: u64,
-) -> Result<(u64, usize, u64), String> {
+) -> Result<(u64, usize, u64, usize), String> {
     let db = Db::open(dir, options(IoMode::DirectRw, IoEngine::Sync))
         .map_err(|e| format!("reopen: {e}"))?;
     // Every layer file on disk is live: the open removed what the killed
@@ -113,25 +120,34 @@ fn check(
     // the open may hold a file it has written and not yet listed: the
     // count is taken again until the background jobs are between files
     // (an orphan stays, and fails the check).
-    let layer_files = || -> Result<usize, String> {
+    let files_of = |ext: &str| -> Result<usize, String> {
         Ok(std::fs::read_dir(dir)
             .map_err(|e| e.to_string())?
             .filter(|e| {
                 e.as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "delta"))
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == ext))
             })
             .count())
+    };
+    let layer_files = || files_of("delta");
+    // So is every log: the open one, a frozen one, or a value file.
+    let live_logs = || {
+        let s = db.stats();
+        1 + s.frozen_layers + s.value_files
     };
     let mut tries = 0;
     loop {
         let (files, live) = (layer_files()?, db.stats().delta_layers);
-        if files == live && layer_files()? == files {
+        let (logs, logs_live) = (files_of("log")?, live_logs());
+        if files == live && layer_files()? == files && logs == logs_live && files_of("log")? == logs
+        {
             break;
         }
         tries += 1;
         if tries == 100 {
             return Err(format!(
-                "{files} layer files on disk after the reopen, {live} live (for 5 s)"
+                "{files} layer files on disk after the reopen, {live} live; \
+                 {logs} logs, {logs_live} live (for 5 s)"
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -192,8 +208,9 @@ fn check(
     }
     let horizon = db.horizon();
     let db_l1_runs = db.stats().l1_runs;
+    let value_files = db.stats().value_files;
     db.close().map_err(|e| format!("close: {e}"))?;
-    Ok((last, db_l1_runs, horizon))
+    Ok((last, db_l1_runs, horizon, value_files))
 }
 
 fn parent() -> Result<(), String> {
@@ -216,6 +233,7 @@ fn parent() -> Result<(), String> {
     let mut total_acked = 0usize;
     let mut l1_runs = 0;
     let mut horizon = 0;
+    let mut value_files_seen = 0;
     // `cycles` at least; on a loaded machine the children write less per
     // cycle, and the jobs take longer, so it goes on (up to 4× as many,
     // each child living longer) until compaction and GC have both run under
@@ -288,7 +306,8 @@ fn parent() -> Result<(), String> {
             acked_max = acked_max.max(m);
         }
         let started = Instant::now();
-        let (last, runs, h) = check(&dir, acked_max, checked_before, seed)?;
+        let (last, runs, h, values) = check(&dir, acked_max, checked_before, seed)?;
+        value_files_seen = value_files_seen.max(values);
         l1_runs = runs;
         horizon = h;
         checked_before = last;
@@ -312,8 +331,12 @@ fn parent() -> Result<(), String> {
         cycle += 1;
     }
     println!(
-        "{cycle} cycles, {total_acked} batches acknowledged and found; {l1_runs} L1 runs, horizon {horizon}"
+        "{cycle} cycles, {total_acked} batches acknowledged and found; {l1_runs} L1 runs, horizon {horizon}, \
+         at most {value_files_seen} value files"
     );
+    if value_files_seen == 0 {
+        return Err("no value file was ever kept: the test is not testing them".into());
+    }
     if cycle >= 8 && (l1_runs == 0 || horizon == 0) {
         return Err("nothing was ever compacted or collected: the test is not testing them".into());
     }

@@ -14,7 +14,8 @@
 //! After each: every batch acknowledged as synced is there, no batch is
 //! half applied or beyond what was attempted, every read at the recovered
 //! LSN, half of it and the durable LSN matches the oracle (get and scan),
-//! every layer file on disk is live (no garbage), and the database takes and
+//! every layer file and log on disk is live (no garbage; value files
+//! included), and the database takes and
 //! keeps a new write. The workload freezes, flushes and compacts, so every
 //! operation of a compaction is failed and cut in turn. `STRATA_SWEEP_STRIDE=K` tests
 //! every K-th operation only (default: every one in a release build, every
@@ -40,6 +41,11 @@ fn options(sim: &SimStorage) -> Options {
         background_flush: false,
         // compact() writes an image and collects the history 40 LSNs back.
         history_lsns: Some(40),
+        // Values of 512 bytes and more stay in their logs when they are
+        // half of one: value files are flushed, relocated and dropped
+        // under every fault too.
+        large_value_bytes: 512,
+        value_garbage_percent: 50,
         storage: Some(Arc::new(sim.clone())),
         ..Options::default()
     }
@@ -269,6 +275,19 @@ fn check(sim: &SimStorage, o: &Oracle) -> Result<(), String> {
             db.stats().delta_layers
         ));
     }
+    // And every log is the open one, a frozen one or a value file.
+    let logs = sim
+        .file_paths()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .count();
+    let s = db.stats();
+    if logs != 1 + s.frozen_layers + s.value_files {
+        return Err(format!(
+            "{logs} logs on disk, {} frozen and {} value files listed",
+            s.frozen_layers, s.value_files
+        ));
+    }
     db.put(b"after", b"x", WriteOptions { sync: true })
         .map_err(|e| format!("write after recovery: {e}"))?;
     drop(db);
@@ -467,12 +486,12 @@ fn every_read_at_recovery_corrupted_in_turn_never_answers_wrong() {
 
 /// Bytes of a log that rot on disk, in every sector of every log, after a
 /// close (the logs are sealed: a flipped bit or a zeroed sector anywhere is
-/// found) and after a power loss (a flipped bit anywhere is found; a zeroed
+/// found, at open, or, in a value file, by the read of the value it hit) and after a power loss (a flipped bit anywhere is found; a zeroed
 /// sector in the records of the last sync before the crash is what a torn
 /// write leaves, see docs/format.md: those are counted, not failed).
 #[test]
 fn rot_in_any_sector_of_a_log_is_found_or_harmless() {
-    let (mut trials, mut refused, mut window) = (0, 0, 0);
+    let (mut trials, mut refused, mut window, mut found_at_read) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for crash in [false, true] {
         let (sim, _) = finished_workload(crash, 2);
@@ -502,6 +521,12 @@ fn rot_in_any_sector_of_a_log_is_found_or_harmless() {
                     trials += 1;
                     match open_damaged(&sim, &o) {
                         Ok(was_refused) => refused += usize::from(was_refused),
+                        // A value file (a log kept for the values layers
+                        // point into) is read when a value is: the read of
+                        // a rotted value fails, naming the file.
+                        Err(e) if e.contains(&format!("corruption in {}", log.display())) => {
+                            found_at_read += 1
+                        }
                         // The documented limit: a zeroed sector in the last
                         // sync's records reads as a torn write.
                         // (Only the newest log has such records: the
@@ -523,8 +548,10 @@ fn rot_in_any_sector_of_a_log_is_found_or_harmless() {
     }
     eprintln!(
         "{trials} rotted log sectors, {refused} refused as corruption, \
+         {found_at_read} found by the read of a value in a value file, \
          {window} zeroed sectors after a crash read as a torn tail"
     );
+    assert!(found_at_read > 0, "no value file was rotted");
     assert!(
         failures.is_empty(),
         "{} of {trials}: {:#?}",

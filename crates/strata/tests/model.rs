@@ -2,7 +2,8 @@
 //! scan / scan_at / flush / freeze / compact / close-and-reopen, checked against an
 //! in-memory oracle (key → LSN → value or tombstone), in every io mode and on
 //! the simulated storage, with tiny limits so layers freeze and flush all the
-//! time.
+//! time, and large and small values mixed (large ones left in value files,
+//! relocated and dropped by compaction and GC).
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -149,6 +150,12 @@ fn options(
             Some(h) if h % 2 == 1 => 1,
             _ => strata::INDEX_MEMORY_BYTES_MAX_DEFAULT,
         },
+        // Values of 1000 bytes and more stay in their logs (value files)
+        // whenever they are most of a log, and a value file a third
+        // garbage has its values moved: pointers, relocation and the
+        // files' deletion all the time.
+        large_value_bytes: 1000,
+        value_garbage_percent: 33,
         storage: storage.clone(),
         ..Options::default()
     }

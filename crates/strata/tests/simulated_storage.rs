@@ -280,7 +280,7 @@ fn a_version_1_manifest_is_read_and_rewritten_in_the_current_format() {
         }
         db.close().unwrap();
         let now = sim.file_bytes(&path).unwrap();
-        assert_eq!(u32::from_le_bytes(now[8..12].try_into().unwrap()), 4);
+        assert_eq!(u32::from_le_bytes(now[8..12].try_into().unwrap()), 5);
     }
 }
 

@@ -191,6 +191,9 @@ fn stats_serialize_to_the_documented_keys() {
             "point_lookup_reads",
             "point_lookups",
             "read_retries",
+            "value_file_bytes",
+            "value_files",
+            "value_live_bytes",
         ]
     );
     assert_eq!(value["io_mode"], "direct-rw");

@@ -14,8 +14,8 @@
 
 use super::*;
 use crate::compaction::{
-    file_views, gc_plan, image_plan, merge_into_run, plan, run_views, tier_plan, write_image,
-    JobOptions, Policy,
+    file_views, gc_plan, image_plan, merge_into_run, plan, rewrite_layers, run_views, tier_plan,
+    write_image, JobOptions, Policy, Relocate,
 };
 use crate::types::Cover;
 
@@ -35,6 +35,10 @@ fn release_when_unread(layers: Vec<Arc<Layer>>) {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
+
+/// Most layers one relocation job writes again (each is about
+/// `target_file_bytes` of pointers and small values).
+const RELOCATE_LAYERS_MAX: usize = 8;
 
 /// A job on its own merges at most this many triggers' worth of L0 bytes
 /// (`l0_compaction_trigger` full layers each): twice what it merges when
@@ -64,9 +68,12 @@ impl DbInner {
         self.compaction.is_shut_down()
     }
 
-    /// A job's options; `paced` for a background job (see `Pacer`).
-    fn job_options(&self, paced: bool) -> JobOptions {
+    /// A job's options; `paced` for a background job (see `Pacer`); it
+    /// moves the live values of the value files in `relocate` into its
+    /// outputs.
+    fn job_options(&self, paced: bool, relocate: &Relocate) -> JobOptions {
         JobOptions {
+            relocate: relocate.clone(),
             target_file_bytes: self.opts.target_file_bytes,
             memory_bytes: self.opts.compaction_memory_bytes,
             writer_buffer_bytes: self.opts.writer_buffer_bytes,
@@ -125,13 +132,14 @@ impl DbInner {
         let take_id = || self.versions.take_file_id();
         let runs = run_views(&version);
         let files = file_views(&version);
+        let relocate = Relocate::of(&version, self.opts.value_garbage_percent);
         // Layers (the oldest L0 layers, or adjacent runs) merged into one
         // L1 run: the inputs, and the run's layers.
         let merge = |inputs: Vec<Arc<Layer>>| {
             let outputs = merge_into_run(
                 &inputs,
                 &self.layer_io,
-                &self.job_options(!force),
+                &self.job_options(!force, &relocate),
                 take_id,
                 &cancelled,
             )?;
@@ -156,7 +164,7 @@ impl DbInner {
                         lsn,
                         &[Cover::everything()],
                         &self.layer_io,
-                        &self.job_options(false),
+                        &self.job_options(false, &relocate),
                         take_id,
                         &cancelled,
                     )?;
@@ -180,7 +188,7 @@ impl DbInner {
                     lsn,
                     &covers,
                     &self.layer_io,
-                    &self.job_options(!force),
+                    &self.job_options(!force, &relocate),
                     take_id,
                     &cancelled,
                 )?;
@@ -196,16 +204,36 @@ impl DbInner {
                         .collect(),
                 )?;
                 (inputs, outputs, 0)
-            } else {
-                let Some((gone, gc_lsn)) = gc_plan(&files, self.gc_horizon()) else {
-                    return Ok(false);
-                };
+            } else if let Some((gone, gc_lsn)) = gc_plan(&files, self.gc_horizon()) {
                 let layers = version
                     .layers()
                     .filter(|l| gone.contains(&l.desc.id))
                     .cloned()
                     .collect();
                 (layers, Vec::new(), gc_lsn)
+            } else {
+                // Value files mostly garbage: the run layers that point
+                // into them written again with those values in place (L0
+                // layers move them when they are merged).
+                let touched: Vec<Arc<Layer>> = version
+                    .runs
+                    .iter()
+                    .flat_map(|r| &r.layers)
+                    .filter(|l| relocate.touches(&l.desc))
+                    .take(RELOCATE_LAYERS_MAX)
+                    .cloned()
+                    .collect();
+                if touched.is_empty() {
+                    return Ok(false);
+                }
+                let outputs = rewrite_layers(
+                    &touched,
+                    &self.layer_io,
+                    &self.job_options(!force, &relocate),
+                    take_id,
+                    &cancelled,
+                )?;
+                (touched, outputs, 0)
             };
         drop(files);
         drop(version);

@@ -127,8 +127,30 @@ impl DbInner {
             .map_or(0, |v| v.open.index_memory_bytes() as u64)
     }
 
+    /// The size from which `layer`'s flush leaves values in its log
+    /// (`usize::MAX`: none): `Options::large_value_bytes`, when the values
+    /// that large make up all but `value_garbage_percent` of the log (so a
+    /// value file starts below the share of garbage that would have
+    /// compaction move its values out again).
+    fn large_values_of(&self, layer: &InMemoryLayer) -> Result<usize> {
+        let large = self.opts.large_value_bytes;
+        if large == 0 {
+            return Ok(usize::MAX);
+        }
+        let bytes = u128::from(layer.large_entry_bytes(large)?);
+        let keep = u128::from(100 - self.opts.value_garbage_percent);
+        Ok(
+            if bytes > 0 && bytes * 100 >= keep * u128::from(layer.size_bytes()) {
+                large
+            } else {
+                usize::MAX
+            },
+        )
+    }
+
     /// Writes a frozen layer out as an L0 delta layer, lists it in the
-    /// manifest instead of the log, and deletes the log.
+    /// manifest instead of the log, and deletes the log (or keeps it as a
+    /// value file, when the layer points into it).
     pub(super) fn flush_one(&self, layer: &Arc<InMemoryLayer>) -> Result<()> {
         // Every entry the flush copies is checked before the writer sees
         // it, and the log's records as a whole before the layer is listed
@@ -137,6 +159,8 @@ impl DbInner {
         // fresh, valid checksums. Bytes that fail are read once more, as
         // every reader's are (`io::read_verified`).
         let steps = self.pacer.steps();
+        let large = self.large_values_of(layer)?;
+        let mut refs = crate::value::ValueRefs::default();
         let id = self.versions.take_file_id()?;
         let path = self.dir.join(delta_name(id));
         let written = (|| -> Result<DeltaLayerReader<LayerFile>> {
@@ -147,10 +171,15 @@ impl DbInner {
             let mut sink = BufferedWriter::with_shared(file, buffer, 0)?;
             sink.set_write_steps(Arc::clone(&steps));
             let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
-            let read =
-                layer.for_each_value(self.opts.flush_memory_bytes, &*steps, |key, v, value| {
+            let read = layer.for_each_value(
+                self.opts.flush_memory_bytes,
+                &*steps,
+                large,
+                |key, v, value| {
+                    refs.add_entry(key, v.kind, value);
                     writer.add(key, v.lsn, v.kind, value)
-                })?;
+                },
+            )?;
             self.flush_memory_peak
                 .fetch_max(read.peak_memory_bytes as u64, Ordering::Relaxed);
             self.flush_read_bytes
@@ -170,10 +199,18 @@ impl DbInner {
         let reader = written.inspect_err(|_| {
             let _ = self.storage.remove_file(&path);
         })?;
-        let desc = LayerDesc::from_summary(id, reader.summary());
+        let mut desc = LayerDesc::from_summary(id, reader.summary());
+        desc.values = refs.to_vec();
+        // A log its layer points into stays, as a value file.
+        let value_file_bytes = if desc.values.is_empty() {
+            0
+        } else {
+            layer.size_bytes()
+        };
         let edit = Edit::Flushed {
             log: layer.file_id,
             layer: desc.clone(),
+            value_file_bytes,
         };
         let delta = Layer::with_reader(desc, Arc::clone(&self.layer_io), reader);
         // Durable, then visible; the log goes once the edit no longer lists

@@ -151,11 +151,6 @@ fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
         .map_err(|_| Error::Poisoned("a thread panicked holding an engine lock".into()))
 }
 
-/// A found version's value: `None` for a tombstone.
-fn live(kind: ValueKind, value: Vec<u8>) -> Option<Vec<u8>> {
-    (kind == ValueKind::Put).then_some(value)
-}
-
 /// Reads below what the version still holds are refused, never answered
 /// from what is left.
 fn check_horizon(version: &Version, lsn: Lsn) -> Result<()> {
@@ -460,7 +455,7 @@ impl DbInner {
                 Candidate::Disk(d) => d.reader()?.get_point(point, lsn)?,
             };
             if let Some((_, kind, value)) = found {
-                return Ok(live(kind, value));
+                return version.value(key, kind, value);
             }
         }
         Ok(None)
@@ -510,18 +505,24 @@ impl DbInner {
                 while let Some(at) = next[i] {
                     let answer = match candidates[i].get(at) {
                         None => Some(None),
-                        Some(Candidate::Memory(m)) => {
-                            m.get(point, lsn)?.map(|(_, kind, v)| live(kind, v))
-                        }
+                        Some(Candidate::Memory(m)) => match m.get(point, lsn)? {
+                            Some((_, kind, v)) => Some(version.value(point.key, kind, v)?),
+                            None => None,
+                        },
                         Some(Candidate::Disk(d)) => {
                             let reader = d.reader()?;
                             match reader.point_read_plan(point, lsn) {
                                 // A cached block answers now, without a read
                                 // (looked up once: a lookup counts a hit).
                                 Some((block, offset, len)) => match reader.cached_block(block) {
-                                    Some(bytes) => reader
+                                    Some(bytes) => match reader
                                         .get_in_cached_block(block, bytes, point.key, lsn)?
-                                        .map(|(_, kind, v)| live(kind, v)),
+                                    {
+                                        Some((_, kind, v)) => {
+                                            Some(version.value(point.key, kind, v)?)
+                                        }
+                                        None => None,
+                                    },
                                     None => {
                                         plans.push((i, Arc::clone(&reader), block, offset, len));
                                         break;
@@ -558,12 +559,21 @@ impl DbInner {
             self.layer_io
                 .point_reads
                 .fetch_add(reqs.len() as u64, Ordering::Relaxed);
+            // A pointer's value is read once the batch is done: a read
+            // from inside it would enter the thread's io_uring ring again.
+            let mut pointed: Vec<(usize, Vec<u8>)> = Vec::new();
             self.storage.read_batch_each(&reqs, &mut |p, bytes| {
                 let (i, d, block, _, _) = &plans[p];
                 match d.get_in_block(*block, bytes, keys[*i].as_ref(), lsn)? {
+                    Some((_, ValueKind::Pointer, v)) => {
+                        next[*i] = None;
+                        pointed.push((*i, v));
+                        Ok(())
+                    }
                     Some((_, kind, v)) => {
                         next[*i] = None;
-                        found(*i, live(kind, v))
+                        let key = keys[*i].as_ref();
+                        found(*i, version.value(key, kind, v)?)
                     }
                     None => {
                         next[*i] = next[*i].map(|at| at + 1);
@@ -571,6 +581,9 @@ impl DbInner {
                     }
                 }
             })?;
+            for (i, v) in pointed {
+                found(i, version.value(keys[i].as_ref(), ValueKind::Pointer, v)?)?;
+            }
         }
     }
 

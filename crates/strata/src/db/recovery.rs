@@ -99,9 +99,14 @@ impl Db {
         manifest.apply(Edit::AddLog(id))?;
         let mut logs = replayed.frozen;
         logs.push(open);
+        let values = open_value_files(&storage, &dir, manifest.state(), &log_opts, &stats)?;
         let versions = VersionSet::recover(
             manifest,
-            NewFiles { logs, layers },
+            NewFiles {
+                logs,
+                layers,
+                values,
+            },
             Arc::clone(&layer_io),
             Arc::new(Poison::default()),
         )?;
@@ -228,6 +233,7 @@ fn unlisted_files(
         .iter()
         .map(|&id| log_name(id))
         .chain(state.layers.iter().map(|l| delta_name(l.id)))
+        .chain(state.value_files.keys().map(|&id| log_name(id)))
         .chain(v1_deltas.iter().map(|&id| delta_name(id)))
         .collect();
     let mut present = std::collections::HashSet::new();
@@ -248,6 +254,39 @@ fn unlisted_files(
         .into());
     }
     Ok(unlisted)
+}
+
+/// The value files `state` lists, opened for reads; one shorter than the
+/// state says is corruption naming it.
+fn open_value_files(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    state: &ManifestState,
+    log_opts: &FileOptions,
+    stats: &IoStats,
+) -> Result<Vec<Arc<crate::value::ValueFile>>> {
+    let mut out = Vec::with_capacity(state.value_files.len());
+    for (&id, &bytes) in &state.value_files {
+        let path = dir.join(log_name(id));
+        let file = storage.open(&path, log_opts, stats)?;
+        let len = file.len()?;
+        if len < bytes {
+            return Err(crate::error::Corruption::new(
+                &path,
+                len,
+                format!("the value file ends at {len}, the manifest says it holds {bytes} bytes"),
+            )
+            .into());
+        }
+        out.push(Arc::new(crate::value::ValueFile::new(
+            id,
+            bytes,
+            file,
+            stats.clone(),
+            Arc::clone(storage),
+        )));
+    }
+    Ok(out)
 }
 
 /// A version 1 manifest has no layer descriptors: those files are read

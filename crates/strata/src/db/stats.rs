@@ -41,6 +41,7 @@ use std::sync::atomic::Ordering;
 /// point_lookups, point_lookup_reads              integer
 /// read_retries                                   integer
 /// flush_memory_peak_bytes, flush_read_bytes      integer
+/// value_files, value_file_bytes, value_live_bytes integer
 /// io.<class>.<kind>.ops, io.<class>.<kind>.bytes integer
 /// io.<class>.read.retries                        integer
 /// ```
@@ -122,6 +123,14 @@ pub struct Stats {
     /// read once per window, see `Options::flush_memory_bytes`).
     pub flush_memory_peak_bytes: u64,
     pub flush_read_bytes: u64,
+    /// Value files (logs kept for the large values layers point into:
+    /// `Options::large_value_bytes`), their bytes, and the bytes of them
+    /// that pointers still hold (each file's at most its bytes; the rest
+    /// is garbage, which compaction moves the live values out of past
+    /// `Options::value_garbage_percent`).
+    pub value_files: usize,
+    pub value_file_bytes: u64,
+    pub value_live_bytes: u64,
     /// Operations and bytes by kind and file class, since open.
     pub io: IoStatsSnapshot,
 }
@@ -156,6 +165,9 @@ impl DbInner {
             read_retries: 0,
             flush_memory_peak_bytes: self.flush_memory_peak.load(Ordering::Relaxed),
             flush_read_bytes: self.flush_read_bytes.load(Ordering::Relaxed),
+            value_files: 0,
+            value_file_bytes: 0,
+            value_live_bytes: 0,
             io: self.stats.snapshot(),
         };
         stats.read_retries = stats.io.read_retries_total();
@@ -173,6 +185,13 @@ impl DbInner {
             stats.delta_layers = v.layers().count();
             stats.delta_bytes = v.layers().map(|d| d.desc.bytes).sum();
             stats.l0_layers = v.l0.len();
+            stats.value_files = v.values.len();
+            stats.value_file_bytes = v.values.values().map(|f| f.bytes).sum();
+            stats.value_live_bytes = v
+                .value_live_bytes()
+                .iter()
+                .map(|(id, &live)| v.values.get(id).map_or(0, |f| live.min(f.bytes)))
+                .sum();
             stats.l1_runs = v.runs.len();
             stats.image_runs = v.runs.iter().filter(|r| r.image).count();
             stats.l1_layers = v.runs.iter().map(|r| r.layers.len()).sum();

@@ -34,7 +34,8 @@ use crate::layer::inmemory::InMemoryLayer;
 use crate::manifest::Level;
 use crate::table_cache::Layer;
 use crate::types::Cover;
-use crate::types::Lsn;
+use crate::types::{Lsn, ValueKind};
+use crate::value::{read_pointed, ValueFiles};
 use std::cmp::Reverse;
 use std::sync::Arc;
 
@@ -109,9 +110,34 @@ pub(crate) struct Version {
     /// Reads below this LSN are refused: GC removed history below it
     /// (the manifest's record of it).
     pub(crate) gc_lsn: Lsn,
+    /// The value files the layers' pointers point into, by id.
+    pub(crate) values: ValueFiles,
 }
 
 impl Version {
+    /// What a found version of `key` answers: `None` for a tombstone, the
+    /// value of a put, and for a pointer the value it points at, read from
+    /// its value file and checked (never the pointer's bytes).
+    pub(crate) fn value(
+        &self,
+        key: &[u8],
+        kind: ValueKind,
+        value: Vec<u8>,
+    ) -> Result<Option<Vec<u8>>> {
+        match kind {
+            ValueKind::Delete => Ok(None),
+            ValueKind::Put => Ok(Some(value)),
+            ValueKind::Pointer => {
+                let dir = self
+                    .open
+                    .path()
+                    .parent()
+                    .unwrap_or(std::path::Path::new(""));
+                read_pointed(&self.values, dir, key, &value).map(Some)
+            }
+        }
+    }
+
     /// A version of these layers (L0 in the order given, L1 grouped into
     /// runs by LSN range), if they keep the invariants.
     pub(crate) fn new(
@@ -154,6 +180,7 @@ impl Version {
             l0,
             runs,
             gc_lsn: 0,
+            values: ValueFiles::new(),
         };
         v.check()?;
         Ok(v)
@@ -333,6 +360,20 @@ impl Version {
         self.l0
             .iter()
             .chain(self.runs.iter().flat_map(|r| &r.layers))
+    }
+
+    /// Each value file's live bytes: what the layers' pointers hold of it
+    /// (from their descriptors; an entry an image and a delta both point
+    /// at counts twice), by id.
+    pub(crate) fn value_live_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
+        let mut live: std::collections::BTreeMap<u64, u64> =
+            self.values.keys().map(|&id| (id, 0)).collect();
+        for l in self.layers() {
+            for &(id, bytes) in &l.desc.values {
+                *live.entry(id).or_default() += bytes;
+            }
+        }
+        live
     }
 }
 

@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::layer::inmemory::InMemoryLayer;
 use crate::manifest::{Edit, LayerDesc, ManifestLog, ManifestState};
 use crate::table_cache::{Layer, LayerIo};
+use crate::value::{ValueFile, ValueFiles};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -72,25 +73,28 @@ impl Poison {
 }
 
 /// The files an edit brings, open: logs it adds (one for `AddLog`; at
-/// recovery, every listed log) and layer files it adds.
+/// recovery, every listed log), layer files it adds, and (at recovery) the
+/// value files. A flush's value file is the log it flushed, which the
+/// version holds already.
 #[derive(Default)]
 pub(crate) struct NewFiles {
     pub(crate) logs: Vec<Arc<InMemoryLayer>>,
     pub(crate) layers: Vec<Arc<Layer>>,
+    pub(crate) values: Vec<Arc<ValueFile>>,
 }
 
 impl NewFiles {
     pub(crate) fn log(log: Arc<InMemoryLayer>) -> NewFiles {
         NewFiles {
             logs: vec![log],
-            layers: Vec::new(),
+            ..NewFiles::default()
         }
     }
 
     pub(crate) fn layers(layers: Vec<Arc<Layer>>) -> NewFiles {
         NewFiles {
-            logs: Vec::new(),
             layers,
+            ..NewFiles::default()
         }
     }
 }
@@ -101,14 +105,21 @@ struct Built {
     version: Version,
     gone_logs: Vec<Arc<InMemoryLayer>>,
     gone_layers: Vec<Arc<Layer>>,
+    gone_values: Vec<Arc<ValueFile>>,
 }
 
-/// The version of `state`: its logs (the last one open) and layers, each
-/// the object `prev` holds under its id or one `new` brings. Refused: a
-/// listed file with no object, an object of a file the state does not
-/// list, a layer whose descriptor is not the state's, a version that breaks
-/// an invariant.
-fn build(state: &ManifestState, prev: Option<&Version>, new: NewFiles) -> Result<Built> {
+/// The version of `state`: its logs (the last one open), layers and value
+/// files, each the object `prev` holds under its id or one `new` brings (a
+/// value file new to the state is the log `prev` held under its id, kept:
+/// opened for reads through `io`). Refused: a listed file with no object,
+/// an object of a file the state does not list, a layer whose descriptor
+/// is not the state's, a version that breaks an invariant.
+fn build(
+    state: &ManifestState,
+    prev: Option<&Version>,
+    new: NewFiles,
+    io: &LayerIo,
+) -> Result<Built> {
     let mut logs: HashMap<u64, Arc<InMemoryLayer>> = HashMap::new();
     let mut layers: HashMap<u64, Arc<Layer>> = HashMap::new();
     if let Some(prev) = prev {
@@ -117,6 +128,12 @@ fn build(state: &ManifestState, prev: Option<&Version>, new: NewFiles) -> Result
         }
         for layer in prev.layers() {
             layers.insert(layer.desc.id, Arc::clone(layer));
+        }
+    }
+    let mut values: ValueFiles = prev.map(|p| p.values.clone()).unwrap_or_default();
+    for v in new.values {
+        if values.insert(v.id, v).is_some() {
+            return Err(invariant("an edit brings a value file the version holds"));
         }
     }
     // The ids of the files the edit brings: each must be new, and listed.
@@ -156,8 +173,33 @@ fn build(state: &ManifestState, prev: Option<&Version>, new: NewFiles) -> Result
         }
         listed_layers.push(layer);
     }
+    let mut listed_values = ValueFiles::new();
+    for (&id, &bytes) in &state.value_files {
+        let file = match values.remove(&id) {
+            Some(v) => v,
+            // A flushed log kept for its values: its file, as the log had it.
+            None => match logs.remove(&id) {
+                Some(log) => Arc::new(ValueFile::new(
+                    id,
+                    bytes,
+                    Arc::clone(log.file()),
+                    io.stats.clone(),
+                    Arc::clone(&io.storage),
+                )),
+                None => return Err(invariant(&format!("value file {id} is listed, not open"))),
+            },
+        };
+        if file.bytes != bytes {
+            return Err(invariant(&format!(
+                "value file {id} is {} bytes, the manifest says {bytes}",
+                file.bytes
+            )));
+        }
+        listed_values.insert(id, file);
+    }
     // What is left is what the previous version held and the state no
     // longer lists; nothing the edit brought may be among it.
+    let gone_values: Vec<_> = values.into_values().collect();
     let gone_logs: Vec<_> = logs.into_values().collect();
     let gone_layers: Vec<_> = layers.into_values().collect();
     let unlisted = gone_logs
@@ -172,10 +214,12 @@ fn build(state: &ManifestState, prev: Option<&Version>, new: NewFiles) -> Result
     }
     let mut version = Version::new(open, listed_logs, listed_layers)?;
     version.gc_lsn = state.gc_lsn;
+    version.values = listed_values;
     Ok(Built {
         version,
         gone_logs,
         gone_layers,
+        gone_values,
     })
 }
 
@@ -184,7 +228,11 @@ fn build(state: &ManifestState, prev: Option<&Version>, new: NewFiles) -> Result
 /// is open or frozen.
 fn check_edit(edit: &Edit, current: &Version) -> Result<()> {
     match edit {
-        Edit::Flushed { log, layer } => {
+        Edit::Flushed {
+            log,
+            layer,
+            value_file_bytes,
+        } => {
             let oldest = current.frozen.first().map(|l| l.file_id);
             if oldest != Some(*log) {
                 return Err(invariant(&format!(
@@ -197,6 +245,12 @@ fn check_edit(edit: &Edit, current: &Version) -> Result<()> {
                 return Err(invariant(&format!(
                     "log {log} holds LSNs {min}..={max}, its layer {} holds {}..={}",
                     layer.id, layer.lsn_min, layer.lsn_max
+                )));
+            }
+            if *value_file_bytes > 0 && *value_file_bytes != frozen.size_bytes() {
+                return Err(invariant(&format!(
+                    "log {log} is {} bytes, kept as a value file of {value_file_bytes}",
+                    frozen.size_bytes()
                 )));
             }
         }
@@ -284,7 +338,7 @@ impl VersionSet {
         layer_io: Arc<LayerIo>,
         poison: Arc<Poison>,
     ) -> Result<VersionSet> {
-        let built = build(manifest.state(), None, files)?;
+        let built = build(manifest.state(), None, files, &layer_io)?;
         debug_assert!(built.gone_logs.is_empty() && built.gone_layers.is_empty());
         let set = VersionSet {
             manifest: Mutex::new(manifest),
@@ -362,7 +416,7 @@ impl VersionSet {
             }
             return Err(e);
         }
-        let built = match build(manifest.state(), Some(&current), new) {
+        let built = match build(manifest.state(), Some(&current), new, &self.layer_io) {
             Ok(built) => built,
             Err(e) => {
                 self.poison.set(&e);
@@ -374,6 +428,9 @@ impl VersionSet {
         drop(manifest);
         for layer in &built.gone_layers {
             layer.mark_obsolete();
+        }
+        for value in &built.gone_values {
+            value.mark_obsolete();
         }
         for log in &built.gone_logs {
             // A failure leaves an unlisted log: garbage the next open
@@ -421,7 +478,7 @@ mod tests {
             next_file_id: 100,
             logs: logs.to_vec(),
             layers: layers.iter().map(|l| l.desc.clone()).collect(),
-            gc_lsn: 0,
+            ..ManifestState::default()
         }
     }
 
@@ -431,6 +488,15 @@ mod tests {
             v.open.file_id,
             v.layers().map(|l| l.desc.id).collect(),
         )
+    }
+
+    fn build_io(
+        io: &LayerIo,
+        s: &ManifestState,
+        prev: Option<&Version>,
+        new: NewFiles,
+    ) -> Result<Built> {
+        build(s, prev, new, io)
     }
 
     fn refused(r: Result<Built>, why: &str) {
@@ -446,7 +512,7 @@ mod tests {
         let f = Fixture::new();
         let (m1, m2) = (f.memory(1, &[("a", 1)]), f.memory(2, &[("a", 2)]));
         let mut s = state(&[1], &[]);
-        let v = build(&s, None, NewFiles::log(Arc::clone(&m1)))
+        let v = build_io(&f.io, &s, None, NewFiles::log(Arc::clone(&m1)))
             .unwrap()
             .version;
         assert_eq!(ids(&v), (vec![], 1, vec![]));
@@ -454,13 +520,13 @@ mod tests {
         m1.freeze().unwrap();
         check_edit(&Edit::AddLog(2), &v).unwrap();
         s.apply(&Edit::AddLog(2)).unwrap();
-        let v = build(&s, Some(&v), NewFiles::log(Arc::clone(&m2)))
+        let v = build_io(&f.io, &s, Some(&v), NewFiles::log(Arc::clone(&m2)))
             .unwrap()
             .version;
         assert_eq!(ids(&v), (vec![1], 2, vec![]));
         m2.freeze().unwrap();
         s.apply(&Edit::AddLog(3)).unwrap();
-        let v = build(&s, Some(&v), NewFiles::log(f.memory(3, &[])))
+        let v = build_io(&f.io, &s, Some(&v), NewFiles::log(f.memory(3, &[])))
             .unwrap()
             .version;
         // Only the oldest frozen log may be flushed, into a layer of its LSNs.
@@ -468,12 +534,13 @@ mod tests {
         let flushed = |log, d: &Arc<Layer>| Edit::Flushed {
             log,
             layer: d.desc.clone(),
+            value_file_bytes: 0,
         };
         assert!(check_edit(&flushed(2, &d2), &v).is_err());
         assert!(check_edit(&flushed(1, &d2), &v).is_err());
         check_edit(&flushed(1, &d1), &v).unwrap();
         s.apply(&flushed(1, &d1)).unwrap();
-        let built = build(&s, Some(&v), NewFiles::layers(vec![Arc::clone(&d1)])).unwrap();
+        let built = build_io(&f.io, &s, Some(&v), NewFiles::layers(vec![Arc::clone(&d1)])).unwrap();
         assert_eq!(ids(&built.version), (vec![2], 3, vec![4]));
         let gone: Vec<u64> = built.gone_logs.iter().map(|l| l.file_id).collect();
         assert_eq!((gone, built.gone_layers.len()), (vec![1], 0));
@@ -486,7 +553,7 @@ mod tests {
             gc_lsn: 1,
         };
         s.apply(&edit).unwrap();
-        let built = build(&s, Some(&v), NewFiles::layers(vec![Arc::clone(&l1)])).unwrap();
+        let built = build_io(&f.io, &s, Some(&v), NewFiles::layers(vec![Arc::clone(&l1)])).unwrap();
         assert_eq!(ids(&built.version), (vec![2], 3, vec![6]));
         assert_eq!(built.version.gc_lsn, 1);
         assert_eq!(built.gone_layers[0].desc.id, 4);
@@ -503,10 +570,12 @@ mod tests {
         let files = |layers: Vec<Arc<Layer>>| NewFiles {
             logs: vec![Arc::clone(&m1)],
             layers,
+            ..NewFiles::default()
         };
         // A listed layer with no object, an object not listed.
         refused(
-            build(
+            build_io(
+                &f.io,
                 &state(&[1], &[&d1, &d2]),
                 None,
                 files(vec![Arc::clone(&d1)]),
@@ -514,7 +583,8 @@ mod tests {
             "layer 3 is listed, not open",
         );
         refused(
-            build(
+            build_io(
+                &f.io,
                 &state(&[1], &[&d1]),
                 None,
                 files(vec![Arc::clone(&d1), Arc::clone(&d2)]),
@@ -523,20 +593,31 @@ mod tests {
         );
         // A listed log with no object; no open log.
         refused(
-            build(&state(&[1, 7], &[]), None, files(vec![])),
+            build_io(&f.io, &state(&[1, 7], &[]), None, files(vec![])),
             "log 7 is listed",
         );
-        refused(build(&state(&[], &[]), None, NewFiles::default()), "no log");
+        refused(
+            build_io(&f.io, &state(&[], &[]), None, NewFiles::default()),
+            "no log",
+        );
         // A layer whose descriptor is not the manifest's.
         let mut s = state(&[1], &[&d1]);
         s.layers[0].entries += 1;
-        refused(build(&s, None, files(vec![d1])), "the manifest says");
+        refused(
+            build_io(&f.io, &s, None, files(vec![d1])),
+            "the manifest says",
+        );
         // A new log the version holds already.
-        let v = build(&state(&[1], &[]), None, files(vec![]))
+        let v = build_io(&f.io, &state(&[1], &[]), None, files(vec![]))
             .unwrap()
             .version;
         refused(
-            build(&state(&[1], &[]), Some(&v), NewFiles::log(Arc::clone(&m1))),
+            build_io(
+                &f.io,
+                &state(&[1], &[]),
+                Some(&v),
+                NewFiles::log(Arc::clone(&m1)),
+            ),
             "brings a log the version holds",
         );
     }
@@ -549,8 +630,9 @@ mod tests {
         let files = NewFiles {
             logs: vec![f.memory(9, &[])],
             layers: vec![Arc::clone(&d1), Arc::clone(&d2)],
+            ..NewFiles::default()
         };
-        let v = build(&s, None, files).unwrap().version;
+        let v = build_io(&f.io, &s, None, files).unwrap().version;
         let l1 = |id, lsns, keys: &[(&str, crate::types::Lsn)]| {
             f.run_file(id, crate::manifest::Level::L1, lsns, keys, None)
                 .desc
@@ -578,7 +660,7 @@ mod tests {
         let manifest = ManifestLog::create(storage, Path::new("/db"), IoStats::new(), s).unwrap();
         let files = NewFiles {
             logs,
-            layers: vec![],
+            ..NewFiles::default()
         };
         VersionSet::recover(manifest, files, Arc::clone(&f.io), Arc::default()).unwrap()
     }
@@ -617,6 +699,7 @@ mod tests {
         let edit = Edit::Flushed {
             log: 1,
             layer: d.desc.clone(),
+            value_file_bytes: 0,
         };
         let log = m1.path().to_owned();
         assert!(f.storage.entry_kind(&log).unwrap().is_some());

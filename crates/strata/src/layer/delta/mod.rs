@@ -145,8 +145,10 @@ pub(crate) struct DeltaLayerSummary {
 /// Version 2 pads data blocks to the page (see `BLOCK_ALIGN_BYTES`);
 /// version 3 adds value blocks (see `INDEX_VALUE_BLOCK_FLAG`); version 4
 /// blocks the bloom filter (every probe of a key in one cache line, see
-/// `bloom::BloomLayout`). Versions 2 and 3 read as they are.
-pub(crate) const DELTA_FORMAT_VERSION: u32 = 4;
+/// `bloom::BloomLayout`); version 5 adds entries of kind 3, a pointer to a
+/// value in a value file (`value::ValuePointer`, `POINTER_BYTES` long).
+/// Versions 2 to 4 read as they are.
+pub(crate) const DELTA_FORMAT_VERSION: u32 = 5;
 /// The oldest format version a reader opens.
 pub(crate) const DELTA_FORMAT_VERSION_MIN: u32 = 2;
 /// Largest value the format holds (the engine's `Options` limit must not exceed it).

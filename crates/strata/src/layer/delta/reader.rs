@@ -1320,7 +1320,10 @@ impl BlockCursor {
         }
         let kind = ValueKind::from_u8(kind_byte)
             .ok_or_else(|| bad(format!("unknown kind {kind_byte}")))?;
-        if value_len > VALUE_BYTES_MAX || (kind == ValueKind::Delete && value_len != 0) {
+        if value_len > VALUE_BYTES_MAX
+            || (kind == ValueKind::Delete && value_len != 0)
+            || (kind == ValueKind::Pointer && value_len != crate::value::POINTER_BYTES)
+        {
             return Err(bad(format!(
                 "value length {value_len} is invalid for {kind:?}"
             )));

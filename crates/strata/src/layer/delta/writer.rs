@@ -163,6 +163,12 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             }
             .into());
         }
+        if kind == ValueKind::Pointer && value.len() != crate::value::POINTER_BYTES {
+            return Err(Error::Internal(format!(
+                "a value pointer of {} bytes added to a delta layer",
+                value.len()
+            )));
+        }
         let new_key = if self.entries == 0 {
             true
         } else {

@@ -23,7 +23,11 @@
 //! and in LSN order up to exactly the end the next log claims); a read
 //! that skips a stretch leaves the check behind, and what it has not seen
 //! when the windows are done is read for it alone. A rotted log is refused
-//! whether or not the rot lies in a value the flush copies.
+//! whether or not the rot lies in a value the flush copies. Except for a
+//! log the flush keeps as a value file (values of at least `large` bytes
+//! are handed on as pointers into it, not read): it is never replayed, so
+//! its records are not checked; each entry copied out of it is checked by
+//! its own crc32c, and a value left in it when it is read.
 //!
 //! Invariants: no value is handed on before its entry passed its check; a
 //! read whose bytes fail a check (an entry, or a record) is read again once
@@ -33,12 +37,13 @@
 //! if that is larger; none for keys in log order), one background read
 //! request, and one record the check holds across two requests.
 
-use super::{InMemoryLayer, LogVersion};
+use super::{InMemoryLayer, Index, LogVersion};
 use crate::batch::{check_entry, check_entry_with, ENTRY_HEADER_BYTES};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{align_down, align_up, AlignedBuf, IoStats, StorageFile};
 use crate::log::replay::SealedCheck;
 use crate::types::ValueKind;
+use crate::value::ValuePointer;
 
 /// Where one entry of a window lies: in the log, and in the window buffer.
 #[derive(Clone, Copy)]
@@ -74,12 +79,40 @@ impl FlushRead {
 }
 
 /// The bytes of `v`'s entry in the log (header, key, value), or 0 for a
-/// version whose value is empty (a delete): nothing to read.
-fn entry_bytes(key: &[u8], v: LogVersion) -> usize {
-    if v.kind == ValueKind::Delete || v.len == 0 {
+/// version whose value is empty (a delete) or stays in the log (at least
+/// `large` bytes): nothing to read.
+fn entry_bytes(key: &[u8], v: LogVersion, large: usize) -> usize {
+    if v.kind == ValueKind::Delete || v.len == 0 || v.len as usize >= large {
         0
     } else {
         ENTRY_HEADER_BYTES + key.len() + v.len as usize
+    }
+}
+
+/// What a flush hands on for a version of at least `large` bytes: a
+/// pointer to its entry in log `file_id`, with the crc32c the index kept.
+fn pointer(
+    index: &Index,
+    file_id: u64,
+    key: &[u8],
+    v: LogVersion,
+    large: usize,
+) -> Result<Option<ValuePointer>> {
+    if v.kind != ValueKind::Put || (v.len as usize) < large {
+        return Ok(None);
+    }
+    let head = (ENTRY_HEADER_BYTES + key.len()) as u64;
+    match (index.crc_of(v.offset), v.offset.checked_sub(head)) {
+        (Some(crc), Some(offset)) => Ok(Some(ValuePointer {
+            file_id,
+            offset,
+            value_len: v.len,
+            crc,
+        })),
+        _ => Err(Error::Internal(format!(
+            "log {file_id}: no entry crc kept for the {}-byte value at {}",
+            v.len, v.offset
+        ))),
     }
 }
 
@@ -218,6 +251,28 @@ impl LogReader<'_> {
 }
 
 impl InMemoryLayer {
+    /// Bytes of the entries of the frozen layer's puts of at least `large`
+    /// bytes (at least `POINTER_VALUE_BYTES_MIN`): what a flush would leave
+    /// in the log for pointers to hold.
+    pub(crate) fn large_entry_bytes(&self, large: usize) -> Result<u64> {
+        let large = large.max(super::POINTER_VALUE_BYTES_MIN);
+        let index = self
+            .index
+            .read()
+            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        // No value of POINTER_VALUE_BYTES_MIN or more: none to look for.
+        if index.crcs.is_empty() {
+            return Ok(0);
+        }
+        Ok(index
+            .map
+            .iter()
+            .flat_map(|(k, vs)| vs.as_slice().iter().map(move |v| (k.as_slice().len(), *v)))
+            .filter(|(_, v)| v.kind == ValueKind::Put && v.len as usize >= large)
+            .map(|(k, v)| (ENTRY_HEADER_BYTES + k) as u64 + u64::from(v.len))
+            .sum())
+    }
+
     /// Hands on `key`'s version `v` (an entry of `entry` bytes) after its
     /// copy failed its check: read again alone, through the read-again
     /// policy, its cached copies forgotten first; the second reading stands.
@@ -240,20 +295,34 @@ impl InMemoryLayer {
     /// `memory_bytes` (see the module documentation) in requests `steps`
     /// sizes, each checked before it is handed to `f`; the whole log is
     /// checked against the claim its successor makes of it
-    /// ([`Self::sealed_claim`]) before this returns `Ok`.
+    /// ([`Self::sealed_claim`]) before this returns `Ok`. A put of at least
+    /// `large` bytes (at least `POINTER_VALUE_BYTES_MIN`; `usize::MAX`:
+    /// none) is not read: it is handed on as `ValueKind::Pointer` with the
+    /// encoded `ValuePointer` to its entry in this log as its value; the
+    /// log then stays as a value file and is not checked whole (see
+    /// `SealedCheck::none`).
     pub(crate) fn for_each_value(
         &self,
         memory_bytes: usize,
         steps: &dyn Fn() -> usize,
+        large: usize,
         mut f: impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
     ) -> Result<FlushRead> {
+        let large = large.max(super::POINTER_VALUE_BYTES_MIN);
         let index = self
             .index
             .read()
             .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         let file = &*self.file;
         let size = self.size_bytes();
-        let mut check = SealedCheck::new(&self.path, self.file_id, self.sealed_claim());
+        // A log kept as a value file is never replayed: its records are
+        // not read for their check (the values left in it are not read at
+        // all); every entry copied out of it is checked by its own crc32c.
+        let mut check = if large == usize::MAX {
+            SealedCheck::new(&self.path, self.file_id, self.sealed_claim())
+        } else {
+            SealedCheck::none(&self.path, self.file_id)
+        };
         let mut reader = LogReader {
             file,
             stats: &self.stats,
@@ -280,7 +349,7 @@ impl InMemoryLayer {
             slots.clear();
             let (mut used, mut count, mut bytes) = (0usize, 0usize, 0usize);
             while let Some(&(key, v)) = next.peek() {
-                let entry = entry_bytes(key, v);
+                let entry = entry_bytes(key, v, large);
                 if count > 0 && used + entry + SLOT_BYTES > memory_bytes {
                     break;
                 }
@@ -315,9 +384,9 @@ impl InMemoryLayer {
             // CPU, a fifth of an 8 KiB one's).
             if slots.windows(2).all(|w| w[0].start < w[1].start) {
                 for (key, v) in first.take(count) {
-                    let entry = entry_bytes(key, v);
+                    let entry = entry_bytes(key, v, large);
                     if entry == 0 {
-                        f(key, v, &[])?;
+                        hand_on_unread(&index, self.file_id, key, v, large, &mut f)?;
                         continue;
                     }
                     let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
@@ -358,9 +427,9 @@ impl InMemoryLayer {
             );
             let mut at = 0;
             for (key, v) in first.take(count) {
-                let entry = entry_bytes(key, v);
+                let entry = entry_bytes(key, v, large);
                 if entry == 0 {
-                    f(key, v, &[])?;
+                    hand_on_unread(&index, self.file_id, key, v, large, &mut f)?;
                     continue;
                 }
                 let bytes = &window[at..at + entry];
@@ -381,5 +450,28 @@ impl InMemoryLayer {
         read.bytes_read = reader.bytes_read;
         check.finish()?;
         Ok(read)
+    }
+}
+
+/// Hands on a version the flush does not read: a delete or an empty value
+/// as it is, a large value as a pointer into the log.
+fn hand_on_unread(
+    index: &Index,
+    file_id: u64,
+    key: &[u8],
+    v: LogVersion,
+    large: usize,
+    f: &mut impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
+) -> Result<()> {
+    match pointer(index, file_id, key, v, large)? {
+        Some(p) => f(
+            key,
+            LogVersion {
+                kind: ValueKind::Pointer,
+                ..v
+            },
+            &p.encode(),
+        ),
+        None => f(key, v, &[]),
     }
 }
