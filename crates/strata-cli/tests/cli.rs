@@ -276,7 +276,8 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "read_retries",
             "value_file_bytes",
             "value_files",
-            "value_live_bytes"
+            "value_live_bytes",
+            "value_relocated_bytes"
         ]
     );
     let number = |key: &str| {

@@ -141,7 +141,8 @@ pub(crate) struct JobOptions {
 
 /// The value files a job empties: a pointer into one of them is replaced,
 /// in the job's output, by the value it points at (read and checked), so
-/// that the file's garbage can go (see `relocation_plan`).
+/// that the file's garbage can go (the relocation job in `db::compact`
+/// writes the run layers that point into them again).
 #[derive(Clone, Default)]
 pub(crate) struct Relocate {
     pub files: ValueFiles,
@@ -166,13 +167,23 @@ impl Relocate {
 
     /// The entry to write for `(key, kind, value)`: a pointer into a file
     /// being emptied becomes the value it points at.
-    fn apply(&self, key: &[u8], kind: ValueKind, value: Vec<u8>) -> Result<(ValueKind, Vec<u8>)> {
+    fn apply(
+        &self,
+        key: &[u8],
+        kind: ValueKind,
+        value: Vec<u8>,
+        bytes: &JobBytes,
+    ) -> Result<(ValueKind, Vec<u8>)> {
         if kind != ValueKind::Pointer || self.files.is_empty() {
             return Ok((kind, value));
         }
         match ValuePointer::decode(&value) {
             Some(p) if self.files.contains_key(&p.file_id) => {
-                Ok((ValueKind::Put, self.files[&p.file_id].read(key, &p)?))
+                let value = self.files[&p.file_id].read(key, &p)?;
+                bytes
+                    .relocated
+                    .fetch_add(value.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                Ok((ValueKind::Put, value))
             }
             _ => Ok((kind, value)),
         }
@@ -200,6 +211,9 @@ pub(crate) struct JobBytes {
     /// (not the reads that open an input, nor the read-back that checks
     /// an output).
     pub read: Arc<AtomicU64>,
+    /// Bytes of values jobs moved out of value files into their outputs
+    /// (relocation), counted as each is read and checked.
+    pub relocated: AtomicU64,
 }
 
 /// Bytes between two calls to the pacer.
@@ -582,7 +596,7 @@ fn write_run(
             Some(o) => o,
             None => current.insert(create_output(io, spec, opts, take_id, written)?),
         };
-        let (kind, value) = opts.relocate.apply(&key, kind, value)?;
+        let (kind, value) = opts.relocate.apply(&key, kind, value, &opts.bytes)?;
         out.writer.add(&key, lsn, kind, &value)?;
         out.refs.add_entry(&key, kind, &value);
         out.bytes += (key.len() + value.len() + 16) as u64;
@@ -1133,9 +1147,11 @@ fn create_output(
         Some(pacer) => pacer.steps(),
         None => Arc::new(|| crate::io::BACKGROUND_IO_BYTES_MAX),
     });
+    let mut writer = DeltaLayerWriter::new(sink, opts.block_bytes)?;
+    writer.limit_value_block_padding(crate::layer::delta::BLOCK_PAD_BYTES_MAX);
     Ok(OutputFile {
         id,
-        writer: DeltaLayerWriter::new(sink, opts.block_bytes)?,
+        writer,
         bytes: 0,
         entries: 0,
         crc: 0,

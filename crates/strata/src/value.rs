@@ -25,9 +25,9 @@
 //! naming the file, never a wrong value.
 
 use crate::batch::{check_entry, ENTRY_CRC_OFFSET, ENTRY_HEADER_BYTES};
-use crate::codec::{put_u32, put_u64, Decoder};
+use crate::codec::{put_u32, put_u64, u32_at, Decoder};
 use crate::error::{Corruption, Result};
-use crate::io::{read_verified, IoStats, Storage, StorageFile};
+use crate::io::{read_range_with, read_verified, IoStats, Storage, StorageFile};
 use crate::types::ValueKind;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -182,10 +182,18 @@ impl ValueFile {
             )
             .into());
         }
-        let mut entry = self.file.read_range(p.offset, len as usize)?;
-        let head = ENTRY_HEADER_BYTES + key.len();
-        match check_entry(&entry, ValueKind::Put, key) {
-            Ok(_) => {}
+        // Checked where the read put it (the thread's bounce buffer, for a
+        // direct read); the value alone is copied out.
+        read_range_with(&*self.file, p.offset, len as usize, |entry| {
+            self.check(entry, key, p).map(<[u8]>::to_vec)
+        })?
+    }
+
+    /// The value in `entry` (the bytes `p` points at, read), once it is
+    /// checked against the pointer.
+    fn check<'e>(&self, entry: &'e [u8], key: &[u8], p: &ValuePointer) -> Result<&'e [u8]> {
+        let value = match check_entry(entry, ValueKind::Put, key) {
+            Ok(value) => value,
             Err((at, what, Some((expected, found)))) => {
                 return Err(Corruption::checksum(
                     self.path(),
@@ -199,12 +207,8 @@ impl ValueFile {
             Err((at, what, None)) => {
                 return Err(Corruption::new(self.path(), p.offset + at as u64, what).into())
             }
-        }
-        let stored = u32::from_le_bytes(
-            entry[ENTRY_CRC_OFFSET..ENTRY_CRC_OFFSET + 4]
-                .try_into()
-                .expect("crc field"),
-        );
+        };
+        let stored = u32_at(entry, ENTRY_CRC_OFFSET).unwrap_or(0);
         if stored != p.crc {
             return Err(Corruption::checksum(
                 self.path(),
@@ -215,8 +219,7 @@ impl ValueFile {
             )
             .into());
         }
-        entry.drain(..head);
-        Ok(entry)
+        Ok(value)
     }
 }
 
@@ -260,6 +263,78 @@ pub(crate) fn value_file_path(dir: &Path, id: u64) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::WriteBatch;
+    use crate::io::sim::SimStorage;
+    use crate::io::FileOptions;
+
+    /// A value file holding two versions of one key with values of one
+    /// length, back to back from offset 0, and the pointers to them.
+    fn two_versions() -> (ValueFile, [ValuePointer; 2]) {
+        let storage = SimStorage::new(7);
+        storage.create_dir_all(Path::new("/db")).unwrap();
+        let path = Path::new("/db/0000000000000005.log");
+        let file = storage
+            .create(
+                path,
+                &FileOptions {
+                    mode: crate::io::IoMode::Buffered,
+                    ..FileOptions::default()
+                },
+                &IoStats::new(),
+            )
+            .unwrap();
+        let mut b = WriteBatch::new();
+        b.put(b"key", vec![1u8; 1000]);
+        b.put(b"key", vec![2u8; 1000]);
+        let entry = (ENTRY_HEADER_BYTES + 3 + 1000) as u64;
+        assert_eq!(b.data.len() as u64, 2 * entry);
+        let mut bytes = b.data.clone();
+        bytes.resize(4096, 0);
+        file.write_all_at(&bytes, 0).unwrap();
+        let crc = |at: usize| u32_at(&b.data, at + ENTRY_CRC_OFFSET).unwrap();
+        let p = |i: u64| ValuePointer {
+            file_id: 5,
+            offset: i * entry,
+            value_len: 1000,
+            crc: crc((i * entry) as usize),
+        };
+        let pointers = [p(0), p(1)];
+        let file = ValueFile::new(5, 2 * entry, file, IoStats::new(), Arc::new(storage));
+        (file, pointers)
+    }
+
+    #[test]
+    fn a_value_is_read_only_from_the_entry_its_pointer_names() {
+        let (file, [p0, p1]) = two_versions();
+        assert_eq!(file.read(b"key", &p0).unwrap(), vec![1u8; 1000]);
+        assert_eq!(file.read(b"key", &p1).unwrap(), vec![2u8; 1000]);
+        // The other version of the same key, of the same length, intact:
+        // its own checks pass, the pointer's crc32c does not.
+        let misdirected = ValuePointer {
+            offset: p1.offset,
+            ..p0
+        };
+        let err = file.read(b"key", &misdirected).unwrap_err();
+        let text = err.to_string();
+        assert!(err.is_corruption(), "{text}");
+        assert!(
+            text.contains("0000000000000005.log") && text.contains("not the one its pointer names"),
+            "{text}"
+        );
+        // Another key, a length past the file, an offset inside a value.
+        assert!(file.read(b"kez", &p0).unwrap_err().is_corruption());
+        let long = ValuePointer {
+            value_len: 5000,
+            ..p1
+        };
+        assert!(file
+            .read(b"key", &long)
+            .unwrap_err()
+            .to_string()
+            .contains("past the end"));
+        let inside = ValuePointer { offset: 100, ..p0 };
+        assert!(file.read(b"key", &inside).unwrap_err().is_corruption());
+    }
 
     #[test]
     fn a_pointer_round_trips_and_other_lengths_are_not_one() {

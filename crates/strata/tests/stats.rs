@@ -194,6 +194,7 @@ fn stats_serialize_to_the_documented_keys() {
             "value_file_bytes",
             "value_files",
             "value_live_bytes",
+            "value_relocated_bytes",
         ]
     );
     assert_eq!(value["io_mode"], "direct-rw");

@@ -116,8 +116,12 @@ fn updates_then_a_compaction_at_horizon_zero_leave_space_near_the_live_data() {
     .unwrap();
     let (keys, rounds, len) = (64u32, 12u32, 8192usize);
     let mut model = BTreeMap::new();
+    // Each round writes two keys of three (a third of each round's values
+    // are the newest when a later round skips their key): the older value
+    // files end up partly live, the live values of those mostly garbage
+    // are moved.
     for r in 0..rounds {
-        for i in 0..keys {
+        for i in (0..keys).filter(|i| (i + r) % 3 != 0) {
             let v = value(i, r, len);
             db.put(key(i), &v, WriteOptions::default()).unwrap();
             model.insert(key(i), v);
@@ -129,19 +133,116 @@ fn updates_then_a_compaction_at_horizon_zero_leave_space_near_the_live_data() {
     db.set_horizon(db.last_lsn());
     db.compact().unwrap();
     check(&db, &model);
-    let live = u64::from(keys) * len as u64;
-    let total = dir_bytes(&dir);
+    // The older value files were mostly garbage: their live values moved.
+    let s = db.stats();
     eprintln!(
-        "space: {total} bytes on disk, {live} live; logs before {before:?}, after {:?}",
+        "relocated {} live {} files {}",
+        s.value_relocated_bytes, s.value_live_bytes, s.value_file_bytes
+    );
+    assert!(s.value_relocated_bytes > 0, "{s:?}");
+    assert!(
+        s.value_file_bytes * 100 <= s.value_live_bytes * 125,
+        "{s:?}"
+    );
+    let live = u64::from(keys) * len as u64;
+    // Logs and layer files (the manifest is a bounded log of edits, 4 KiB
+    // each, rolled over past 1 MiB).
+    let data = dir_bytes(&dir) - std::fs::metadata(dir.join("MANIFEST")).unwrap().len();
+    eprintln!(
+        "space: {data} bytes of logs and layers for {live} live; logs before {before:?}, after {:?}",
         logs(&dir)
     );
-    // The open log, the manifest and the layers' own bytes beside the values.
     assert!(
-        total as f64 <= 1.3 * live as f64 + (64 << 10) as f64,
-        "{total} bytes on disk for {live} live (logs before: {before:?}, after: {:?})",
+        data as f64 <= 1.3 * live as f64,
+        "{data} bytes of logs and layers for {live} live (logs before: {before:?}, after: {:?})",
         logs(&dir)
+    );
+    // The older value files were partly live: those mostly garbage had
+    // their live values moved, and every value file left is at most 1.25×
+    // its live bytes.
+    let s = db.stats();
+    assert!(s.value_relocated_bytes > 0, "{s:?}");
+    assert!(
+        s.value_file_bytes * 100 <= s.value_live_bytes * 125,
+        "{s:?}"
     );
     drop(db);
     let db = Db::open(&dir, opts()).unwrap();
     check(&db, &model);
+}
+
+/// A database of 8 KiB values flushed into one value file, closed; the
+/// value file's path.
+fn one_value_file(dir: &Path) -> (BTreeMap<Vec<u8>, Vec<u8>>, std::path::PathBuf) {
+    let mut model = BTreeMap::new();
+    let db = Db::open(dir, opts()).unwrap();
+    for i in 0..16u32 {
+        let v = value(i, 0, 8192);
+        db.put(key(i), &v, WriteOptions::default()).unwrap();
+        model.insert(key(i), v);
+    }
+    db.flush().unwrap();
+    assert_eq!(db.stats().value_files, 1);
+    db.close().unwrap();
+    let mut logs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    // The oldest log is the value file (the newer is the open one).
+    (model, logs.remove(0))
+}
+
+#[test]
+fn a_damaged_value_is_an_error_naming_the_file_and_offset_never_a_wrong_value() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path().join("db");
+    let (model, file) = one_value_file(&dir);
+    // One bit of key 5's value: its entry starts after the log header (64),
+    // the record header (32), and five entries before it.
+    let entry = 11 + key(0).len() + 8192;
+    let at = 64 + 32 * 6 + 5 * entry + 11 + key(0).len() + 100;
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[at] ^= 0x10;
+    std::fs::write(&file, &bytes).unwrap();
+    let db = Db::open(&dir, opts()).unwrap();
+    for (k, v) in &model {
+        match db.get(k) {
+            Ok(got) => assert_eq!(got.as_ref(), Some(v), "{k:?}"),
+            Err(e) => {
+                let text = e.to_string();
+                assert!(e.is_corruption(), "{text}");
+                assert!(text.contains(&file.display().to_string()), "{text}");
+                assert_eq!(k, &key(5), "{text}");
+            }
+        }
+    }
+    assert!(db.get(key(5)).is_err(), "the damaged value is refused");
+    assert!(db.stats().read_retries > 0, "read once more first");
+}
+
+#[test]
+fn a_missing_or_short_value_file_fails_the_open_naming_it() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path().join("db");
+    let (_, file) = one_value_file(&dir);
+    let bytes = std::fs::read(&file).unwrap();
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let err = Db::open(&dir, opts()).err().expect("a short value file");
+    assert!(
+        err.is_corruption() && err.to_string().contains(&name),
+        "{err}"
+    );
+    std::fs::remove_file(&file).unwrap();
+    let err = Db::open(&dir, opts()).err().expect("a missing value file");
+    assert!(
+        err.is_corruption() && err.to_string().contains(&name),
+        "{err}"
+    );
+    // Put back whole, it opens and nothing was removed meanwhile.
+    std::fs::write(&file, &bytes).unwrap();
+    let db = Db::open(&dir, opts()).unwrap();
+    assert_eq!(db.get(key(3)).unwrap(), Some(value(3, 0, 8192)));
 }

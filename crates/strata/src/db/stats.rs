@@ -42,6 +42,7 @@ use std::sync::atomic::Ordering;
 /// read_retries                                   integer
 /// flush_memory_peak_bytes, flush_read_bytes      integer
 /// value_files, value_file_bytes, value_live_bytes integer
+/// value_relocated_bytes                          integer
 /// io.<class>.<kind>.ops, io.<class>.<kind>.bytes integer
 /// io.<class>.read.retries                        integer
 /// ```
@@ -131,6 +132,8 @@ pub struct Stats {
     pub value_files: usize,
     pub value_file_bytes: u64,
     pub value_live_bytes: u64,
+    /// Bytes of values compaction moved out of value files since open.
+    pub value_relocated_bytes: u64,
     /// Operations and bytes by kind and file class, since open.
     pub io: IoStatsSnapshot,
 }
@@ -168,6 +171,7 @@ impl DbInner {
             value_files: 0,
             value_file_bytes: 0,
             value_live_bytes: 0,
+            value_relocated_bytes: self.compaction_bytes.relocated.load(Ordering::Relaxed),
             io: self.stats.snapshot(),
         };
         stats.read_retries = stats.io.read_retries_total();
