@@ -251,6 +251,11 @@ for name in expected:
             for k in ["insert_s", "write_amp", "recovery_s", "peak_rss_mib", "size_on_disk_mib"]:
                 if k not in r["metrics"]:
                     errors.append(f"bulk {r['engine']}: no {k}")
+        # Both value sizes (1 KiB copied into layers, 8 KiB left in strata's log).
+        for engine in engines:
+            sizes = {r["params"].get("value_len_bytes") for r in d["rows"] if r["engine"] == engine}
+            if sizes != {1024, 8192}:
+                errors.append(f"bulk {engine}: value sizes {sorted(s for s in sizes if s)}, not 1024 and 8192")
     if name == "phases":
         # Every engine, with a row for each phase of at least one iteration,
         # latency percentiles, device reads per get and the budget recorded.

@@ -189,9 +189,37 @@ impl ValueFile {
         })?
     }
 
+    /// The read of `p`'s entry under `key` to batch with others: the file,
+    /// offset and length; `None` for a pointer past the file's end (its
+    /// read alone, [`Self::read`], says so).
+    pub(crate) fn request(
+        &self,
+        key: &[u8],
+        p: &ValuePointer,
+    ) -> Option<crate::io::ReadRequest<'_>> {
+        let len = p.entry_bytes(key.len());
+        let end = p.offset.checked_add(len)?;
+        (end <= self.bytes).then_some((&*self.file as &dyn StorageFile, p.offset, len as usize))
+    }
+
+    /// The value `p` points at, read alone after a batched read of it
+    /// failed its check: counted as a read made again, the cached copies
+    /// forgotten first; this reading stands.
+    pub(crate) fn read_again(&self, key: &[u8], p: &ValuePointer) -> Result<Vec<u8>> {
+        let len = p.entry_bytes(key.len());
+        self.stats.record_read_retry(self.file.class());
+        self.file.forget_cached(p.offset, len);
+        self.read_once(key, p, len)
+    }
+
     /// The value in `entry` (the bytes `p` points at, read), once it is
     /// checked against the pointer.
-    fn check<'e>(&self, entry: &'e [u8], key: &[u8], p: &ValuePointer) -> Result<&'e [u8]> {
+    pub(crate) fn check<'e>(
+        &self,
+        entry: &'e [u8],
+        key: &[u8],
+        p: &ValuePointer,
+    ) -> Result<&'e [u8]> {
         let value = match check_entry(entry, ValueKind::Put, key) {
             Ok(value) => value,
             Err((at, what, Some((expected, found)))) => {

@@ -197,6 +197,47 @@ fn an_in_memory_layers_value_read_corrupted_once_answers_right() {
 }
 
 #[test]
+fn a_value_files_read_corrupted_once_answers_right_alone_or_in_a_batch() {
+    let sim = SimStorage::new(5);
+    let big = |i: u32| {
+        let mut v = value(i);
+        v.resize(8192, i as u8);
+        v
+    };
+    let db = Db::open(DIR, options(&sim)).unwrap();
+    for i in 0..20 {
+        db.put(key(i), big(i), WriteOptions::default()).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.stats().value_files, 1);
+    // Every block of the layer read once (no cache): a get then reads its
+    // pointer's block and the value.
+    let keys: Vec<Vec<u8>> = (0..20).map(key).collect();
+    assert_eq!(db.multi_get(&keys).unwrap().len(), 20);
+    for (n, kind) in KINDS.into_iter().enumerate() {
+        let i = 2 + 5 * n as u32;
+        // The second read of a get is the value's.
+        let before = retries(&db, &sim);
+        corrupt_read(&sim, 2, kind);
+        assert_eq!(db.get(key(i)).unwrap(), Some(big(i)), "{kind:?}");
+        assert_eq!(retries(&db, &sim), (before.0 + 1, before.1 + 1), "{kind:?}");
+        // In a multi_get, the values are read after the blocks, as a
+        // batch: its last read is a value's.
+        let batch = [key(i), key(i + 1)];
+        let reads = sim.reads();
+        db.multi_get(&batch).unwrap();
+        let last = sim.reads() - reads;
+        let before = retries(&db, &sim);
+        corrupt_read(&sim, last, kind);
+        let got = db.multi_get(&batch).unwrap();
+        assert_eq!(got, vec![Some(big(i)), Some(big(i + 1))], "{kind:?}");
+        assert_eq!(sim.corrupted_reads(), 2 * n as u64 + 2, "{kind:?}");
+        assert_eq!(retries(&db, &sim), (before.0 + 1, before.1 + 1), "{kind:?}");
+    }
+    assert_eq!(db.stats().io.read_retries(FileClass::Log), 6);
+}
+
+#[test]
 fn a_manifest_read_corrupted_once_opens_right_after_one_retry() {
     // What a clean open asks the storage to forget (a log's tail, read
     // again to compare).

@@ -1,7 +1,8 @@
 //! The bulk experiment (LAB.md §2) as the lab runs it: one large ingest end
-//! to end per engine through [`crate::bulk`] (each sample a child process
-//! killed without a flush), samples interleaved across engines, with issue
-//! 4's aim on strata's write amplification.
+//! to end per engine and value size (1 KiB and 8 KiB, `bulk::VALUE_LENS`)
+//! through [`crate::bulk`] (each sample a child process killed without a
+//! flush), samples interleaved across engines, with issue 4's aim on
+//! strata's write amplification and issue 30's with compaction.
 //!
 //! Invariants: an engine that fails is a note and is not sampled again;
 //! the others go on.
@@ -28,10 +29,11 @@ impl Experiment for Bulk {
 
     fn parameters(&self, ctx: &RunContext) -> Result<Options> {
         let params = BulkParams::new(ctx.quick);
+        let value_lens: Vec<u64> = bulk::VALUE_LENS.iter().map(|&v| v as u64).collect();
         Ok(options(&[
             ("volume_bytes", params.volume_bytes.into()),
             ("repeats", params.repeats.into()),
-            ("value_len_bytes", (params.value_len_bytes as u64).into()),
+            ("value_len_bytes", value_lens.into()),
             ("key_layout", params.layout.label().into()),
             ("ingested_bytes", params.ingested_bytes().into()),
             ("engine_options", ctx.engine_options()),
@@ -47,30 +49,32 @@ impl Experiment for Bulk {
     }
 
     fn run(&self, ctx: &RunContext, _device_line: Option<&DeviceLine>) -> Result<Measured> {
-        let params = BulkParams::new(ctx.quick);
         let engines = &ctx.engines;
         let mut notes = Vec::new();
-        let taken = interleave(params.repeats, engines.len(), |rep, i| {
-            let kind = engines[i];
-            let config = EngineConfig::new(kind, kind.default_io_mode());
-            let row = bulk::run_engine(&config, &params, &ctx.data_dir)
-                .inspect_err(|err| eprintln!("  bulk {} failed: {err:#}", kind.name()))?;
-            say_sample(&row, rep, params.repeats);
-            if let Some(note) = lost_puts_note(&row, rep) {
-                notes.push(note);
+        let mut rows: Vec<Row> = Vec::new();
+        for params in BulkParams::cases(ctx.quick) {
+            let taken = interleave(params.repeats, engines.len(), |rep, i| {
+                let kind = engines[i];
+                let config = EngineConfig::new(kind, kind.default_io_mode());
+                let row = bulk::run_engine(&config, &params, &ctx.data_dir)
+                    .inspect_err(|err| eprintln!("  bulk {} failed: {err:#}", kind.name()))?;
+                say_sample(&row, rep, params.repeats);
+                if let Some(note) = lost_puts_note(&row, rep) {
+                    notes.push(note);
+                }
+                Ok(row)
+            });
+            for (kind, err) in engines.iter().zip(&taken.errors) {
+                if let Some(err) = err {
+                    notes.push(format!(
+                        "bulk {} ({} B values) failed: {err:#}",
+                        kind.name(),
+                        params.value_len_bytes
+                    ));
+                }
             }
-            Ok(row)
-        });
-        for (kind, err) in engines.iter().zip(&taken.errors) {
-            if let Some(err) = err {
-                notes.push(format!("bulk {} failed: {err:#}", kind.name()));
-            }
+            rows.extend(taken.samples.iter().filter_map(|s| Row::from_samples(s)));
         }
-        let rows: Vec<Row> = taken
-            .samples
-            .iter()
-            .filter_map(|s| Row::from_samples(s))
-            .collect();
         if rows.is_empty() {
             bail!("no engine completed bulk: {}", notes.join("; "));
         }
