@@ -235,7 +235,9 @@ impl Db {
     /// known, as `found(index into keys, value)`: first the keys the
     /// in-memory layers and the block cache answer, then each key as its
     /// block read completes (with `IoEngine::IoUring`, in completion order
-    /// while the other reads are in flight). Each key is handed over once.
+    /// while the other reads are in flight), and last the large values
+    /// (`Options::large_value_bytes`), read from their value files together
+    /// in one batch. Each key is handed over once.
     /// After an error, the keys already handed over were answered right;
     /// the rest were not answered.
     pub fn multi_get_each<K: AsRef<[u8]>>(
@@ -473,7 +475,9 @@ impl DbInner {
 
     /// The multi-key read: hands each key's value to `found(index, value)`
     /// as soon as it is known: keys the in-memory layers or the block cache
-    /// answer first, then each key as its block read completes.
+    /// answer first, then each key as its block read completes, and last
+    /// the keys whose versions point into value files, their values read
+    /// as one batch.
     fn multi_get_each_at<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
@@ -500,6 +504,10 @@ impl DbInner {
         // false positive sends the key on to the next round).
         let mut next: Vec<Option<usize>> = vec![Some(0); keys.len()];
         let points: Vec<PointKey<'_>> = keys.iter().map(|k| PointKey::new(k.as_ref())).collect();
+        // Keys answered by a pointer: their values are read last, all in
+        // one batch (and never from inside a batch, whose io_uring ring a
+        // read would enter again).
+        let mut pointed: Vec<(usize, Vec<u8>)> = Vec::new();
         loop {
             let mut plans = Vec::new();
             for (i, &point) in points.iter().enumerate() {
@@ -519,6 +527,11 @@ impl DbInner {
                                     Some(bytes) => match reader
                                         .get_in_cached_block(block, bytes, point.key, lsn)?
                                     {
+                                        Some((_, ValueKind::Pointer, v)) => {
+                                            next[i] = None;
+                                            pointed.push((i, v));
+                                            break;
+                                        }
                                         Some((_, kind, v)) => {
                                             Some(version.value(point.key, kind, v)?)
                                         }
@@ -543,7 +556,7 @@ impl DbInner {
                 }
             }
             if plans.is_empty() {
-                return Ok(());
+                return self.read_pointed(&version, keys, pointed, found);
             }
             let reqs = plans
                 .iter()
@@ -560,9 +573,6 @@ impl DbInner {
             self.layer_io
                 .point_reads
                 .fetch_add(reqs.len() as u64, Ordering::Relaxed);
-            // A pointer's value is read once the batch is done: a read
-            // from inside it would enter the thread's io_uring ring again.
-            let mut pointed: Vec<(usize, Vec<u8>)> = Vec::new();
             self.storage.read_batch_each(&reqs, &mut |p, bytes| {
                 let (i, d, block, _, _) = &plans[p];
                 match d.get_in_block(*block, bytes, keys[*i].as_ref(), lsn)? {
@@ -582,7 +592,6 @@ impl DbInner {
                     }
                 }
             })?;
-            self.read_pointed(&version, keys, pointed, found)?;
         }
     }
 
