@@ -26,6 +26,12 @@
 //!   as much as it, they are merged by like size into fewer, larger runs
 //!   (as RocksDB's universal compaction does), so that a read passes a few
 //!   runs, not one per compaction since the image.
+//! - **Relocation** (`Relocate`, `rewrite_layers`): pointers into value
+//!   files are copied as they are by every job, except into the files
+//!   more than `value_garbage_percent` garbage, whose values every job
+//!   writes in their place; and when nothing else is due, the L1 and image
+//!   layers pointing into such files are written again (same run, same
+//!   LSNs and covers), so that the files lose their last pointer and go.
 //! - **GC** (`gc_plan`): every layer file whose keys (an image's cover)
 //!   the images at or below the horizon newer than it cover together is
 //!   removed (no rewrite): reads below the newest such image's LSN are then

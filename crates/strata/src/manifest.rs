@@ -1,6 +1,7 @@
 //! The manifest: the durable record of what the database holds (the logs of
-//! in-memory layers not yet flushed, the layer files with what each covers,
-//! the next file id), kept as a log of edits.
+//! in-memory layers not yet flushed, the layer files with what each covers
+//! and the bytes it points at in value files, the value files, the next
+//! file id), kept as a log of edits.
 //!
 //! `MANIFEST` is a header, a snapshot record of the whole state, then one
 //! record per edit, each appended and fdatasync'ed before anything acts on
@@ -16,7 +17,7 @@
 //! (db/recovery.rs) removes a file the manifest does not list only when it
 //! proves the file superseded.
 //!
-//! Where the log ends (format 4): each record starts on a page boundary
+//! Where the log ends (formats 4 and 5): each record starts on a page boundary
 //! (`RECORD_ALIGN_BYTES`), so a page or sector that is lost or decays holds
 //! bytes of one record only. A record that runs past the end of the file,
 //! or fails its checks and holds a zeroed 512-byte sector, with no whole
@@ -27,11 +28,12 @@
 //! that crashed, decayed before the next edit or close) is closed by
 //! recovery's check of the files against the state; see docs/format.md.
 //! Any other bad record is corruption, named by file and offset. Older
-//! formats are read and rewritten as version 4 at open: version 1 (one
+//! formats are read and rewritten as version 5 at open: version 1 (one
 //! whole-file payload, delta ids only), version 2 (an image's files
 //! partition the whole key space; no GC cutoff recorded: both are derived,
-//! see `upgrade_v2`) and version 3 (records back to back, the old torn
-//! rule: a zeroed sector may hold several edits).
+//! see `upgrade_v2`), version 3 (records back to back, the old torn rule:
+//! a zeroed sector may hold several edits) and version 4 (no value
+//! files).
 
 use crate::codec::{
     put_u16, put_u32, put_u64, u32_at, write_u32_at, write_u64_at, Decoder, Truncated,

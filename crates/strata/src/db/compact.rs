@@ -119,7 +119,8 @@ impl DbInner {
     }
 
     /// Runs one job if a policy (or `force`) calls for one, in this order:
-    /// L0 into an L1 run, an image, runs of like size into one (a tier), GC.
+    /// L0 into an L1 run, an image, runs of like size into one (a tier), GC,
+    /// relocation of the values of garbage-laden value files.
     /// Returns whether it did one.
     pub(super) fn compact_once(&self, force: bool) -> Result<bool> {
         let _job = lock(&self.compact_lock)?;

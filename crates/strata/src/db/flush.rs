@@ -1,6 +1,8 @@
 //! Flush: frozen in-memory layers written out as L0 delta layers, oldest
-//! first, by the background thread or inline; the flush backlog's write
-//! stall; the retry policy of a failed flush.
+//! first, by the background thread or inline (values of at least
+//! `large_value_bytes` left in the log, which stays as a value file, when
+//! they are most of it); the flush backlog's write stall; the retry policy
+//! of a failed flush.
 //!
 //! Error policy (the same as compaction's, see `background`): a failed
 //! flush changed nothing the database relies on (the log stays listed until

@@ -1,8 +1,8 @@
 //! The version set: where an edit becomes durable and visible.
 //!
 //! What it owns: the manifest log (the file, and the state its edits add up
-//! to), the current [`Version`], the next file id, and the database's
-//! poison state. Every change to what the database holds is one
+//! to), the current [`Version`] (with the value files its layers point
+//! into), the next file id, and the database's poison state. Every change to what the database holds is one
 //! [`Edit`] through [`VersionSet::log_and_apply`]: a freeze (`AddLog`: a
 //! new log opens, the open layer is frozen), a flush (`Flushed`: the oldest
 //! frozen log replaced by its L0 layer), a compaction or GC (`Compacted`:
@@ -21,9 +21,10 @@
 //!    and layer the state lists is an object of the current version or one
 //!    the edit brought, with the descriptor the state holds; nothing else;
 //!    and it is checked (`Version::check`);
-//! 3. it is installed; the layers it no longer holds are marked obsolete
-//!    (each file is deleted when its last reader lets go) and the logs it
-//!    no longer holds are deleted.
+//! 3. it is installed; the layers and value files it no longer holds are
+//!    marked obsolete (each file is deleted when its last reader lets go)
+//!    and the logs it no longer holds are deleted (a flushed log its layer
+//!    points into is not among them: it is a value file now).
 //!
 //! A failure in step 2, or an edit step 1 or the manifest refuses as not
 //! fitting, is a bug (`Error::Internal`): the set poisons the database (one
