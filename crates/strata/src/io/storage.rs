@@ -152,13 +152,34 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
 }
 
 /// `StorageFile::read_range`, handing the bytes read to `out` (which copies
-/// them where they are to live, or checks them first: a value read from a
-/// value file is checked in the bounce buffer and its value alone copied
-/// out, one copy).
-pub(crate) fn read_range_with<F: StorageFile + ?Sized, T>(
+/// them where they are to live). A large read is made in requests of at
+/// most `BACKGROUND_IO_BYTES_MAX` (`StorageFile::read_at_in_steps`).
+fn read_range_with<F: StorageFile + ?Sized, T>(
     file: &F,
     offset: u64,
     len: usize,
+    out: impl FnOnce(&[u8]) -> T,
+) -> Result<T> {
+    read_range_in(file, offset, len, false, out)
+}
+
+/// [`read_range_with`] in one request whatever its size: a value read from
+/// a value file (a get's own value, read with one read of its bytes, and
+/// checked in the bounce buffer before its value alone is copied out).
+pub(crate) fn read_range_whole_with<F: StorageFile + ?Sized, T>(
+    file: &F,
+    offset: u64,
+    len: usize,
+    out: impl FnOnce(&[u8]) -> T,
+) -> Result<T> {
+    read_range_in(file, offset, len, true, out)
+}
+
+fn read_range_in<F: StorageFile + ?Sized, T>(
+    file: &F,
+    offset: u64,
+    len: usize,
+    whole: bool,
     out: impl FnOnce(&[u8]) -> T,
 ) -> Result<T> {
     if !file.mode().direct_reads() {
@@ -189,9 +210,14 @@ pub(crate) fn read_range_with<F: StorageFile + ?Sized, T>(
     // stay zero (as they must in a buffer that is written out): they are
     // not cleared after each read.
     let mut out = Some(out);
+    let bounce_max = if whole {
+        BOUNCE_WHOLE_BYTES_MAX
+    } else {
+        BOUNCE_BYTES_MAX
+    };
     let bounced = BOUNCE.with(|cell| {
         let mut buf = match cell.try_borrow_mut() {
-            Ok(buf) if span <= BOUNCE_BYTES_MAX && alignment <= BOUNCE_ALIGNMENT => buf,
+            Ok(buf) if span <= bounce_max && alignment <= BOUNCE_ALIGNMENT => buf,
             _ => return None, // too large, or a read inside a read
         };
         if buf.capacity() < span {
@@ -209,18 +235,26 @@ pub(crate) fn read_range_with<F: StorageFile + ?Sized, T>(
         return result;
     }
     let mut buf = AlignedBuf::zeroed(span, alignment);
-    let n = file.read_at_in_steps(&mut buf.spare_capacity_full()[..span], start)?;
+    let area = &mut buf.spare_capacity_full()[..span];
+    let n = if whole {
+        file.read_at(area, start)?
+    } else {
+        file.read_at_in_steps(area, start)?
+    };
     check(n)?;
     let out = out.take().expect("not taken by the bounce");
     Ok(out(&buf.spare_capacity_full()[head..head + len]))
 }
 
 /// Largest read (widened to the alignment) that goes through the bounce
-/// buffer of `StorageFile::read_range`; larger ones allocate their own
-/// (zeroed: a 1 MiB value read that way spent a third of its time
-/// allocating and faulting the buffer in). A thread's buffer grows to the
-/// power of two above the largest read it made.
-const BOUNCE_BYTES_MAX: usize = 4 << 20;
+/// buffer of `StorageFile::read_range`; larger ones allocate their own,
+/// and are made in steps. A thread's buffer grows to the power of two
+/// above the largest read it made.
+const BOUNCE_BYTES_MAX: usize = 256 << 10;
+/// The same for a value's read in one request ([`read_range_whole_with`]):
+/// a 1 MiB value read into a buffer of its own spent a third of its time
+/// allocating and faulting the buffer in.
+const BOUNCE_WHOLE_BYTES_MAX: usize = 4 << 20;
 /// The bounce buffer's alignment: any file alignment up to a page.
 const BOUNCE_ALIGNMENT: usize = 4096;
 
