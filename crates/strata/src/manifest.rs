@@ -220,6 +220,22 @@ pub(crate) enum Edit {
     },
 }
 
+/// The live bytes of value files `files` (and of any other a layer points
+/// into): what `layers`' descriptors say their pointers hold, by id; 0 for
+/// a file none points into. The state's and a version's alike.
+pub(crate) fn value_live_bytes<'a>(
+    files: impl Iterator<Item = u64>,
+    layers: impl IntoIterator<Item = &'a LayerDesc>,
+) -> std::collections::BTreeMap<u64, u64> {
+    let mut live: std::collections::BTreeMap<u64, u64> = files.map(|id| (id, 0)).collect();
+    for d in layers {
+        for &(id, bytes) in &d.values {
+            *live.entry(id).or_default() += bytes;
+        }
+    }
+    live
+}
+
 /// What the manifest says the database holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ManifestState {
@@ -252,14 +268,7 @@ impl ManifestState {
     /// entry two layers point at counts twice: an image and the deltas it
     /// sums up, until GC removes the deltas).
     pub(crate) fn value_live_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
-        let mut live: std::collections::BTreeMap<u64, u64> =
-            self.value_files.keys().map(|&id| (id, 0)).collect();
-        for d in &self.layers {
-            for &(id, bytes) in &d.values {
-                *live.entry(id).or_default() += bytes;
-            }
-        }
-        live
+        value_live_bytes(self.value_files.keys().copied(), &self.layers)
     }
 
     /// Every layer's value files are listed; a value file no layer points
@@ -377,9 +386,13 @@ impl ManifestState {
         if sorted.windows(2).any(|w| w[0] == w[1]) {
             return Err("a file listed twice".into());
         }
-        let mut settled = self.clone();
-        settled.settle_value_files()?;
-        if settled.value_files != self.value_files {
+        let live = self.value_live_bytes();
+        if let Some(id) = live.keys().find(|id| !self.value_files.contains_key(id)) {
+            return Err(format!(
+                "a layer points into value file {id}, which is not listed"
+            ));
+        }
+        if live.values().any(|&b| b == 0) {
             return Err("a value file no layer points into".into());
         }
         Ok(())

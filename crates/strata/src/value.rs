@@ -27,7 +27,7 @@
 use crate::batch::{check_entry, ENTRY_CRC_OFFSET, ENTRY_HEADER_BYTES};
 use crate::codec::{put_u32, put_u64, u32_at, Decoder};
 use crate::error::{Corruption, Result};
-use crate::io::{read_range_whole_with, read_verified, IoStats, Storage, StorageFile};
+use crate::io::{read_range_with, read_verified, IoStats, Storage, StorageFile};
 use crate::types::ValueKind;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -185,7 +185,7 @@ impl ValueFile {
         // One read of the entry's bytes, checked where the read put it (the
         // thread's bounce buffer, for a direct read); the value alone is
         // copied out.
-        read_range_whole_with(&*self.file, p.offset, len as usize, |entry| {
+        read_range_with(&*self.file, p.offset, len as usize, true, |entry| {
             self.check(entry, key, p).map(<[u8]>::to_vec)
         })?
     }

@@ -73,7 +73,7 @@ pub use mode::{
 };
 pub use os::OsStorage;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
-pub(crate) use storage::{again_on_corruption, is_not_found, read_range_whole_with, short_read};
+pub(crate) use storage::{again_on_corruption, is_not_found, read_range_with, short_read};
 pub use storage::{read_verified, EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 
 /// Largest single read or write of background work (a flush reading its

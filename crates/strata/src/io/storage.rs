@@ -141,41 +141,25 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
             self.read_exact_at(&mut out, offset)?;
             return Ok(out);
         }
-        read_range_with(self, offset, len, <[u8]>::to_vec)
+        read_range_with(self, offset, len, false, <[u8]>::to_vec)
     }
 
     /// [`Self::read_range`] into a shared buffer (one allocation, one copy
     /// out of the bounce buffer): what a block cache keeps.
     fn read_range_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
-        read_range_with(self, offset, len, |b| std::sync::Arc::<[u8]>::from(b))
+        read_range_with(self, offset, len, false, |b| {
+            std::sync::Arc::<[u8]>::from(b)
+        })
     }
 }
 
 /// `StorageFile::read_range`, handing the bytes read to `out` (which copies
 /// them where they are to live). A large read is made in requests of at
-/// most `BACKGROUND_IO_BYTES_MAX` (`StorageFile::read_at_in_steps`).
-fn read_range_with<F: StorageFile + ?Sized, T>(
-    file: &F,
-    offset: u64,
-    len: usize,
-    out: impl FnOnce(&[u8]) -> T,
-) -> Result<T> {
-    read_range_in(file, offset, len, false, out)
-}
-
-/// [`read_range_with`] in one request whatever its size: a value read from
-/// a value file (a get's own value, read with one read of its bytes, and
-/// checked in the bounce buffer before its value alone is copied out).
-pub(crate) fn read_range_whole_with<F: StorageFile + ?Sized, T>(
-    file: &F,
-    offset: u64,
-    len: usize,
-    out: impl FnOnce(&[u8]) -> T,
-) -> Result<T> {
-    read_range_in(file, offset, len, true, out)
-}
-
-fn read_range_in<F: StorageFile + ?Sized, T>(
+/// most `BACKGROUND_IO_BYTES_MAX` (`StorageFile::read_at_in_steps`), unless
+/// `whole`: a value read from a value file is a get's own value, read with
+/// one read of its bytes (bounce up to `BOUNCE_WHOLE_BYTES_MAX`), checked in
+/// the bounce buffer before its value alone is copied out.
+pub(crate) fn read_range_with<F: StorageFile + ?Sized, T>(
     file: &F,
     offset: u64,
     len: usize,
@@ -251,7 +235,7 @@ fn read_range_in<F: StorageFile + ?Sized, T>(
 /// and are made in steps. A thread's buffer grows to the power of two
 /// above the largest read it made.
 const BOUNCE_BYTES_MAX: usize = 256 << 10;
-/// The same for a value's read in one request ([`read_range_whole_with`]):
+/// The same for a value's read in one request (`read_range_with`, `whole`):
 /// a 1 MiB value read into a buffer of its own spent a third of its time
 /// allocating and faulting the buffer in.
 const BOUNCE_WHOLE_BYTES_MAX: usize = 4 << 20;

@@ -366,14 +366,10 @@ impl Version {
     /// (from their descriptors; an entry an image and a delta both point
     /// at counts twice), by id.
     pub(crate) fn value_live_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
-        let mut live: std::collections::BTreeMap<u64, u64> =
-            self.values.keys().map(|&id| (id, 0)).collect();
-        for l in self.layers() {
-            for &(id, bytes) in &l.desc.values {
-                *live.entry(id).or_default() += bytes;
-            }
-        }
-        live
+        crate::manifest::value_live_bytes(
+            self.values.keys().copied(),
+            self.layers().map(|l| &l.desc),
+        )
     }
 }
 
