@@ -69,6 +69,7 @@ extern "C" {
 #define STRATA_PANIC 8            /* internal failure caught at the boundary */
 #define STRATA_ERROR 9            /* any other engine error */
 #define STRATA_NOT_DURABLE 10     /* write: applied, but maybe not durable (reopen, compare the last LSN) */
+#define STRATA_CANCELLED 11       /* read queue: the get was cancelled */
 
 typedef struct strata_db_t strata_db_t;
 typedef struct strata_writebatch_t strata_writebatch_t;
@@ -138,6 +139,45 @@ extern int strata_get_alloc(const strata_db_t *db, const char *key, size_t key_l
 extern int strata_multi_get(const strata_db_t *db, size_t n, const char *const *keys,
                             const size_t *key_lens, char *const *bufs, const size_t *buf_lens,
                             size_t *value_lens, int *statuses, strata_error_t **err);
+
+/* Read queues: many gets in flight on one thread, without a thread per read.
+ * Submit gets (each with the caller's buffer and tag), then reap them as their
+ * reads complete: each get not answered from memory or the block cache is one
+ * block read (and one more for a large value), submitted together with the
+ * others on io_uring with registered buffers. A queue holds at most depth
+ * (1..=4096) gets submitted and not yet reaped; a submit beyond is
+ * STRATA_INVALID_ARGUMENT and submits nothing. Use a queue from one thread at
+ * a time; it stays usable after strata_close (it keeps what it reads). */
+typedef struct strata_read_queue_t strata_read_queue_t;
+typedef struct {
+    uint64_t tag;        /* the caller's tag from submit */
+    int status;          /* STRATA_OK (value in the buffer), STRATA_NOT_FOUND,
+                          * STRATA_BUFFER_TOO_SMALL (nothing copied), or an
+                          * error code (STRATA_CANCELLED, STRATA_IO_ERROR, ...) */
+    size_t value_len;    /* OK: bytes copied; BUFFER_TOO_SMALL: bytes needed; else 0 */
+    strata_error_t *error; /* an error status: its error, free with strata_error_free; else NULL */
+} strata_read_completion_t;
+extern strata_read_queue_t *strata_read_queue_create(const strata_db_t *db, size_t depth,
+                                                     strata_error_t **err);
+/* Cancels what is in flight (writing into no buffer) and frees the queue. */
+extern void strata_read_queue_destroy(strata_read_queue_t *q);
+/* A get of key at the latest LSN; its value goes into buf (buf_len bytes; buf
+ * may be NULL when buf_len is 0), which must stay writable until the get is
+ * reaped or the queue destroyed. The key is copied. */
+extern int strata_read_queue_submit(strata_read_queue_t *q, const char *key, size_t key_len,
+                                    char *buf, size_t buf_len, uint64_t tag, strata_error_t **err);
+/* Hands the gets submitted so far to the kernel without waiting (reap does it too). */
+extern int strata_read_queue_commit(strata_read_queue_t *q, strata_error_t **err);
+/* Reaps at least min (at most the gets outstanding) and at most max completed
+ * gets into out (room for max), waiting as needed; *n says how many. A failure
+ * here is the queue's, not a get's (a get's is in its completion). */
+extern int strata_read_queue_reap(strata_read_queue_t *q, size_t min, size_t max,
+                                  strata_read_completion_t *out, size_t *n, strata_error_t **err);
+/* Cancels the gets in flight submitted with tag (reaped with STRATA_CANCELLED);
+ * returns how many. */
+extern size_t strata_read_queue_cancel(strata_read_queue_t *q, uint64_t tag);
+/* Gets submitted and not yet reaped. */
+extern size_t strata_read_queue_outstanding(const strata_read_queue_t *q);
 
 /* Write batches: applied atomically at one LSN. */
 extern strata_writebatch_t *strata_writebatch_create(void);

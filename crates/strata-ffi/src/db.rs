@@ -26,6 +26,13 @@ pub struct strata_db_t {
     path: PathBuf,
 }
 
+impl strata_db_t {
+    /// The engine's database.
+    pub(crate) fn db(&self) -> &engine::Db {
+        &self.db
+    }
+}
+
 fn open(path: Option<&str>, config: &Config) -> Result<*mut strata_db_t, FfiError> {
     let path = match (path, &config.path) {
         (Some(p), _) if !p.is_empty() => PathBuf::from(p),

@@ -33,6 +33,8 @@ pub const STRATA_ERROR: c_int = 9;
 /// write: the batch was applied but could not be made durable as asked; it
 /// may or may not survive a restart (reopen and compare the last LSN).
 pub const STRATA_NOT_DURABLE: c_int = 10;
+/// A read queue's get cancelled before it completed (`strata_read_queue_cancel`).
+pub const STRATA_CANCELLED: c_int = 11;
 
 /// An error as the C caller sees it. Opaque in C.
 #[allow(non_camel_case_types)]
@@ -89,6 +91,7 @@ impl From<strata::Error> for FfiError {
             }
             strata::Error::Closed | strata::Error::Poisoned(_) => STRATA_CLOSED,
             strata::Error::NotDurable { .. } => STRATA_NOT_DURABLE,
+            strata::Error::Cancelled => STRATA_CANCELLED,
             _ => STRATA_ERROR,
         };
         FfiError::new(code, e.to_string())

@@ -34,12 +34,14 @@ mod engine;
 mod error;
 mod guard;
 mod options;
+mod queue;
 
 pub use batch::*;
 pub use config::{Config, CONFIG_ENV, KEYS as CONFIG_KEYS};
 pub use db::*;
 pub use error::*;
 pub use options::*;
+pub use queue::*;
 
 use std::ffi::c_char;
 

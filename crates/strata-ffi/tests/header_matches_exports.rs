@@ -143,6 +143,7 @@ fn header_status_codes_equal_the_crate_constants() {
         ("STRATA_PANIC", strata_ffi::STRATA_PANIC),
         ("STRATA_ERROR", strata_ffi::STRATA_ERROR),
         ("STRATA_NOT_DURABLE", strata_ffi::STRATA_NOT_DURABLE),
+        ("STRATA_CANCELLED", strata_ffi::STRATA_CANCELLED),
     ];
     let h = header();
     let defines: Vec<(String, i32)> = h

@@ -96,6 +96,8 @@ pub enum InvalidInput {
         value: u64,
         why: &'static str,
     },
+    #[error("the read queue holds {depth} gets, its depth: reap before submitting more")]
+    QueueFull { depth: usize },
     #[error("buffer is not aligned: {what} = {value} is not a multiple of {alignment}")]
     Unaligned {
         what: &'static str,
@@ -152,6 +154,10 @@ pub enum Error {
     /// once it succeeds.
     #[error("write refused: {l0} L0 layers wait for a compaction that fails: {error}")]
     CompactionBacklog { l0: usize, error: String },
+    /// A get of a read queue cancelled before it completed
+    /// (`ReadQueue::cancel`).
+    #[error("the read was cancelled")]
+    Cancelled,
     /// The database is closed or closing.
     #[error("the database is closed")]
     Closed,

@@ -30,7 +30,7 @@ mod value;
 mod version;
 
 pub use batch::WriteBatch;
-pub use db::{Db, Snapshot, Stats};
+pub use db::{Db, ReadCompletion, ReadQueue, Snapshot, Stats};
 pub use error::{Corruption, Error, InvalidInput, Result};
 pub use io::{IoEngine, IoMode};
 pub use options::{

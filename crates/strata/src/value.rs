@@ -156,6 +156,11 @@ impl ValueFile {
         self.file.path()
     }
 
+    /// The file its values are read from.
+    pub(crate) fn file(&self) -> &Arc<dyn StorageFile> {
+        &self.file
+    }
+
     /// Deletes the file once nothing holds it.
     pub(crate) fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);

@@ -124,6 +124,96 @@ static void test_batch(strata_db_t *db)
 	      "the later batch wins");
 }
 
+/* The read queue: gets submitted with their buffers and tags, reaped as they
+ * complete, from the open layer and from a layer file; a full queue refuses;
+ * cancelled gets come back cancelled or answered; destroy with gets in flight. */
+static void test_read_queue(strata_db_t *db)
+{
+	strata_error_t *err = NULL;
+	strata_read_queue_t *q;
+	strata_read_completion_t done[64];
+	static char bufs[64][16];
+	char key[16];
+	size_t n = 0, got = 0, cancelled = 0;
+	int i, ok = 1, rc;
+
+	for (i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "q%03d", i);
+		if (i % 9 != 4)
+			CHECK(strata_put(db, key, strlen(key), key, strlen(key), 0, &err) == STRATA_OK, "queue setup: put");
+	}
+	CHECK(strata_read_queue_create(db, 0, &err) == NULL && strata_error_code(err) == STRATA_INVALID_ARGUMENT,
+	      "a queue of depth 0 is refused");
+	q = strata_read_queue_create(db, 64, &err);
+	CHECK(q != NULL, "queue create");
+	if (!q)
+		return;
+	for (int round = 0; round < 2; round++) {
+		for (i = 0; i < 64; i++) {
+			snprintf(key, sizeof(key), "q%03d", i);
+			memset(bufs[i], 0, sizeof(bufs[i]));
+			rc = strata_read_queue_submit(q, key, strlen(key), bufs[i], i == 7 ? 2 : sizeof(bufs[i]),
+						      1000 + i, &err);
+			ok &= rc == STRATA_OK;
+		}
+		CHECK(ok, "64 gets submitted");
+		CHECK(strata_read_queue_submit(q, "q000", 4, bufs[0], 16, 1, &err) == STRATA_INVALID_ARGUMENT,
+		      "a full queue refuses a submit");
+		CHECK(strata_read_queue_outstanding(q) == 64, "64 outstanding");
+		got = 0;
+		while (strata_read_queue_outstanding(q) > 0) {
+			rc = strata_read_queue_reap(q, 1, 64, done, &n, &err);
+			CHECK(rc == STRATA_OK && n >= 1, "reap moves at least one");
+			if (rc != STRATA_OK || n == 0)
+				break;
+			for (size_t j = 0; j < n; j++) {
+				int k = (int)(done[j].tag - 1000);
+				snprintf(key, sizeof(key), "q%03d", k);
+				if (k % 9 == 4)
+					ok &= done[j].status == STRATA_NOT_FOUND && done[j].error == NULL;
+				else if (k == 7)
+					ok &= done[j].status == STRATA_BUFFER_TOO_SMALL && done[j].value_len == 4;
+				else
+					ok &= done[j].status == STRATA_OK && done[j].value_len == 4 &&
+					      memcmp(bufs[k], key, 4) == 0 && done[j].error == NULL;
+			}
+			got += n;
+		}
+		CHECK(ok && got == 64, round == 0 ? "every get answers (open layer)" : "every get answers (layer file)");
+		CHECK(strata_flush(db, &err) == STRATA_OK, "queue setup: flush");
+	}
+	/* Cancel: each get comes back once, cancelled (with its error) or answered. */
+	for (i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "q%03d", i);
+		ok &= strata_read_queue_submit(q, key, strlen(key), bufs[i], 16, 5, &err) == STRATA_OK;
+	}
+	strata_read_queue_cancel(q, 5);
+	got = 0;
+	while (strata_read_queue_outstanding(q) > 0 &&
+	       strata_read_queue_reap(q, 1, 64, done, &n, &err) == STRATA_OK) {
+		for (size_t j = 0; j < n; j++) {
+			ok &= done[j].tag == 5;
+			if (done[j].status == STRATA_CANCELLED) {
+				ok &= done[j].error != NULL && strata_error_code(done[j].error) == STRATA_CANCELLED;
+				cancelled++;
+			} else {
+				ok &= done[j].status == STRATA_OK || done[j].status == STRATA_NOT_FOUND;
+			}
+			strata_error_free(done[j].error);
+		}
+		got += n;
+	}
+	CHECK(ok && got == 64, "cancelled gets come back once each, cancelled or answered");
+	if (getenv("STRATA_API_TEST_VERBOSE"))
+		printf("cancelled %zu of 64\n", cancelled);
+	for (i = 0; i < 32; i++)
+		ok &= strata_read_queue_submit(q, "q001", 4, bufs[i], 16, i, &err) == STRATA_OK;
+	CHECK(ok && strata_read_queue_commit(q, &err) == STRATA_OK, "submit and commit before destroy");
+	strata_read_queue_destroy(q);
+	strata_read_queue_destroy(NULL);
+	strata_error_free(err);
+}
+
 static void test_multi_get(strata_db_t *db)
 {
 	strata_error_t *err = NULL;
@@ -352,6 +442,7 @@ int main(int argc, char **argv)
 	test_put_get_delete(db);
 	test_batch(db);
 	test_multi_get(db);
+	test_read_queue(db);
 	test_bad_arguments(db);
 	CHECK(strata_put(db, "persist", 7, "across-reopen", 13, 0, &err) == STRATA_OK, "put before close");
 	CHECK(strata_sync(db, &err) == STRATA_OK, "sync");

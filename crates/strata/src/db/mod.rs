@@ -65,11 +65,13 @@ use std::thread::JoinHandle;
 mod background;
 mod compact;
 mod flush;
+mod queue;
 mod recovery;
 mod stats;
 mod write;
 
 use background::Worker;
+pub use queue::{ReadCompletion, ReadQueue};
 pub use stats::Stats;
 use write::create_log;
 
@@ -337,6 +339,15 @@ impl Db {
     /// Counters and sizes.
     pub fn stats(&self) -> Stats {
         self.inner.stats()
+    }
+
+    /// A queue of up to `depth` gets in flight at once (1..=4096), on this
+    /// thread: submit gets, reap them as their reads complete (one block
+    /// read per get not in memory or the cache, submitted together on
+    /// io_uring with registered buffers). It keeps the database's state
+    /// alive, like a [`Snapshot`]. See [`ReadQueue`].
+    pub fn read_queue(&self, depth: usize) -> Result<ReadQueue> {
+        ReadQueue::new(Arc::clone(&self.inner), depth)
     }
 
     /// The directory of the database.

@@ -147,6 +147,12 @@ impl IoFile {
         &self.stats
     }
 
+    /// The descriptor reads go through (O_DIRECT when the mode reads
+    /// direct): for a read ring's requests (`ring::UringRing`).
+    pub(super) fn read_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+
     fn write_file(&self) -> &File {
         self.write_fd.as_ref().unwrap_or(&self.fd)
     }

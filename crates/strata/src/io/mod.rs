@@ -59,6 +59,7 @@ mod file;
 mod mode;
 mod os;
 pub(crate) mod priority;
+mod ring;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod stats;
@@ -72,6 +73,7 @@ pub use mode::{
     BlockFile, FileOptions, IoEngine, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
 };
 pub use os::OsStorage;
+pub use ring::{ReadRing, RingDone, SyncRing, UringRing, RING_SLOTS_MAX};
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
 pub(crate) use storage::{again_on_corruption, is_not_found, read_range_with, short_read};
 pub use storage::{read_verified, EntryKind, ReadRequest, Storage, StorageFile, StorageLock};

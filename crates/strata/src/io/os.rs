@@ -9,6 +9,7 @@
 
 use super::file::{read_batch_each, IoFile};
 use super::mode::FileOptions;
+use super::ring::{ReadRing, SyncRing, UringRing};
 use super::stats::IoStats;
 use super::storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
 use crate::error::{Error, Result};
@@ -47,6 +48,18 @@ impl Storage for OsStorage {
         done: &mut dyn FnMut(usize, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         read_batch_each(reqs, done)
+    }
+
+    /// io_uring with registered buffers, whatever the engine of the
+    /// database's synchronous calls (reads in flight need a ring); where
+    /// the kernel refuses a ring (io_uring disabled), each read is made
+    /// when it is pushed.
+    fn read_ring(&self, slots: usize) -> Result<Box<dyn ReadRing>> {
+        match UringRing::new(slots) {
+            Ok(ring) => Ok(Box::new(ring)),
+            Err(Error::InvalidInput(e)) => Err(e.into()),
+            Err(_) => Ok(Box::new(SyncRing::new(slots)?)),
+        }
     }
 
     fn entry_kind(&self, path: &Path) -> Result<Option<EntryKind>> {

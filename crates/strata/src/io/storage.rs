@@ -37,6 +37,7 @@
 
 use super::aligned_buf::{align_down, align_up, AlignedBuf};
 use super::mode::{BlockFile, FileOptions, IoMode};
+use super::ring::{ReadRing, SyncRing};
 use super::stats::{FileClass, IoStats};
 use crate::error::{Error, Result};
 use std::any::Any;
@@ -299,6 +300,13 @@ pub trait Storage:
             done(i, file.read_range(offset, len)?)?;
         }
         Ok(())
+    }
+
+    /// A ring of `slots` reads in flight over this storage's files, for
+    /// reads submitted now and reaped as they complete (`Db::read_queue`).
+    /// By default each read is made when it is pushed ([`SyncRing`]).
+    fn read_ring(&self, slots: usize) -> Result<Box<dyn ReadRing>> {
+        Ok(Box::new(SyncRing::new(slots)?))
     }
 
     /// What `path` names; `None` when nothing does (a stat).

@@ -773,6 +773,23 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         Self::search_block(self.verified_block(block, bytes, true)?, key, lsn)
     }
 
+    /// [`Self::get_in_block`] for bytes already in the shared buffer the
+    /// block cache keeps (a read queue's read, copied once out of its
+    /// ring's buffer).
+    pub(crate) fn get_in_read_block(
+        &self,
+        block: usize,
+        bytes: Block,
+        key: &[u8],
+        lsn: Lsn,
+    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
+        Self::search_block(
+            self.verified_block(block, BlockBytes::Read(bytes), true)?,
+            key,
+            lsn,
+        )
+    }
+
     /// The index entry of block number `block` (from a plan of this reader).
     fn block_handle(&self, block: usize) -> Result<BlockHandle<'_>> {
         self.index.get(block).ok_or_else(|| {

@@ -1,0 +1,526 @@
+//! Reads in flight: a [`ReadRing`] takes reads of storage files, each into
+//! a slot of its own, and hands each one's bytes back as it completes, in
+//! completion order, without a thread per read.
+//!
+//! What it owns: the slots' buffers and the reads in flight. Two
+//! implementations:
+//! - [`UringRing`] (the operating system's storage with `IoEngine::IoUring`):
+//!   its own io_uring, and one buffer per slot registered with the kernel
+//!   (fixed buffers: the kernel maps them once, not at every read); a read
+//!   larger than a slot's buffer goes into a buffer of its own, a file that
+//!   is not an `IoFile` is read at once, synchronously.
+//! - [`SyncRing`] (every other storage, the simulated one included, and the
+//!   `Sync` engine): each read is made when it is pushed, its result handed
+//!   back at the next reap. The storage's faults apply to it as to any read.
+//!
+//! Invariants: a slot has at most one read in flight; every pushed read is
+//! handed back exactly once (its bytes, or its error: a cancelled read is
+//! handed back with whatever the kernel says, ECANCELED included); a read
+//! is handed back only whole (a short transfer is read again at once, and
+//! the end of the file is an error naming it); the kernel never holds a
+//! pointer into memory that is gone: a ring that is dropped cancels what is
+//! in flight and waits for it, and one whose requests cannot be finished
+//! aborts the process rather than free their buffers (as `uring` does).
+//! Every read is counted in the file's `IoStats`.
+
+use super::aligned_buf::{align_down, align_up, AlignedBuf};
+use super::file::IoFile;
+use super::mode::BlockFile;
+use super::stats::OpKind;
+use super::storage::StorageFile;
+use crate::error::{Error, InvalidInput, Result};
+use io_uring::{opcode, types, IoUring};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Most slots of one ring (reads in flight at once).
+pub const RING_SLOTS_MAX: usize = 4096;
+
+/// Bytes of each slot's registered buffer: a data block (4 KiB, or a few
+/// blocks' worth when entries are large) and a value entry up to about
+/// 60 KiB fit; larger reads allocate their own buffer.
+const SLOT_BYTES: usize = 64 << 10;
+
+/// The buffers' alignment: any file alignment up to a page.
+const SLOT_ALIGNMENT: usize = 4096;
+
+/// A completed read as a ring hands it back: its slot and its bytes (only
+/// the bytes asked for), or the error that ended it.
+pub type RingDone<'a> = dyn FnMut(usize, Result<&[u8]>) + 'a;
+
+/// Reads of storage files in flight, one per slot (see the module doc).
+pub trait ReadRing: Send {
+    /// The number of slots (reads in flight at most).
+    fn slots(&self) -> usize;
+
+    /// Queues a read of `len` bytes at `offset` (any alignment) of `file`
+    /// into `slot` (< `slots()`, with no read in flight). The kernel sees
+    /// it at the next [`Self::submit`] or [`Self::reap`].
+    fn push(
+        &mut self,
+        slot: usize,
+        file: &Arc<dyn StorageFile>,
+        offset: u64,
+        len: usize,
+    ) -> Result<()>;
+
+    /// Hands the reads queued so far to the kernel.
+    fn submit(&mut self) -> Result<()>;
+
+    /// Hands every completed read to `done(slot, bytes or error)`; with
+    /// `wait`, first waits until at least one has completed (when any is
+    /// in flight). An error of the ring itself (not of a read) is returned.
+    fn reap(&mut self, wait: bool, done: &mut RingDone<'_>) -> Result<()>;
+
+    /// Asks the kernel to stop the read in `slot` early; it is handed back
+    /// all the same (perhaps with ECANCELED, perhaps whole). Advice only.
+    fn cancel(&mut self, slot: usize);
+
+    /// Reads pushed and not yet handed back.
+    fn in_flight(&self) -> usize;
+
+    /// How reads are made, for people: "io_uring, registered buffers",
+    /// "io_uring", "sync".
+    fn engine(&self) -> &'static str;
+}
+
+fn check_slot(slot: usize, slots: usize) -> Result<()> {
+    if slot >= slots {
+        return Err(Error::Internal(format!(
+            "read ring slot {slot} out of {slots}"
+        )));
+    }
+    Ok(())
+}
+
+/// The number of slots asked for, checked.
+pub(crate) fn check_slots(slots: usize) -> Result<usize> {
+    if slots == 0 || slots > RING_SLOTS_MAX {
+        return Err(InvalidInput::OptionOutOfRange {
+            option: "reads in flight",
+            value: slots as u64,
+            why: "must be 1..=4096",
+        }
+        .into());
+    }
+    Ok(slots)
+}
+
+/// Each read made when it is pushed; results handed back at the next reap.
+pub struct SyncRing {
+    slots: usize,
+    done: VecDeque<(usize, Result<Vec<u8>>)>,
+}
+
+impl SyncRing {
+    pub fn new(slots: usize) -> Result<SyncRing> {
+        Ok(SyncRing {
+            slots: check_slots(slots)?,
+            done: VecDeque::new(),
+        })
+    }
+}
+
+impl ReadRing for SyncRing {
+    fn slots(&self) -> usize {
+        self.slots
+    }
+
+    fn push(
+        &mut self,
+        slot: usize,
+        file: &Arc<dyn StorageFile>,
+        offset: u64,
+        len: usize,
+    ) -> Result<()> {
+        check_slot(slot, self.slots)?;
+        self.done.push_back((slot, file.read_range(offset, len)));
+        Ok(())
+    }
+
+    fn submit(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn reap(&mut self, _wait: bool, done: &mut RingDone<'_>) -> Result<()> {
+        while let Some((slot, result)) = self.done.pop_front() {
+            done(slot, result.as_deref().map_err(clone_error))
+        }
+        Ok(())
+    }
+
+    fn cancel(&mut self, _slot: usize) {}
+
+    fn in_flight(&self) -> usize {
+        self.done.len()
+    }
+
+    fn engine(&self) -> &'static str {
+        "sync"
+    }
+}
+
+/// Moves an error out of a stored result (errors are not `Clone`: their
+/// sources are `io::Error`s); the read's result is dropped right after.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Io { path, op, source } => Error::io(
+            path.clone(),
+            op,
+            match source.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(source.kind(), source.to_string()),
+            },
+        ),
+        Error::Corruption(c) => Error::Corruption(crate::error::Corruption {
+            file: c.file.clone(),
+            offset: c.offset,
+            what: c.what.clone(),
+            expected: c.expected,
+            found: c.found,
+        }),
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+/// One slot of a [`UringRing`]: the read in it, if any.
+struct Slot {
+    /// The file read (held so its descriptor stays open while the kernel
+    /// reads it).
+    file: Option<Arc<dyn StorageFile>>,
+    /// Where the read starts (aligned), where the wanted bytes start in
+    /// the buffer, and how many are wanted.
+    start: u64,
+    head: usize,
+    len: usize,
+    /// A read too large for the registered buffer goes here.
+    own: AlignedBuf,
+    in_own: bool,
+    /// The result of a read made synchronously (a file the ring cannot
+    /// read), handed back at the next reap.
+    made: Option<Result<Vec<u8>>>,
+}
+
+/// User data of a cancel request (its completion is not a read's).
+const CANCEL_TAG: u64 = 1 << 63;
+
+/// Times a failing submit is retried before the ring is given up on.
+const SUBMIT_RETRIES_MAX: u32 = 1000;
+
+/// An io_uring of its own with one registered buffer per slot.
+pub struct UringRing {
+    ring: IoUring,
+    /// `slots.len()` × `SLOT_BYTES`, slot i's buffer at i × `SLOT_BYTES`;
+    /// registered as buffer i when `registered`.
+    buffers: AlignedBuf,
+    registered: bool,
+    slots: Vec<Slot>,
+    /// Reads in the kernel (pushed and not completed).
+    kernel: usize,
+    /// Reads made synchronously, waiting for the next reap.
+    made: VecDeque<usize>,
+    /// Cancel requests whose completion has not come.
+    cancels: usize,
+}
+
+// SAFETY: the raw pointers the ring's queued entries hold point into
+// `buffers` and the slots' own buffers, which move with the ring; the ring
+// is used by one thread at a time (`&mut self`).
+unsafe impl Send for UringRing {}
+
+impl UringRing {
+    /// A ring of `slots` reads in flight, its buffers registered with the
+    /// kernel when it allows (else plain reads into the same buffers).
+    pub fn new(slots: usize) -> Result<UringRing> {
+        let slots = check_slots(slots)?;
+        let entries = (slots as u32).next_power_of_two().clamp(8, 4096);
+        let ring = IoUring::builder()
+            .setup_cqsize(2 * entries)
+            .build(entries)
+            .map_err(|e| Error::io("<io_uring>", "set up a read ring", e))?;
+        let mut buffers = AlignedBuf::with_capacity(slots * SLOT_BYTES, SLOT_ALIGNMENT);
+        let iovecs: Vec<libc::iovec> = {
+            let base = buffers.spare_capacity_full().as_mut_ptr();
+            (0..slots)
+                .map(|i| libc::iovec {
+                    // SAFETY: i * SLOT_BYTES < capacity.
+                    iov_base: unsafe { base.add(i * SLOT_BYTES) }.cast(),
+                    iov_len: SLOT_BYTES,
+                })
+                .collect()
+        };
+        // SAFETY: the iovecs point into `buffers`, which lives as long as
+        // the ring (dropped after it: see Drop) and never moves its bytes.
+        let registered = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        Ok(UringRing {
+            ring,
+            buffers,
+            registered,
+            slots: (0..slots)
+                .map(|_| Slot {
+                    file: None,
+                    start: 0,
+                    head: 0,
+                    len: 0,
+                    own: AlignedBuf::empty(SLOT_ALIGNMENT),
+                    in_own: false,
+                    made: None,
+                })
+                .collect(),
+            kernel: 0,
+            made: VecDeque::new(),
+            cancels: 0,
+        })
+    }
+
+    /// Pushes `entry`, making room by submitting when the queue is full.
+    fn push_entry(&mut self, entry: &io_uring::squeue::Entry) -> Result<()> {
+        loop {
+            // SAFETY: every entry points into a buffer the ring owns, kept
+            // until its completion arrives (Drop waits for every one).
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.submit()?;
+        }
+    }
+
+    /// Hands one completion to its slot; the read's result for `done`, or
+    /// `None` (a cancel's completion, or a read redone synchronously is
+    /// still a result).
+    fn complete(&mut self, user_data: u64, result: i32) -> Option<(usize, Result<(usize, usize)>)> {
+        if user_data & CANCEL_TAG != 0 {
+            self.cancels -= 1;
+            return None;
+        }
+        let i = user_data as usize;
+        let slot = self.slots.get_mut(i)?;
+        let file = slot.file.as_ref()?;
+        self.kernel -= 1;
+        if result < 0 {
+            let e = std::io::Error::from_raw_os_error(-result);
+            return Some((i, Err(Error::io(file.path(), "read", e))));
+        }
+        let n = result as usize;
+        if let Some(f) = file.as_any().downcast_ref::<IoFile>() {
+            f.stats().record(f.class(), OpKind::Read, n as u64);
+        }
+        if n < slot.head + slot.len {
+            // The end of the file, or a partial transfer: read again alone
+            // (which names the end of the file, if that is what it is).
+            let offset = slot.start + slot.head as u64;
+            let again = file.read_range(offset, slot.len);
+            slot.made = Some(again);
+            return Some((i, Ok((usize::MAX, 0))));
+        }
+        Some((i, Ok((slot.head, slot.len))))
+    }
+
+    /// The bytes of slot `i`'s completed read at `head..head + len`.
+    fn bytes(&mut self, i: usize, head: usize, len: usize) -> &[u8] {
+        let slot = &mut self.slots[i];
+        if slot.in_own {
+            &slot.own.spare_capacity_full()[head..head + len]
+        } else {
+            let at = i * SLOT_BYTES + head;
+            &self.buffers.spare_capacity_full()[at..at + len]
+        }
+    }
+
+    /// Submits and waits for `want` completions, retrying what fails; a
+    /// ring that keeps failing while reads point into its buffers aborts.
+    fn enter(&mut self, want: usize) -> Result<()> {
+        let mut failures = 0u32;
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // The completion queue is full: the caller reaps.
+                    return Ok(());
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures > SUBMIT_RETRIES_MAX {
+                        if self.kernel > 0 {
+                            eprintln!("strata: io_uring cannot complete reads that point into live buffers ({e}); aborting");
+                            std::process::abort();
+                        }
+                        return Err(Error::io("<io_uring>", "submit reads", e));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+    }
+}
+
+impl ReadRing for UringRing {
+    fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn push(
+        &mut self,
+        i: usize,
+        file: &Arc<dyn StorageFile>,
+        offset: u64,
+        len: usize,
+    ) -> Result<()> {
+        check_slot(i, self.slots.len())?;
+        if self.slots[i].file.is_some() {
+            return Err(Error::Internal(format!("read ring slot {i} is busy")));
+        }
+        let Some(io) = file.as_any().downcast_ref::<IoFile>() else {
+            // Not a file of the operating system's storage: read now.
+            let slot = &mut self.slots[i];
+            slot.made = Some(file.read_range(offset, len));
+            slot.file = Some(Arc::clone(file));
+            self.made.push_back(i);
+            return Ok(());
+        };
+        let alignment = BlockFile::alignment(io);
+        let start = align_down(offset, alignment);
+        let end = align_up(offset + len as u64, alignment);
+        let span = (end - start) as usize;
+        let span32 = u32::try_from(span).map_err(|_| {
+            Error::io(
+                file.path(),
+                "read",
+                std::io::Error::other("read over 4 GiB"),
+            )
+        })?;
+        let fd = types::Fd(io.read_fd());
+        let slot = &mut self.slots[i];
+        slot.start = start;
+        slot.head = (offset - start) as usize;
+        slot.len = len;
+        slot.in_own = span > SLOT_BYTES || alignment > SLOT_ALIGNMENT;
+        let entry = if slot.in_own {
+            if slot.own.capacity() < span || slot.own.alignment() < alignment {
+                slot.own = AlignedBuf::with_capacity(span, alignment.max(SLOT_ALIGNMENT));
+            }
+            let ptr = slot.own.spare_capacity_full().as_mut_ptr();
+            opcode::Read::new(fd, ptr, span32).offset(start).build()
+        } else {
+            // SAFETY: slot i's buffer is i * SLOT_BYTES .. + SLOT_BYTES.
+            let ptr = unsafe {
+                self.buffers
+                    .spare_capacity_full()
+                    .as_mut_ptr()
+                    .add(i * SLOT_BYTES)
+            };
+            if self.registered {
+                opcode::ReadFixed::new(fd, ptr, span32, i as u16)
+                    .offset(start)
+                    .build()
+            } else {
+                opcode::Read::new(fd, ptr, span32).offset(start).build()
+            }
+        };
+        slot.file = Some(Arc::clone(file));
+        self.push_entry(&entry.user_data(i as u64))?;
+        self.kernel += 1;
+        Ok(())
+    }
+
+    fn submit(&mut self) -> Result<()> {
+        self.enter(0)
+    }
+
+    fn reap(&mut self, wait: bool, done: &mut RingDone<'_>) -> Result<()> {
+        while let Some(i) = self.made.pop_front() {
+            let slot = &mut self.slots[i];
+            let result = slot.made.take().unwrap_or_else(|| {
+                Err(Error::Internal(
+                    "read ring: a made read lost its result".into(),
+                ))
+            });
+            slot.file = None;
+            done(i, result.as_deref().map_err(clone_error));
+        }
+        let want = usize::from(wait && self.kernel > 0);
+        if want > 0 || !self.ring.submission().is_empty() {
+            self.enter(want)?;
+        }
+        let cqes: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for (user_data, result) in cqes {
+            let Some((i, result)) = self.complete(user_data, result) else {
+                continue;
+            };
+            match result {
+                Err(e) => done(i, Err(e)),
+                Ok((usize::MAX, _)) => {
+                    let made = self.slots[i].made.take();
+                    match made {
+                        Some(r) => done(i, r.as_deref().map_err(clone_error)),
+                        None => done(i, Err(Error::Internal("read ring: lost a read".into()))),
+                    }
+                }
+                Ok((head, len)) => done(i, Ok(self.bytes(i, head, len))),
+            }
+            self.slots[i].file = None;
+        }
+        Ok(())
+    }
+
+    fn cancel(&mut self, i: usize) {
+        let in_kernel =
+            self.slots.get(i).is_some_and(|s| s.file.is_some()) && !self.made.contains(&i);
+        if in_kernel {
+            let entry = opcode::AsyncCancel::new(i as u64)
+                .build()
+                .user_data(CANCEL_TAG | i as u64);
+            if self.push_entry(&entry).is_ok() {
+                self.cancels += 1;
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.kernel + self.made.len()
+    }
+
+    fn engine(&self) -> &'static str {
+        if self.registered {
+            "io_uring, registered buffers"
+        } else {
+            "io_uring"
+        }
+    }
+}
+
+impl Drop for UringRing {
+    /// Cancels every read in the kernel and waits until each has
+    /// completed: only then may the buffers go.
+    fn drop(&mut self) {
+        let busy: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].file.is_some() && !self.made.contains(&i))
+            .collect();
+        for i in busy {
+            self.cancel(i);
+        }
+        while self.kernel > 0 || self.cancels > 0 {
+            if self.enter(1).is_err() {
+                eprintln!(
+                    "strata: io_uring cannot finish reads into buffers being freed; aborting"
+                );
+                std::process::abort();
+            }
+            let cqes: Vec<(u64, i32)> = self
+                .ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (user_data, result) in cqes {
+                if let Some((i, _)) = self.complete(user_data, result) {
+                    self.slots[i].file = None;
+                }
+            }
+        }
+    }
+}
