@@ -73,10 +73,13 @@ pub use mode::{
     BlockFile, FileOptions, IoEngine, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
 };
 pub use os::OsStorage;
-pub use ring::{ReadRing, RingDone, SyncRing, UringRing, RING_SLOTS_MAX};
+pub use ring::UringRing;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
 pub(crate) use storage::{again_on_corruption, is_not_found, read_range_with, short_read};
-pub use storage::{read_verified, EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
+pub use storage::{
+    read_verified, EntryKind, ReadRequest, ReadRing, RingDone, Storage, StorageFile, StorageLock,
+    SyncRing, RING_SLOTS_MAX,
+};
 
 /// Largest single read or write of background work (a flush reading its
 /// log and writing its layer, a compaction's read-ahead and outputs,

@@ -9,9 +9,11 @@
 
 use super::file::{read_batch_each, IoFile};
 use super::mode::FileOptions;
-use super::ring::{ReadRing, SyncRing, UringRing};
+use super::ring::UringRing;
 use super::stats::IoStats;
-use super::storage::{EntryKind, ReadRequest, Storage, StorageFile, StorageLock};
+use super::storage::{
+    EntryKind, ReadRequest, ReadRing, Storage, StorageFile, StorageLock, SyncRing,
+};
 use crate::error::{Error, Result};
 use std::ffi::OsString;
 use std::fs::File;

@@ -1,17 +1,11 @@
-//! Reads in flight: a [`ReadRing`] takes reads of storage files, each into
-//! a slot of its own, and hands each one's bytes back as it completes, in
-//! completion order, without a thread per read.
+//! `UringRing`: the operating system's [`ReadRing`] (reads in flight, one
+//! per slot, handed back as they complete; the trait and the synchronous
+//! `SyncRing` of every other storage are the seam's, in `storage`).
 //!
-//! What it owns: the slots' buffers and the reads in flight. Two
-//! implementations:
-//! - [`UringRing`] (the operating system's storage with `IoEngine::IoUring`):
-//!   its own io_uring, and one buffer per slot registered with the kernel
-//!   (fixed buffers: the kernel maps them once, not at every read); a read
-//!   larger than a slot's buffer goes into a buffer of its own, a file that
-//!   is not an `IoFile` is read at once, synchronously.
-//! - [`SyncRing`] (every other storage, the simulated one included, and the
-//!   `Sync` engine): each read is made when it is pushed, its result handed
-//!   back at the next reap. The storage's faults apply to it as to any read.
+//! What it owns: its own io_uring, one buffer per slot registered with the
+//! kernel (fixed buffers: mapped once, not at every read) and the reads in
+//! flight. A read larger than a slot's buffer goes into a buffer of its
+//! own; a file that is not an `IoFile` is read at once, synchronously.
 //!
 //! Invariants: a slot has at most one read in flight; every pushed read is
 //! handed back exactly once (its bytes, or its error: a cancelled read is
@@ -27,14 +21,11 @@ use super::aligned_buf::{align_down, align_up, AlignedBuf};
 use super::file::IoFile;
 use super::mode::BlockFile;
 use super::stats::OpKind;
-use super::storage::StorageFile;
-use crate::error::{Error, InvalidInput, Result};
+use super::storage::{check_slot, check_slots, clone_error, ReadRing, RingDone, StorageFile};
+use crate::error::{Error, Result};
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// Most slots of one ring (reads in flight at once).
-pub const RING_SLOTS_MAX: usize = 4096;
 
 /// Bytes of each slot's registered buffer: a data block (4 KiB, or a few
 /// blocks' worth when entries are large) and a value entry up to about
@@ -43,145 +34,6 @@ const SLOT_BYTES: usize = 64 << 10;
 
 /// The buffers' alignment: any file alignment up to a page.
 const SLOT_ALIGNMENT: usize = 4096;
-
-/// A completed read as a ring hands it back: its slot and its bytes (only
-/// the bytes asked for), or the error that ended it.
-pub type RingDone<'a> = dyn FnMut(usize, Result<&[u8]>) + 'a;
-
-/// Reads of storage files in flight, one per slot (see the module doc).
-pub trait ReadRing: Send {
-    /// The number of slots (reads in flight at most).
-    fn slots(&self) -> usize;
-
-    /// Queues a read of `len` bytes at `offset` (any alignment) of `file`
-    /// into `slot` (< `slots()`, with no read in flight). The kernel sees
-    /// it at the next [`Self::submit`] or [`Self::reap`].
-    fn push(
-        &mut self,
-        slot: usize,
-        file: &Arc<dyn StorageFile>,
-        offset: u64,
-        len: usize,
-    ) -> Result<()>;
-
-    /// Hands the reads queued so far to the kernel.
-    fn submit(&mut self) -> Result<()>;
-
-    /// Hands every completed read to `done(slot, bytes or error)`; with
-    /// `wait`, first waits until at least one has completed (when any is
-    /// in flight). An error of the ring itself (not of a read) is returned.
-    fn reap(&mut self, wait: bool, done: &mut RingDone<'_>) -> Result<()>;
-
-    /// Asks the kernel to stop the read in `slot` early; it is handed back
-    /// all the same (perhaps with ECANCELED, perhaps whole). Advice only.
-    fn cancel(&mut self, slot: usize);
-
-    /// Reads pushed and not yet handed back.
-    fn in_flight(&self) -> usize;
-
-    /// How reads are made, for people: "io_uring, registered buffers",
-    /// "io_uring", "sync".
-    fn engine(&self) -> &'static str;
-}
-
-fn check_slot(slot: usize, slots: usize) -> Result<()> {
-    if slot >= slots {
-        return Err(Error::Internal(format!(
-            "read ring slot {slot} out of {slots}"
-        )));
-    }
-    Ok(())
-}
-
-/// The number of slots asked for, checked.
-pub(crate) fn check_slots(slots: usize) -> Result<usize> {
-    if slots == 0 || slots > RING_SLOTS_MAX {
-        return Err(InvalidInput::OptionOutOfRange {
-            option: "reads in flight",
-            value: slots as u64,
-            why: "must be 1..=4096",
-        }
-        .into());
-    }
-    Ok(slots)
-}
-
-/// Each read made when it is pushed; results handed back at the next reap.
-pub struct SyncRing {
-    slots: usize,
-    done: VecDeque<(usize, Result<Vec<u8>>)>,
-}
-
-impl SyncRing {
-    pub fn new(slots: usize) -> Result<SyncRing> {
-        Ok(SyncRing {
-            slots: check_slots(slots)?,
-            done: VecDeque::new(),
-        })
-    }
-}
-
-impl ReadRing for SyncRing {
-    fn slots(&self) -> usize {
-        self.slots
-    }
-
-    fn push(
-        &mut self,
-        slot: usize,
-        file: &Arc<dyn StorageFile>,
-        offset: u64,
-        len: usize,
-    ) -> Result<()> {
-        check_slot(slot, self.slots)?;
-        self.done.push_back((slot, file.read_range(offset, len)));
-        Ok(())
-    }
-
-    fn submit(&mut self) -> Result<()> {
-        Ok(())
-    }
-
-    fn reap(&mut self, _wait: bool, done: &mut RingDone<'_>) -> Result<()> {
-        while let Some((slot, result)) = self.done.pop_front() {
-            done(slot, result.as_deref().map_err(clone_error))
-        }
-        Ok(())
-    }
-
-    fn cancel(&mut self, _slot: usize) {}
-
-    fn in_flight(&self) -> usize {
-        self.done.len()
-    }
-
-    fn engine(&self) -> &'static str {
-        "sync"
-    }
-}
-
-/// Moves an error out of a stored result (errors are not `Clone`: their
-/// sources are `io::Error`s); the read's result is dropped right after.
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Io { path, op, source } => Error::io(
-            path.clone(),
-            op,
-            match source.raw_os_error() {
-                Some(code) => std::io::Error::from_raw_os_error(code),
-                None => std::io::Error::new(source.kind(), source.to_string()),
-            },
-        ),
-        Error::Corruption(c) => Error::Corruption(crate::error::Corruption {
-            file: c.file.clone(),
-            offset: c.offset,
-            what: c.what.clone(),
-            expected: c.expected,
-            found: c.found,
-        }),
-        other => Error::Internal(other.to_string()),
-    }
-}
 
 /// One slot of a [`UringRing`]: the read in it, if any.
 struct Slot {

@@ -3,8 +3,9 @@
 //! for a read whose bytes fail their check ([`read_verified`]).
 //!
 //! [`Storage`] owns every call the engine makes that touches a disk: create
-//! or open a file by class, batched reads, the directory operations (stat,
-//! list, create, remove, rename, fsync) and the directory lock. A file it
+//! or open a file by class, batched reads, rings of reads in flight
+//! ([`ReadRing`]), the directory operations (stat, list, create, remove,
+//! rename, fsync) and the directory lock. A file it
 //! returns, a [`StorageFile`], owns the calls on one file: positioned reads
 //! and writes, fdatasync, set length, length, forgetting cached copies of a
 //! range. `Db`, the layers, the manifest
@@ -37,10 +38,10 @@
 
 use super::aligned_buf::{align_down, align_up, AlignedBuf};
 use super::mode::{BlockFile, FileOptions, IoMode};
-use super::ring::{ReadRing, SyncRing};
 use super::stats::{FileClass, IoStats};
-use crate::error::{Error, Result};
+use crate::error::{Error, InvalidInput, Result};
 use std::any::Any;
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
@@ -332,6 +333,154 @@ pub trait Storage:
     /// held until the returned guard is dropped; fails at once if another
     /// holder has it.
     fn lock(&self, path: &Path) -> Result<StorageLock>;
+}
+
+/// Most slots of one ring (reads in flight at once).
+pub const RING_SLOTS_MAX: usize = 4096;
+
+/// A completed read as a ring hands it back: its slot and its bytes (only
+/// the bytes asked for), or the error that ended it.
+pub type RingDone<'a> = dyn FnMut(usize, Result<&[u8]>) + 'a;
+
+/// Reads of storage files in flight, each into a slot of its own, handed
+/// back as each completes (in completion order), without a thread per
+/// read: what a read queue (`Db::read_queue`) drives. Every pushed read is
+/// handed back exactly once, whole (bytes asked for) or with its error; a
+/// read's faults are the storage's, as for any read. Implementations:
+/// [`SyncRing`] (each read made at push; the default) and
+/// [`super::UringRing`] (io_uring with registered buffers).
+pub trait ReadRing: Send {
+    /// The number of slots (reads in flight at most).
+    fn slots(&self) -> usize;
+
+    /// Queues a read of `len` bytes at `offset` (any alignment) of `file`
+    /// into `slot` (< `slots()`, with no read in flight). The kernel sees
+    /// it at the next [`Self::submit`] or [`Self::reap`].
+    fn push(
+        &mut self,
+        slot: usize,
+        file: &Arc<dyn StorageFile>,
+        offset: u64,
+        len: usize,
+    ) -> Result<()>;
+
+    /// Hands the reads queued so far to the kernel.
+    fn submit(&mut self) -> Result<()>;
+
+    /// Hands every completed read to `done(slot, bytes or error)`; with
+    /// `wait`, first waits until at least one has completed (when any is
+    /// in flight). An error of the ring itself (not of a read) is returned.
+    fn reap(&mut self, wait: bool, done: &mut RingDone<'_>) -> Result<()>;
+
+    /// Asks the kernel to stop the read in `slot` early; it is handed back
+    /// all the same (perhaps with ECANCELED, perhaps whole). Advice only.
+    fn cancel(&mut self, slot: usize);
+
+    /// Reads pushed and not yet handed back.
+    fn in_flight(&self) -> usize;
+
+    /// How reads are made, for people: "io_uring, registered buffers",
+    /// "io_uring", "sync".
+    fn engine(&self) -> &'static str;
+}
+
+pub(super) fn check_slot(slot: usize, slots: usize) -> Result<()> {
+    if slot >= slots {
+        return Err(Error::Internal(format!(
+            "read ring slot {slot} out of {slots}"
+        )));
+    }
+    Ok(())
+}
+
+/// The number of slots asked for, checked.
+pub(super) fn check_slots(slots: usize) -> Result<usize> {
+    if slots == 0 || slots > RING_SLOTS_MAX {
+        return Err(InvalidInput::OptionOutOfRange {
+            option: "reads in flight",
+            value: slots as u64,
+            why: "must be 1..=4096",
+        }
+        .into());
+    }
+    Ok(slots)
+}
+
+/// Each read made when it is pushed; results handed back at the next reap.
+pub struct SyncRing {
+    slots: usize,
+    done: VecDeque<(usize, Result<Vec<u8>>)>,
+}
+
+impl SyncRing {
+    pub fn new(slots: usize) -> Result<SyncRing> {
+        Ok(SyncRing {
+            slots: check_slots(slots)?,
+            done: VecDeque::new(),
+        })
+    }
+}
+
+impl ReadRing for SyncRing {
+    fn slots(&self) -> usize {
+        self.slots
+    }
+
+    fn push(
+        &mut self,
+        slot: usize,
+        file: &Arc<dyn StorageFile>,
+        offset: u64,
+        len: usize,
+    ) -> Result<()> {
+        check_slot(slot, self.slots)?;
+        self.done.push_back((slot, file.read_range(offset, len)));
+        Ok(())
+    }
+
+    fn submit(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn reap(&mut self, _wait: bool, done: &mut RingDone<'_>) -> Result<()> {
+        while let Some((slot, result)) = self.done.pop_front() {
+            done(slot, result.as_deref().map_err(clone_error))
+        }
+        Ok(())
+    }
+
+    fn cancel(&mut self, _slot: usize) {}
+
+    fn in_flight(&self) -> usize {
+        self.done.len()
+    }
+
+    fn engine(&self) -> &'static str {
+        "sync"
+    }
+}
+
+/// Moves an error out of a stored result (errors are not `Clone`: their
+/// sources are `io::Error`s); the read's result is dropped right after.
+pub(super) fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Io { path, op, source } => Error::io(
+            path.clone(),
+            op,
+            match source.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(source.kind(), source.to_string()),
+            },
+        ),
+        Error::Corruption(c) => Error::Corruption(crate::error::Corruption {
+            file: c.file.clone(),
+            offset: c.offset,
+            what: c.what.clone(),
+            expected: c.expected,
+            found: c.found,
+        }),
+        other => Error::Internal(other.to_string()),
+    }
 }
 
 /// A lock taken by [`Storage::lock`], released when dropped.
