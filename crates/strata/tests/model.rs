@@ -22,6 +22,8 @@ enum Op {
     Get(u16),
     GetAt(u16, u8),
     MultiGetAt(Vec<u16>, u8),
+    /// Gets through a read queue of depth 1 + the second u8 % 8, at an LSN.
+    QueueGetAt(Vec<u16>, u8, u8),
     Scan(u16, u16),
     ScanAt(u16, u16, u8),
     Freeze,
@@ -70,6 +72,7 @@ fn op_over(k: std::ops::Range<u16>) -> impl Strategy<Value = Op> {
         20 => ALL_KEYS.prop_map(Op::Get),
         10 => (ALL_KEYS, any::<u8>()).prop_map(|(k, p)| Op::GetAt(k, p)),
         4 => (prop::collection::vec(ALL_KEYS, 1..40), any::<u8>()).prop_map(|(ks, p)| Op::MultiGetAt(ks, p)),
+        4 => (prop::collection::vec(ALL_KEYS, 1..40), any::<u8>(), any::<u8>()).prop_map(|(ks, p, d)| Op::QueueGetAt(ks, p, d)),
         3 => (ALL_KEYS, ALL_KEYS).prop_map(|(a, b)| Op::Scan(a, b)),
         2 => (ALL_KEYS, ALL_KEYS, any::<u8>()).prop_map(|(a, b, p)| Op::ScanAt(a, b, p)),
         1 => Just(Op::Freeze),
@@ -193,6 +196,36 @@ fn check_read<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// The values of `keys` at `lsn` through a read queue of `depth`, in key
+/// order; the first error (a submit's or a get's) if any.
+fn queue_get_at(
+    db: &Db,
+    keys: &[Vec<u8>],
+    lsn: Lsn,
+    depth: usize,
+) -> strata::Result<Vec<Option<Vec<u8>>>> {
+    let mut q = db.read_queue(depth)?;
+    let mut got: Vec<Option<strata::Result<Option<Vec<u8>>>>> = keys.iter().map(|_| None).collect();
+    let mut out = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        if q.outstanding() == depth {
+            q.reap(1, depth, &mut out)?;
+        }
+        q.submit_at(i as u64, k, lsn)?;
+    }
+    while q.outstanding() > 0 {
+        q.reap(1, depth, &mut out)?;
+    }
+    for c in out {
+        let slot = &mut got[c.tag as usize];
+        assert!(slot.is_none(), "get {} reaped twice", c.tag);
+        *slot = Some(c.result);
+    }
+    got.into_iter()
+        .map(|r| r.expect("every get reaped"))
+        .collect()
+}
+
 /// Runs `ops` on `storage` (empty: the operating system's, in a temp dir),
 /// keeping `history` LSNs of history (empty: all).
 fn run_on(
@@ -276,6 +309,22 @@ fn run_on(
                 let expected: Vec<_> = keys.iter().map(|k| oracle.get_at(k, lsn)).collect();
                 check_read(
                     db.multi_get_at(&keys, lsn),
+                    expected,
+                    lsn,
+                    allowed(oracle.last_lsn),
+                    &ctx(),
+                );
+            }
+            Op::QueueGetAt(ks, p, d) => {
+                let lsn = if *p > 200 {
+                    oracle.last_lsn
+                } else {
+                    pick_lsn(*p, oracle.last_lsn)
+                };
+                let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
+                let expected: Vec<_> = keys.iter().map(|k| oracle.get_at(k, lsn)).collect();
+                check_read(
+                    queue_get_at(&db, &keys, lsn, 1 + usize::from(*d % 8)),
                     expected,
                     lsn,
                     allowed(oracle.last_lsn),
