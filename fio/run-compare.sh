@@ -27,8 +27,9 @@
 # The engines: strata = fio/build/libfio_strata.so (built by fio/build.sh if
 # missing); psync and io_uring = fio's engines on plain files fio lays out
 # itself. psync is synchronous (queue depth 1 per job); io_uring and strata get
-# iodepth=$IODEPTH (strata runs that many I/Os at once through worker threads,
-# group-committing the writes queued together).
+# iodepth=$IODEPTH (strata keeps that many reads in flight in its read queue
+# on fio's thread, and group-commits the writes queued together on a writer
+# thread).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"

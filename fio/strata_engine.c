@@ -16,9 +16,9 @@
  *    one process at a time opens a database.
  *  - Each fio file is a key space: key = FNV-1a-64(file name) ++ big-endian
  *    block number, 16 bytes. The block size is the job's smallest block size
- *    (td_min_bs); an I/O unit of N blocks is one write batch of N puts, or a
- *    multi_get of N keys. A block never written reads as zeros; a trim deletes
- *    its blocks.
+ *    (td_min_bs); an I/O unit of N blocks is one write batch of N puts, or N
+ *    gets (one multi_get at iodepth=1, N gets in the read queue above). A
+ *    block never written reads as zeros; a trim deletes its blocks.
  *  - fsync=/fdatasync= (DDIR_SYNC, DDIR_DATASYNC, sync_file_range) call
  *    strata_sync; sync=1 makes every write batch synchronous.
  *  - direct=1 selects io_mode "direct-rw", direct=0 "buffered", unless
@@ -32,29 +32,33 @@
  * Engine options: strata-config=PATH (a JSON/TOML file or text; without it
  * STRATA_CONFIG is read), disrespect-fio-files, disrespect-fio-direct,
  * disrespect-fio-options (both of the above and sync=), strata-stats=PATH
- * (the engine's stats as JSON, written when the job ends), strata-threads=N,
- * strata-read-batch=N (below).
+ * (the engine's stats as JSON, written when the job ends).
  *
  * Queue: with iodepth=1 the engine is synchronous (FIO_SYNCIO, each io_u
  * completes inside ->queue; its blocks are one strata_multi_get). With
- * iodepth>1, ->queue hands reads to reader threads (strata-threads=N): a
- * reader takes every read queued at that moment, up to strata-read-batch
- * blocks (at most 64; at least one io_u), and serves them with ONE
- * strata_multi_get, whose block reads strata submits together; ->getevents,
- * rather than sleep while reads wait, serves them the same way. Defaults: with
- * batched reads (io_engine io-uring and O_DIRECT reads) 64 blocks and
- * min(iodepth, 2) readers; otherwise a multi_get reads its blocks one after
- * another, so 1 block and min(iodepth, 16) readers, one read each.
- * Writes/trims go to one writer thread, which applies everything queued at
- * that moment as ONE write batch (group commit); ->getevents reaps what they
- * completed. A sync waits (FIO_Q_BUSY) until nothing is in flight, then calls
- * strata_sync, so it covers every write issued before it.
+ * iodepth>1, reads go through one strata read queue (strata_read_queue_*),
+ * owned by the job's fio thread, with no reader threads: ->queue submits one
+ * get per block of the io_u (tag = the io_u's index and the block), ->commit
+ * hands them to the kernel, and ->getevents reaps them; an io_u completes when
+ * its last block is reaped. The queue's depth is iodepth x the most blocks an
+ * io_u covers, at most STRATA_FIO_QUEUE_DEPTH_MAX; when it is full, ->queue
+ * reaps (waiting) before it submits more. The queue reads on its own io_uring
+ * with registered buffers, whatever the database's io_engine. Writes/trims go
+ * to one writer thread, which applies everything queued at that moment as ONE
+ * write batch (group commit). ->getevents returns the writes the writer
+ * completed and the reads reaped: while fewer than min_events are ready, it
+ * waits in the kernel for a read if reads are outstanding, else sleeps until
+ * the writer has completed enough. A sync waits (FIO_Q_BUSY) until nothing is
+ * in flight, reads or writes, then calls strata_sync, so it covers every
+ * write issued before it.
  *
  * io_engine: with iodepth>1 and direct=1 the engine sets io_engine "io-uring"
  * before it applies the strata config, so a config (or STRATA_IO_ENGINE) that
  * names io_engine wins; disrespect-fio-options leaves it to the config alone.
- * With "sync", a multi_get reads its blocks one after another. Where io_uring
- * is unavailable, that implied choice falls back to "sync" with a message.
+ * It no longer concerns the queued reads (the read queue has its own ring):
+ * it sets how the database's own files are read and written (the writer's
+ * log writes and syncs, flushes, compaction). Where io_uring is unavailable,
+ * that implied choice falls back to "sync" with a message.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -78,11 +82,19 @@
 #define STRATA_FIO_LAYOUT_BATCH_BYTES (1024 * 1024)
 #define STRATA_FIO_PATH_BYTES_MAX 4096
 /*
- * Most blocks a reader serves with one strata_multi_get: strata's io_uring
- * ring has 64 entries, its largest single submission. An io_u of more blocks
- * is read in several calls.
+ * Most blocks the synchronous path (iodepth=1) reads with one
+ * strata_multi_get: strata's io_uring ring has 64 entries, its largest single
+ * submission. An io_u of more blocks is read in several calls.
  */
 #define STRATA_FIO_MULTI_GET_BLOCKS 64
+/* Most gets a read queue holds (strata_read_queue_create's bound). */
+#define STRATA_FIO_QUEUE_DEPTH_MAX 4096U
+/*
+ * A read queue get's tag: the io_u's index (< iodepth) in the high 32 bits,
+ * the block within the io_u in the low 32 (an io_u covers at most
+ * td_max_bs / block size blocks, well below 2^32).
+ */
+#define STRATA_FIO_TAG_BLOCK_BITS 32
 
 struct strata_fio_options {
 	void *pad; /* fio treats off1 == 0 as "no offset" */
@@ -91,8 +103,6 @@ struct strata_fio_options {
 	unsigned int disrespect_direct;
 	unsigned int disrespect_options;
 	char *stats_path;
-	unsigned int threads;
-	unsigned int read_batch;
 };
 
 static struct fio_option options[] = {
@@ -142,30 +152,6 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
-		.name = "strata-threads",
-		.lname = "strata worker threads",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct strata_fio_options, threads),
-		.help = "Reader threads when iodepth > 1 (0: min(iodepth, 2) with batched reads, else min(iodepth, 16)); "
-			"writes use one writer thread",
-		.def = "0",
-		.maxval = 256,
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "strata-read-batch",
-		.lname = "strata blocks per multi_get",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct strata_fio_options, read_batch),
-		.help = "Most blocks a reader serves with one multi_get when iodepth > 1 (at most 64; 0: 64 with "
-			"batched reads, else 1)",
-		.def = "0",
-		.maxval = STRATA_FIO_MULTI_GET_BLOCKS,
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
 		.name = NULL,
 	},
 };
@@ -183,16 +169,6 @@ struct strata_fio_shared {
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct strata_fio_shared *shared_list;
 
-/*
- * Default reader threads. With batched reads (io_uring, O_DIRECT) each serves
- * a whole queue's worth of reads per multi_get, so a few keep the device busy
- * and more only add context switches (measured at iodepth=16 on 2 vCPUs: 2
- * readers ~38k IOPS, 16 readers ~15k). Otherwise a multi_get reads its blocks
- * one after another, so readers take one read each and many run at once.
- */
-#define STRATA_FIO_THREADS_BATCHED_MAX 2U
-#define STRATA_FIO_THREADS_UNBATCHED_MAX 16U
-
 /* A FIFO of io_us; capacity = the job's iodepth, all fio ever has outstanding. */
 struct strata_fio_ring {
 	struct io_u **slots;
@@ -200,9 +176,8 @@ struct strata_fio_ring {
 };
 
 /*
- * A reader's scratch space for strata_multi_get: up to
- * STRATA_FIO_MULTI_GET_BLOCKS keys (one per block) and their answers. A reader
- * thread owns one; the synchronous path uses the job's.
+ * Scratch space for strata_multi_get, the synchronous path's (iodepth=1): up
+ * to STRATA_FIO_MULTI_GET_BLOCKS keys (one per block) and their answers.
  */
 struct strata_fio_mget {
 	unsigned char keys[STRATA_FIO_MULTI_GET_BLOCKS][STRATA_FIO_KEY_BYTES];
@@ -216,41 +191,51 @@ struct strata_fio_mget {
 	unsigned int n;
 };
 
-/* A reader thread's own state: its multi_get space and what it took. */
-struct strata_fio_reader {
-	struct thread_data *td;
-	struct io_u **taken; /* capacity entries */
-	int *errs;           /* errs[i]: taken[i]'s errno */
-	struct strata_fio_mget mget;
-};
-
 /*
- * The workers of a job with iodepth > 1: reader threads take every read queued
- * (up to STRATA_FIO_MULTI_GET_BLOCKS blocks) and serve them with one multi_get;
- * a single writer thread takes every write and trim queued at that moment as
- * one write batch (strata serializes writers anyway, and one writer lets the
- * queue build up into a group commit). Fields after `lock` are guarded by it.
+ * The writer of a job with iodepth > 1: a single thread takes every write and
+ * trim queued at that moment as one write batch (strata serializes writers
+ * anyway, and one writer lets the queue build up into a group commit). Fields
+ * after `lock` are guarded by it.
  */
 struct strata_fio_pool {
 	pthread_mutex_t lock;
-	pthread_cond_t reads_ready;  /* reads is non-empty, or stopping */
 	pthread_cond_t writes_ready; /* writes is non-empty, or stopping */
 	pthread_cond_t done;         /* completed is non-empty */
-	struct strata_fio_ring reads, writes;
-	struct io_u **completed; /* completed[0..completed_count) */
+	struct strata_fio_ring writes;
+	struct io_u **completed; /* writes and trims done: completed[0..completed_count) */
 	unsigned int completed_count;
-	unsigned int inflight; /* queued and not yet completed */
+	/*
+	 * Every io_u queued and not yet returned by ->getevents: the writer's
+	 * (until it completes them) and the reads (until ->getevents hands them
+	 * out). The sync barrier in ->queue waits for it to be 0.
+	 */
+	unsigned int inflight;
 	unsigned int awaited; /* ->getevents sleeps until completed_count reaches it; 0: not sleeping */
 	unsigned int capacity;
-	unsigned int read_batch; /* most blocks a reader takes at once */
-	unsigned int readers_idle;  /* readers waiting for reads_ready */
-	unsigned int readers_woken; /* of those, signalled and not yet running */
 	int stopping;
-	pthread_t *threads; /* [0] the writer, [1..] readers */
-	unsigned int nr_threads;
-	struct strata_fio_reader *readers; /* readers[i] runs in threads[i + 1]; the last is the fio thread's */
-	unsigned int nr_readers;
-	struct io_u **events; /* what ->getevents last reaped, for ->event; main thread only */
+	pthread_t writer;
+	int writer_started;
+	struct io_u **events; /* what ->getevents last reaped, for ->event; fio thread only */
+};
+
+/*
+ * The reads of a job with iodepth > 1, on the fio thread only (->queue,
+ * ->commit, ->getevents; a strata read queue is used from one thread at a
+ * time). An io_u's state is kept by its index (< iodepth): while it is queued,
+ * blocks_left[i] counts its blocks not yet reaped (set to all of them before
+ * the first submit, so reaping inside ->queue cannot finish it early) and
+ * errs[i] holds its first errno; when blocks_left[i] reaches 0 it moves to
+ * `done`, which ->getevents empties.
+ */
+struct strata_fio_reads {
+	strata_read_queue_t *queue;
+	size_t depth;                     /* gets the queue holds at once */
+	strata_read_completion_t *reaped; /* depth entries, one reap's completions */
+	struct io_u **io_us;              /* by index: the io_u queued under it */
+	unsigned long long *blocks_left;  /* by index */
+	int *errs;                        /* by index */
+	struct strata_fio_ring done;      /* io_us whose every block is reaped */
+	unsigned int capacity;            /* iodepth: entries of the arrays by index, and of done */
 };
 
 /* Per-job engine state (td->io_ops_data). */
@@ -260,9 +245,9 @@ struct strata_fio_data {
 	struct strata_fio_mget *mget; /* the synchronous path's multi_get space */
 	unsigned long long block_bytes;
 	int sync_writes;
-	int batched_reads; /* the database submits a multi_get's block reads together */
-	unsigned int errors_logged; /* atomic: workers log too */
-	struct strata_fio_pool *pool; /* NULL: synchronous */
+	unsigned int errors_logged; /* atomic: the writer logs too */
+	struct strata_fio_pool *pool;   /* NULL: synchronous */
+	struct strata_fio_reads *reads; /* NULL: synchronous */
 };
 
 static uint64_t fnv1a64(const char *s)
@@ -448,43 +433,10 @@ static int shared_close(struct strata_fio_shared *s)
 	return ret;
 }
 
-static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int threads);
+static int pool_start(struct thread_data *td, struct strata_fio_data *sd);
 static void pool_stop(struct strata_fio_data *sd);
-
-/* Case-insensitive: does `s` hold `word`? */
-static int holds_word(const char *s, const char *word)
-{
-	size_t n = strlen(word);
-
-	for (; s && *s; s++)
-		if (!strncasecmp(s, word, n))
-			return 1;
-	return 0;
-}
-
-/*
- * Whether a database opened with `opts` submits a multi_get's block reads
- * together: io_engine io-uring with O_DIRECT reads (io_mode not "buffered"),
- * after strata's STRATA_IO_ENGINE / STRATA_IO_MODE overrides. (A filesystem
- * refusing O_DIRECT with fallback_to_buffered is not foreseen here.)
- */
-static int strata_fio_batched_reads(const strata_options_t *opts)
-{
-	char *json = strata_options_to_json(opts, NULL);
-	const char *env_engine = getenv("STRATA_IO_ENGINE"), *env_mode = getenv("STRATA_IO_MODE");
-	int uring, buffered;
-
-	if (!json)
-		return 0;
-	uring = strstr(json, "\"io_engine\":\"io-uring\"") != NULL;
-	buffered = strstr(json, "\"io_mode\":\"buffered\"") != NULL;
-	strata_free(json);
-	if (env_engine && *env_engine)
-		uring = holds_word(env_engine, "uring");
-	if (env_mode && *env_mode)
-		buffered = holds_word(env_mode, "buffered");
-	return uring && !buffered;
-}
+static int reads_start(struct thread_data *td, struct strata_fio_data *sd);
+static void reads_stop(struct strata_fio_data *sd);
 
 static int fio_strata_init(struct thread_data *td)
 {
@@ -511,10 +463,10 @@ static int fio_strata_init(struct thread_data *td)
 
 	opts = strata_options_create();
 	/*
-	 * Queued direct reads default to io_uring: a reader's multi_get then puts
-	 * all its block reads on the device at once (with "sync" they would be
-	 * read one after another). Set before the config, so a config that names
-	 * io_engine (or STRATA_IO_ENGINE) wins.
+	 * Queued direct I/O defaults to io_engine io-uring for the database's own
+	 * files (log writes and syncs, flushes, compaction; the queued reads use
+	 * the read queue's ring whatever this says). Set before the config, so a
+	 * config that names io_engine (or STRATA_IO_ENGINE) wins.
 	 */
 	uring_implied = !eo->disrespect_options && td->o.odirect && td->o.iodepth > 1;
 	if (uring_implied && strata_options_set(opts, "io_engine", "io-uring", &err) != STRATA_OK)
@@ -546,18 +498,15 @@ static int fio_strata_init(struct thread_data *td)
 	sd->shared = shared_open(name, db_path, opts, uring_implied);
 	if (!sd->shared)
 		goto fail;
-	sd->batched_reads = strata_fio_batched_reads(opts);
 	strata_options_destroy(opts);
 	sd->batch = strata_writebatch_create();
 	td->io_ops_data = sd;
 	if (td->o.iodepth > 1) {
-		unsigned int threads = eo->threads ? eo->threads
-					: min(td->o.iodepth, sd->batched_reads ? STRATA_FIO_THREADS_BATCHED_MAX
-									     : STRATA_FIO_THREADS_UNBATCHED_MAX);
-
-		if (pool_start(td, sd, threads)) {
-			log_err("fio: strata: cannot start %u reader threads and a writer\n", threads);
-			return ENOMEM; /* ->cleanup frees sd */
+		if (reads_start(td, sd))
+			return ENOMEM; /* ->cleanup frees sd; reads_start said why */
+		if (pool_start(td, sd)) {
+			log_err("fio: strata: cannot start the writer thread\n");
+			return ENOMEM;
 		}
 	} else {
 		/* Per job, not in the shared ops struct: other jobs may queue. */
@@ -583,6 +532,7 @@ static void fio_strata_cleanup(struct thread_data *td)
 	if (!sd)
 		return;
 	pool_stop(sd);
+	reads_stop(sd); /* before the database closes; cancels what is still in flight */
 	if (eo && eo->stats_path && sd->shared) {
 		char *json = strata_stats_json(sd->shared->db, NULL);
 		FILE *out = fopen(eo->stats_path, "w");
@@ -883,21 +833,20 @@ static struct io_u *ring_pop(struct strata_fio_ring *r, unsigned int capacity)
 }
 
 /*
- * Hands finished io_us to ->getevents: io_us[i] failed with errs[i] (an
- * errno), or with `ret` for all when errs is NULL. Called with the pool lock
- * held.
+ * Hands finished writes and trims to ->getevents: each failed with `ret` (an
+ * errno, 0 on success). Called with the pool lock held.
  */
-static void pool_complete(struct strata_fio_pool *pool, struct io_u **io_us, unsigned int n, const int *errs,
-			  int ret)
+static void pool_complete(struct strata_fio_pool *pool, struct io_u **io_us, unsigned int n, int ret)
 {
 	unsigned int i;
 
 	for (i = 0; i < n; i++) {
-		io_us[i]->error = errs ? errs[i] : ret;
-		if (!io_us[i]->error)
+		io_us[i]->error = ret;
+		if (!ret)
 			io_us[i]->resid = 0;
 		pool->completed[pool->completed_count++] = io_us[i];
 	}
+	assert(pool->completed_count <= pool->capacity);
 	assert(pool->inflight >= n);
 	pool->inflight -= n;
 	/* Wake the reaper only when it has enough to return (saves switches). */
@@ -905,84 +854,6 @@ static void pool_complete(struct strata_fio_pool *pool, struct io_u **io_us, uns
 		pool->awaited = 0; /* one wake-up is enough; it sets awaited again if it sleeps again */
 		pthread_cond_signal(&pool->done);
 	}
-}
-
-/*
- * Wakes a sleeping reader for the reads queued, unless every sleeping reader
- * has already been woken (a woken reader takes everything queued when it
- * runs, so more wake-ups would only cost context switches). Called with the
- * pool lock held.
- */
-static void pool_wake_reader(struct strata_fio_pool *pool)
-{
-	if (pool->readers_idle > pool->readers_woken) {
-		pool->readers_woken++;
-		pthread_cond_signal(&pool->reads_ready);
-	}
-}
-
-/* Blocks an io_u covers. */
-static unsigned long long io_u_blocks(const struct strata_fio_data *sd, const struct io_u *io_u)
-{
-	return io_u->xfer_buflen / sd->block_bytes;
-}
-
-/*
- * A reader takes every read queued at that moment, up to
- * STRATA_FIO_MULTI_GET_BLOCKS blocks (at least one io_u, however large), and
- * serves them with one strata_multi_get: their block reads go to the device
- * together.
- */
-/*
- * Takes the reads queued (at least one must be), up to read_batch blocks (at
- * least one io_u, however large), serves them with one strata_multi_get as r,
- * and completes them. Called with the pool lock held; drops it meanwhile.
- */
-static void pool_serve_reads(struct thread_data *td, struct strata_fio_data *sd, struct strata_fio_reader *r)
-{
-	struct strata_fio_pool *pool = sd->pool;
-	unsigned long long blocks = 0;
-	unsigned int n = 0;
-
-	do {
-		struct io_u *next = pool->reads.slots[pool->reads.head];
-
-		if (n && blocks + io_u_blocks(sd, next) > pool->read_batch)
-			break;
-		blocks += io_u_blocks(sd, next);
-		r->taken[n++] = ring_pop(&pool->reads, pool->capacity);
-	} while (pool->reads.count);
-	/* Reads left over: another reader serves them meanwhile. */
-	if (pool->reads.count)
-		pool_wake_reader(pool);
-	pthread_mutex_unlock(&pool->lock);
-	strata_fio_read_many(td, sd, &r->mget, r->taken, n, r->errs);
-	pthread_mutex_lock(&pool->lock);
-	pool_complete(pool, r->taken, n, r->errs, 0);
-}
-
-static void *pool_reader(void *arg)
-{
-	struct strata_fio_reader *r = arg;
-	struct thread_data *td = r->td;
-	struct strata_fio_data *sd = td->io_ops_data;
-	struct strata_fio_pool *pool = sd->pool;
-
-	pthread_mutex_lock(&pool->lock);
-	for (;;) {
-		while (!pool->reads.count && !pool->stopping) {
-			pool->readers_idle++;
-			pthread_cond_wait(&pool->reads_ready, &pool->lock);
-			pool->readers_idle--;
-			if (pool->readers_woken)
-				pool->readers_woken--;
-		}
-		if (!pool->reads.count)
-			break; /* stopping, nothing left */
-		pool_serve_reads(td, sd, r);
-	}
-	pthread_mutex_unlock(&pool->lock);
-	return NULL;
 }
 
 static void *pool_writer(void *arg)
@@ -1004,9 +875,9 @@ static void *pool_writer(void *arg)
 		for (n = 0; pool->writes.count; n++)
 			taken[n] = ring_pop(&pool->writes, pool->capacity);
 		pthread_mutex_unlock(&pool->lock);
-		ret = batch ? strata_fio_write(td, sd, batch, taken, n) : ENOMEM;
+		ret = batch && taken ? strata_fio_write(td, sd, batch, taken, n) : ENOMEM;
 		pthread_mutex_lock(&pool->lock);
-		pool_complete(pool, taken, n, NULL, ret);
+		pool_complete(pool, taken, n, ret);
 	}
 	pthread_mutex_unlock(&pool->lock);
 	free(taken);
@@ -1014,8 +885,8 @@ static void *pool_writer(void *arg)
 	return NULL;
 }
 
-/* Starts the writer and `readers` reader threads. Non-zero on failure. */
-static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsigned int readers)
+/* Starts the writer thread. Non-zero on failure (pool_stop frees what there is). */
+static int pool_start(struct thread_data *td, struct strata_fio_data *sd)
 {
 	struct strata_fio_pool *pool = calloc(1, sizeof(*pool));
 	unsigned int cap = td->o.iodepth;
@@ -1024,75 +895,228 @@ static int pool_start(struct thread_data *td, struct strata_fio_data *sd, unsign
 		return 1;
 	sd->pool = pool;
 	pthread_mutex_init(&pool->lock, NULL);
-	pthread_cond_init(&pool->reads_ready, NULL);
 	pthread_cond_init(&pool->writes_ready, NULL);
 	pthread_cond_init(&pool->done, NULL);
 	pool->capacity = cap;
-	pool->read_batch = ((struct strata_fio_options *)td->eo)->read_batch;
-	if (!pool->read_batch)
-		pool->read_batch = sd->batched_reads ? STRATA_FIO_MULTI_GET_BLOCKS : 1;
-	if (pool->read_batch > STRATA_FIO_MULTI_GET_BLOCKS)
-		pool->read_batch = STRATA_FIO_MULTI_GET_BLOCKS;
-	pool->reads.slots = calloc(cap, sizeof(*pool->reads.slots));
 	pool->writes.slots = calloc(cap, sizeof(*pool->writes.slots));
 	pool->completed = calloc(cap, sizeof(*pool->completed));
 	pool->events = calloc(cap, sizeof(*pool->events));
-	pool->threads = calloc(readers + 1, sizeof(*pool->threads));
-	/* readers[readers] is the fio thread's own, for ->getevents. */
-	pool->readers = calloc(readers + 1, sizeof(*pool->readers));
-	if (!pool->reads.slots || !pool->writes.slots || !pool->completed || !pool->events || !pool->threads ||
-	    !pool->readers)
+	if (!pool->writes.slots || !pool->completed || !pool->events)
 		return 1;
-	for (pool->nr_readers = 0; pool->nr_readers < readers + 1; pool->nr_readers++) {
-		struct strata_fio_reader *r = &pool->readers[pool->nr_readers];
-
-		r->td = td;
-		r->taken = calloc(cap, sizeof(*r->taken));
-		r->errs = calloc(cap, sizeof(*r->errs));
-		if (!r->taken || !r->errs) {
-			pool->nr_readers++; /* pool_stop frees what it got */
-			return 1;
-		}
-	}
-	if (pthread_create(&pool->threads[0], NULL, pool_writer, td))
+	if (pthread_create(&pool->writer, NULL, pool_writer, td))
 		return 1;
-	for (pool->nr_threads = 1; pool->nr_threads < readers + 1; pool->nr_threads++)
-		if (pthread_create(&pool->threads[pool->nr_threads], NULL, pool_reader,
-				   &pool->readers[pool->nr_threads - 1]))
-			return 1;
+	pool->writer_started = 1;
 	return 0;
 }
 
 static void pool_stop(struct strata_fio_data *sd)
 {
 	struct strata_fio_pool *pool = sd->pool;
-	unsigned int i;
 
 	if (!pool)
 		return;
 	pthread_mutex_lock(&pool->lock);
 	pool->stopping = 1;
-	pthread_cond_broadcast(&pool->reads_ready);
 	pthread_cond_broadcast(&pool->writes_ready);
 	pthread_mutex_unlock(&pool->lock);
-	for (i = 0; i < pool->nr_threads; i++)
-		pthread_join(pool->threads[i], NULL);
+	if (pool->writer_started)
+		pthread_join(pool->writer, NULL);
 	pthread_mutex_destroy(&pool->lock);
-	pthread_cond_destroy(&pool->reads_ready);
 	pthread_cond_destroy(&pool->writes_ready);
 	pthread_cond_destroy(&pool->done);
-	free(pool->reads.slots);
 	free(pool->writes.slots);
 	free(pool->completed);
 	free(pool->events);
-	free(pool->threads);
-	for (i = 0; i < pool->nr_readers; i++) {
-		free(pool->readers[i].taken);
-		free(pool->readers[i].errs);
-	}
-	free(pool->readers);
 	free(pool);
 	sd->pool = NULL;
+}
+
+/*
+ * Creates the job's read queue: room for iodepth io_us of the most blocks one
+ * can cover (verify reads take the writes' sizes, so td_max_bs over every
+ * direction), at most STRATA_FIO_QUEUE_DEPTH_MAX gets. Non-zero on failure,
+ * logged (reads_stop frees what there is).
+ */
+static int reads_start(struct thread_data *td, struct strata_fio_data *sd)
+{
+	struct strata_fio_reads *r = calloc(1, sizeof(*r));
+	unsigned long long blocks_max = td_max_bs(td) / sd->block_bytes;
+	unsigned int cap = td->o.iodepth;
+	strata_error_t *err = NULL;
+
+	if (!r) {
+		log_err("fio: strata: out of memory\n");
+		return 1;
+	}
+	sd->reads = r;
+	if (!blocks_max)
+		blocks_max = 1;
+	r->depth = blocks_max > STRATA_FIO_QUEUE_DEPTH_MAX / cap ? STRATA_FIO_QUEUE_DEPTH_MAX
+								   : (size_t)(cap * blocks_max);
+	assert(r->depth >= 1 && r->depth <= STRATA_FIO_QUEUE_DEPTH_MAX);
+	/* A block's number within its io_u must fit the tag's low bits. */
+	assert(blocks_max < (1ULL << STRATA_FIO_TAG_BLOCK_BITS));
+	r->capacity = cap;
+	r->reaped = calloc(r->depth, sizeof(*r->reaped));
+	r->io_us = calloc(cap, sizeof(*r->io_us));
+	r->blocks_left = calloc(cap, sizeof(*r->blocks_left));
+	r->errs = calloc(cap, sizeof(*r->errs));
+	r->done.slots = calloc(cap, sizeof(*r->done.slots));
+	if (!r->reaped || !r->io_us || !r->blocks_left || !r->errs || !r->done.slots) {
+		log_err("fio: strata: out of memory\n");
+		return 1;
+	}
+	r->queue = strata_read_queue_create(sd->shared->db, r->depth, &err);
+	if (!r->queue) {
+		log_err("fio: strata: cannot create a read queue of depth %zu: %s\n", r->depth,
+			strata_error_message(err));
+		strata_error_free(err);
+		return 1;
+	}
+	return 0;
+}
+
+static void reads_stop(struct strata_fio_data *sd)
+{
+	struct strata_fio_reads *r = sd->reads;
+
+	if (!r)
+		return;
+	strata_read_queue_destroy(r->queue); /* cancels what is in flight, writing into no buffer */
+	free(r->reaped);
+	free(r->io_us);
+	free(r->blocks_left);
+	free(r->errs);
+	free(r->done.slots);
+	free(r);
+	sd->reads = NULL;
+}
+
+/* Accounts `blocks` more of io_u's blocks as finished; the last moves it to done. */
+static void reads_blocks_finished(struct strata_fio_reads *r, struct io_u *io_u, unsigned long long blocks)
+{
+	unsigned int i = io_u->index;
+
+	assert(r->blocks_left[i] >= blocks);
+	r->blocks_left[i] -= blocks;
+	if (r->blocks_left[i])
+		return;
+	io_u->error = r->errs[i];
+	if (!io_u->error)
+		io_u->resid = 0;
+	r->io_us[i] = NULL;
+	ring_push(&r->done, r->capacity, io_u);
+}
+
+/*
+ * Fills one reaped get's block: a value shorter than a block is padded with
+ * zeros, a never-written block reads as zeros; a value larger than a block (not
+ * fio's) or an error fails the io_u (its first error wins). Frees the
+ * completion's error.
+ */
+static void reads_complete(struct thread_data *td, struct strata_fio_data *sd, strata_read_completion_t *c)
+{
+	struct strata_fio_reads *r = sd->reads;
+	unsigned long long bs = sd->block_bytes;
+	unsigned int i = (unsigned int)(c->tag >> STRATA_FIO_TAG_BLOCK_BITS);
+	uint64_t b = c->tag & ((1ULL << STRATA_FIO_TAG_BLOCK_BITS) - 1);
+	struct io_u *io_u;
+	char *buf;
+	int e = 0;
+
+	assert(i < r->capacity && r->io_us[i]);
+	io_u = r->io_us[i];
+	assert(b < io_u->xfer_buflen / bs);
+	buf = (char *)io_u->xfer_buf + b * bs;
+	switch (c->status) {
+	case STRATA_OK:
+		assert(c->value_len <= bs);
+		if (c->value_len < bs)
+			memset(buf + c->value_len, 0, bs - c->value_len);
+		break;
+	case STRATA_NOT_FOUND:
+		memset(buf, 0, bs);
+		break;
+	case STRATA_BUFFER_TOO_SMALL:
+		if (__atomic_fetch_add(&sd->errors_logged, 1, __ATOMIC_RELAXED) < 5)
+			log_err("fio: strata: read queue: the value of a block is %zu bytes, larger than the block "
+				"size %llu\n",
+				c->value_len, bs);
+		e = EIO;
+		break;
+	default:
+		if (c->error) {
+			e = strata_fio_fail(td, "read queue", c->error); /* frees it */
+			c->error = NULL;
+		} else {
+			if (__atomic_fetch_add(&sd->errors_logged, 1, __ATOMIC_RELAXED) < 5)
+				log_err("fio: strata: read queue: a get failed with status %d\n", c->status);
+			e = EIO;
+		}
+	}
+	strata_error_free(c->error);
+	c->error = NULL;
+	if (e && !r->errs[i])
+		r->errs[i] = e;
+	reads_blocks_finished(r, io_u, 1);
+}
+
+/*
+ * Reaps at least `min` completed gets (0: what is ready, without waiting), as
+ * many as are ready up to the queue's depth, and fills their blocks. 0, or an
+ * errno when the queue itself failed (logged).
+ */
+static int reads_reap(struct thread_data *td, struct strata_fio_data *sd, size_t min)
+{
+	struct strata_fio_reads *r = sd->reads;
+	strata_error_t *err = NULL;
+	size_t n = 0, k;
+
+	if (strata_read_queue_reap(r->queue, min, r->depth, r->reaped, &n, &err) != STRATA_OK)
+		return strata_fio_fail(td, "read queue reap", err);
+	assert(n <= r->depth);
+	for (k = 0; k < n; k++)
+		reads_complete(td, sd, &r->reaped[k]);
+	return 0;
+}
+
+/*
+ * Queues io_u's blocks as gets in the read queue (the kernel sees them at
+ * ->commit). When the queue is full, reaps first (waiting for the kernel).
+ * A failure fails the io_u, which then completes through ->getevents.
+ */
+static void reads_submit(struct thread_data *td, struct strata_fio_data *sd, struct io_u *io_u)
+{
+	struct strata_fio_reads *r = sd->reads;
+	unsigned long long bs = sd->block_bytes;
+	uint64_t first = io_u->offset / bs, count = io_u->xfer_buflen / bs, b;
+	unsigned int i = io_u->index;
+	unsigned char key[STRATA_FIO_KEY_BYTES];
+	strata_error_t *err = NULL;
+	int e = 0;
+
+	assert(i < r->capacity && !r->io_us[i]);
+	assert(count < (1ULL << STRATA_FIO_TAG_BLOCK_BITS));
+	r->io_us[i] = io_u;
+	r->blocks_left[i] = count; /* all of them before the first submit: a reap below cannot finish it early */
+	r->errs[i] = 0;
+	for (b = 0; b < count; b++) {
+		uint64_t tag = ((uint64_t)i << STRATA_FIO_TAG_BLOCK_BITS) | b;
+
+		if (strata_read_queue_outstanding(r->queue) >= r->depth && (e = reads_reap(td, sd, 1)))
+			break;
+		make_key(key, io_u->file, first + b);
+		if (strata_read_queue_submit(r->queue, (const char *)key, sizeof(key), (char *)io_u->xfer_buf + b * bs,
+					     bs, tag, &err) != STRATA_OK) {
+			e = strata_fio_fail(td, "read queue submit", err);
+			break;
+		}
+	}
+	if (e && !r->errs[i])
+		r->errs[i] = e;
+	/* Blocks never submitted are finished now (all of them for an io_u of none). */
+	if (b < count || !count)
+		reads_blocks_finished(r, io_u, count - b);
 }
 
 static int strata_fio_sync(struct thread_data *td, struct strata_fio_data *sd)
@@ -1128,15 +1152,14 @@ static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *i
 	} else if (pool) {
 		pthread_mutex_lock(&pool->lock);
 		assert(pool->inflight < pool->capacity);
-		if (io_u->ddir == DDIR_READ) {
-			ring_push(&pool->reads, pool->capacity, io_u);
-			pool_wake_reader(pool);
-		} else {
+		pool->inflight++;
+		if (io_u->ddir != DDIR_READ) {
 			ring_push(&pool->writes, pool->capacity, io_u);
 			pthread_cond_signal(&pool->writes_ready);
 		}
-		pool->inflight++;
 		pthread_mutex_unlock(&pool->lock);
+		if (io_u->ddir == DDIR_READ)
+			reads_submit(td, sd, io_u);
 		return FIO_Q_QUEUED;
 	} else if (io_u->ddir == DDIR_READ) {
 		ret = strata_fio_read(td, sd, io_u);
@@ -1149,19 +1172,37 @@ static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *i
 	return FIO_Q_COMPLETED;
 }
 
-/* ->queue already woke a worker for each io_u. */
+/* Hands the gets queued since the last commit to the kernel; writes are already with the writer. */
 static int fio_strata_commit(struct thread_data *td)
 {
+	struct strata_fio_data *sd = td->io_ops_data;
+	strata_error_t *err = NULL;
+
+	if (!sd->reads)
+		return 0;
+	if (strata_read_queue_commit(sd->reads->queue, &err) != STRATA_OK)
+		return -strata_fio_fail(td, "read queue commit", err);
 	return 0;
 }
 
+/*
+ * Returns completed io_us: writes the writer completed and reads whose every
+ * block is reaped. While fewer than min_events are ready: with reads
+ * outstanding, reaps at least one get, waiting in the kernel (a write that
+ * completes meanwhile is returned once a read has; reads take about a device
+ * read); without, sleeps until the writer has completed enough. With a timeout
+ * (fio 3.33 passes only a zero one, to poll), reads are reaped without waiting
+ * and only the wait for the writer is timed.
+ */
 static int fio_strata_getevents(struct thread_data *td, unsigned int min_events, unsigned int max_events,
 				const struct timespec *t)
 {
 	struct strata_fio_data *sd = td->io_ops_data;
 	struct strata_fio_pool *pool = sd->pool;
+	struct strata_fio_reads *r = sd->reads;
 	struct timespec deadline;
-	unsigned int n;
+	unsigned int n = 0, k;
+	int ret = 0;
 
 	if (!pool)
 		return 0;
@@ -1175,24 +1216,44 @@ static int fio_strata_getevents(struct thread_data *td, unsigned int min_events,
 		}
 	}
 	pthread_mutex_lock(&pool->lock);
-	while (pool->completed_count < min_events) {
-		if (pool->reads.count) {
-			/* Rather than sleep while reads wait: serve them here (saves a wake-up each way). */
-			pool_serve_reads(td, sd, &pool->readers[pool->nr_readers - 1]);
-			continue;
+	for (;;) {
+		/* Writes first: the writer may be waiting for nothing else. */
+		k = min(pool->completed_count, max_events - n);
+		memcpy(pool->events + n, pool->completed, k * sizeof(*pool->events));
+		pool->completed_count -= k;
+		memmove(pool->completed, pool->completed + k, pool->completed_count * sizeof(*pool->completed));
+		n += k;
+		/* Reads leave `inflight` here (the writes' left it when the writer completed them). */
+		for (; n < max_events && r->done.count; n++) {
+			pool->events[n] = ring_pop(&r->done, r->capacity);
+			assert(pool->inflight > 0);
+			pool->inflight--;
 		}
-		pool->awaited = min_events;
+		if (n >= min_events)
+			break;
+		if (strata_read_queue_outstanding(r->queue)) {
+			unsigned int done_before = r->done.count;
+
+			pthread_mutex_unlock(&pool->lock);
+			ret = reads_reap(td, sd, t ? 0 : 1);
+			pthread_mutex_lock(&pool->lock);
+			if (ret)
+				break;
+			if (!t || r->done.count > done_before)
+				continue;
+		}
+		pool->awaited = min_events - n;
 		if (!t)
 			pthread_cond_wait(&pool->done, &pool->lock);
 		else if (pthread_cond_timedwait(&pool->done, &pool->lock, &deadline) == ETIMEDOUT)
 			break;
 	}
 	pool->awaited = 0;
-	n = min(pool->completed_count, max_events);
-	memcpy(pool->events, pool->completed, n * sizeof(*pool->events));
-	pool->completed_count -= n;
-	memmove(pool->completed, pool->completed + n, pool->completed_count * sizeof(*pool->completed));
 	pthread_mutex_unlock(&pool->lock);
+	assert(n <= max_events);
+	/* The queue failed (not one get): fio stops the job, after what is ready. */
+	if (ret && !n)
+		return -ret;
 	return n;
 }
 

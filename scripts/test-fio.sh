@@ -9,8 +9,8 @@
 #  - libstrata_ffi.so exports exactly the functions strata.h declares;
 #  - a C program exercises the C API (put/get/delete/batch/errors/reopen);
 #  - fio jobs through strata with verify=crc32c (write, read back, verify):
-#    sequential and random, numjobs=2, iodepth>1 (worker pool; reads through
-#    strata_multi_get), multi-block I/O units, fsync=N, jobs in
+#    sequential and random, numjobs=2, iodepth>1 (the writer's group commit;
+#    reads through the read queue), multi-block I/O units, fsync=N, jobs in
 #    threads sharing one database, verify in a second fio run (persistence),
 #    read jobs (layout), and a negative control (verifying an empty database
 #    must fail, so a silent verifier cannot pass);
@@ -122,16 +122,16 @@ t_rand_write_verify_qd16_numjobs2() {
 		--direct=1 --verify=crc32c --do_verify=1 --group_reporting
 }
 
-# Verify reads at iodepth 16 go through strata_multi_get (a reader takes every
-# queued read; io_engine io-uring by default): I/O units of 1 to 128 blocks,
-# so some span several multi_get calls, and a reader batch of a few blocks.
-# Small layers, so that most reads go to layer files (the batched block reads).
-t_multiblock_verify_qd16_multi_get() {
+# Verify reads at iodepth 16 go through the read queue (one get per block,
+# reaped in ->getevents): I/O units of 1 to 128 blocks, so an io_u's blocks
+# complete out of order and several io_us' gets are in flight together. Small
+# layers, so that most reads go to layer files (the queue's io_uring reads).
+t_multiblock_verify_qd16_read_queue() {
 	local dir="$1" config='{"layer_size_bytes_max": "4MiB"}'
 	sfio --name=mgv --directory="$dir" --rw=randwrite --bsrange=4k-512k --size=32m --iodepth=16 \
 		--direct=1 --verify=crc32c --do_verify=1 --strata-config="$config" || return 1
 	sfio --name=mgv --directory="$dir" --rw=randwrite --bsrange=4k-512k --size=32m --iodepth=16 \
-		--direct=1 --verify=crc32c --verify_only --strata-read-batch=3 --strata-threads=3 \
+		--direct=1 --verify=crc32c --verify_only \
 		--strata-config="$config" --strata-stats="$dir/stats.json" || return 1
 	python3 - "$dir/stats.json" <<'EOF'
 import json, sys
@@ -291,7 +291,7 @@ run_test c_api t_c_api
 run_test seq_write_verify_numjobs2 t_seq_write_verify_numjobs2
 run_test rand_write_verify_numjobs2 t_rand_write_verify_numjobs2
 run_test rand_write_verify_qd16_numjobs2 t_rand_write_verify_qd16_numjobs2
-run_test multiblock_verify_qd16_multi_get t_multiblock_verify_qd16_multi_get
+run_test multiblock_verify_qd16_read_queue t_multiblock_verify_qd16_read_queue
 run_test randrw_fsync_verify_qd8 t_randrw_fsync_verify_qd8
 run_test multiblock_write_verify t_multiblock_write_verify
 run_test randrw_verify_numjobs3 t_randrw_verify_numjobs3

@@ -27,10 +27,15 @@ use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Bytes of each slot's registered buffer: a data block (4 KiB, or a few
-/// blocks' worth when entries are large) and a value entry up to about
-/// 60 KiB fit; larger reads allocate their own buffer.
-const SLOT_BYTES: usize = 64 << 10;
+/// Bytes of each slot's registered buffer: a data block (4 KiB by
+/// default, widened to the alignment) and a value entry of up to about
+/// 12 KiB fit; a larger read goes into a buffer of the slot's own. Small,
+/// because they are pinned: a queue of the most slots holds 64 MiB.
+const SLOT_BYTES: usize = 16 << 10;
+
+/// A slot's own buffer larger than this is let go after its read (a queue
+/// reading 1 MiB values would otherwise keep 1 MiB per slot).
+const OWN_KEPT_BYTES_MAX: usize = 256 << 10;
 
 /// The buffers' alignment: any file alignment up to a page.
 const SLOT_ALIGNMENT: usize = 4096;
@@ -315,7 +320,11 @@ impl ReadRing for UringRing {
                 }
                 Ok((head, len)) => done(i, Ok(self.bytes(i, head, len))),
             }
-            self.slots[i].file = None;
+            let slot = &mut self.slots[i];
+            slot.file = None;
+            if slot.own.capacity() > OWN_KEPT_BYTES_MAX {
+                slot.own = AlignedBuf::empty(SLOT_ALIGNMENT);
+            }
         }
         Ok(())
     }
