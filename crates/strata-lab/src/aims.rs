@@ -13,7 +13,11 @@
 //! [`split_note`] reads those back only for results written before the
 //! `aims` array existed.
 //!
-//! Invariants: the verdict ([`Claim::met`]) is computed from the figures
+//! A claim may also be *not judged* ([`Claim::NotJudged`]): its figure is
+//! there, but it is not like for like (a read figure made of cache hits,
+//! LAB.md), so it counts neither as met nor as not met.
+//!
+//! Invariants: the verdict ([`Claim::verdict`]) is computed from the figures
 //! and the bound; an [`Aim`] stores it beside them for readers of the JSON,
 //! made by [`Aim::new`] only, and [`Aim::check`] verifies it against the
 //! figures when results are loaded. [`Claim::note`] is the only writer of an
@@ -28,6 +32,46 @@ use serde::{Deserialize, Serialize};
 /// How the lab writes an aim's verdict at the start of a note.
 pub const AIM_MET_PREFIX: &str = "aim met:";
 pub const AIM_NOT_MET_PREFIX: &str = "aim not met:";
+pub const AIM_NOT_JUDGED_PREFIX: &str = "aim not judged:";
+
+/// What the run says of an aim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Met,
+    NotMet,
+    /// The figure is not like for like (see [`Claim::NotJudged`]): it
+    /// counts for nothing.
+    NotJudged,
+}
+
+impl Verdict {
+    /// The verdict of a judged aim.
+    pub fn of_met(met: bool) -> Verdict {
+        if met {
+            Verdict::Met
+        } else {
+            Verdict::NotMet
+        }
+    }
+
+    /// The prefix of the aim's note.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Verdict::Met => AIM_MET_PREFIX,
+            Verdict::NotMet => AIM_NOT_MET_PREFIX,
+            Verdict::NotJudged => AIM_NOT_JUDGED_PREFIX,
+        }
+    }
+
+    /// As a word (`met`, `not met`, `not judged`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::NotMet => "not met",
+            Verdict::NotJudged => "not judged",
+        }
+    }
+}
 
 /// The bound a figure or ratio must stay within (inclusive). In the JSON:
 /// `{"at_least": 0.9}` or `{"at_most": 2.2}`.
@@ -92,8 +136,8 @@ pub struct CaseFigure {
 }
 
 /// One aim with the run's figures. In the JSON, an object whose `kind`
-/// (`figure`, `ratio`, `every_case`, `case_count`) says which, with the
-/// variant's fields beside it.
+/// (`figure`, `ratio`, `every_case`, `case_count`, `not_judged`) says
+/// which, with the variant's fields beside it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Claim {
@@ -142,16 +186,41 @@ pub enum Claim {
         misses: Vec<String>,
         misses_label: String,
     },
+    /// An aim the run refuses to judge: `claim` as the figures would read,
+    /// and why they are not like for like (`why`: the share of strata's
+    /// gets that no device read served). Neither met nor not met.
+    NotJudged { claim: Box<Claim>, why: String },
 }
 
 impl Claim {
-    /// Whether the aim is met, from the figures.
-    pub fn met(&self) -> bool {
+    /// The verdict, from the figures.
+    pub fn verdict(&self) -> Verdict {
         match self {
-            Claim::Figure { value, bound, .. } => bound.holds(*value),
-            Claim::Ratio { ratio, bound, .. } => bound.holds(*ratio),
-            Claim::EveryCase { bound, cases, .. } => cases.iter().all(|c| bound.holds(c.ratio)),
-            Claim::CaseCount { misses, .. } => misses.is_empty(),
+            Claim::Figure { value, bound, .. } => Verdict::of_met(bound.holds(*value)),
+            Claim::Ratio { ratio, bound, .. } => Verdict::of_met(bound.holds(*ratio)),
+            Claim::EveryCase { bound, cases, .. } => {
+                Verdict::of_met(cases.iter().all(|c| bound.holds(c.ratio)))
+            }
+            Claim::CaseCount { misses, .. } => Verdict::of_met(misses.is_empty()),
+            Claim::NotJudged { .. } => Verdict::NotJudged,
+        }
+    }
+
+    /// Whether the aim is met, from the figures (an aim not judged is
+    /// not).
+    pub fn met(&self) -> bool {
+        self.verdict() == Verdict::Met
+    }
+
+    /// `self`, unless `why` is set: then the aim not judged, for that
+    /// reason.
+    pub fn judged_unless(self, why: Option<String>) -> Claim {
+        match why {
+            Some(why) => Claim::NotJudged {
+                claim: Box::new(self),
+                why,
+            },
+            None => self,
         }
     }
 
@@ -164,6 +233,7 @@ impl Claim {
                 bound.is_finite() && cases.iter().all(|c| c.ratio.is_finite())
             }
             Claim::CaseCount { .. } => true,
+            Claim::NotJudged { claim, .. } => claim.figures_are_finite(),
         }
     }
 
@@ -221,17 +291,13 @@ impl Claim {
                     )
                 }
             }
+            Claim::NotJudged { claim, why } => format!("{}; {why}", claim.text()),
         }
     }
 
     /// The note the results keep: the verdict, then the text.
     pub fn note(&self) -> String {
-        let prefix = if self.met() {
-            AIM_MET_PREFIX
-        } else {
-            AIM_NOT_MET_PREFIX
-        };
-        format!("{prefix} {}", self.text())
+        format!("{} {}", self.verdict().prefix(), self.text())
     }
 }
 
@@ -248,6 +314,10 @@ pub fn notes(claims: &[Claim]) -> Vec<String> {
 pub struct Aim {
     /// [`Claim::met`] when the run wrote it.
     pub met: bool,
+    /// False for an aim the run did not judge ([`Claim::NotJudged`]); true
+    /// in results written before aims could be left unjudged.
+    #[serde(default = "judged_default")]
+    pub judged: bool,
     /// [`Claim::text`] when the run wrote it: the note without its verdict.
     pub text: String,
     pub claim: Claim,
@@ -264,8 +334,18 @@ impl Aim {
         );
         Aim {
             met: claim.met(),
+            judged: claim.verdict() != Verdict::NotJudged,
             text: claim.text(),
             claim,
+        }
+    }
+
+    /// The verdict as stored.
+    pub fn verdict(&self) -> Verdict {
+        if self.judged {
+            Verdict::of_met(self.met)
+        } else {
+            Verdict::NotJudged
         }
     }
 
@@ -273,24 +353,23 @@ impl Aim {
     /// results). The text is not checked: its prose may change between
     /// builds, and the report shows it as the run wrote it.
     pub fn check(&self) -> Result<(), String> {
-        if self.met != self.claim.met() {
+        let stored = self.verdict();
+        let figures = self.claim.verdict();
+        // `met` is false for an aim not judged: no other pair is valid.
+        if stored != figures || (!self.judged && self.met) {
             return Err(format!(
                 "aim `{}` is stored as {} but its figures say {}",
                 self.text,
-                verdict_word(self.met),
-                verdict_word(self.claim.met())
+                stored.word(),
+                figures.word()
             ));
         }
         Ok(())
     }
 }
 
-fn verdict_word(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "not met"
-    }
+fn judged_default() -> bool {
+    true
 }
 
 /// The records of `claims`, in order.
@@ -302,12 +381,10 @@ pub fn records(claims: &[Claim]) -> Vec<Aim> {
 /// the aim was met, and its text; `None` for any other note. Only for
 /// results written before the `aims` array existed (schema 2 files from
 /// before it): newer results are read from [`Aim`]s.
-pub fn split_note(note: &str) -> Option<(bool, &str)> {
-    if let Some(text) = note.strip_prefix(AIM_MET_PREFIX) {
-        Some((true, text.trim()))
-    } else {
-        Some((false, note.strip_prefix(AIM_NOT_MET_PREFIX)?.trim()))
-    }
+pub fn split_note(note: &str) -> Option<(Verdict, &str)> {
+    [Verdict::Met, Verdict::NotMet, Verdict::NotJudged]
+        .into_iter()
+        .find_map(|v| Some((v, note.strip_prefix(v.prefix())?.trim())))
 }
 
 #[cfg(test)]
@@ -371,7 +448,10 @@ mod tests {
             note,
             "aim not met: 4 KiB random reads at qd16: strata 5000 IOPS = 0.50× io_uring's (aim ≥ 0.8×)"
         );
-        assert_eq!(split_note(&note), Some((false, claim.text().as_str())));
+        assert_eq!(
+            split_note(&note),
+            Some((Verdict::NotMet, claim.text().as_str()))
+        );
         assert_eq!(split_note("a note"), None);
     }
 
@@ -458,6 +538,7 @@ mod tests {
             serde_json::to_value(&aim).unwrap(),
             serde_json::json!({
                 "met": false,
+                "judged": true,
                 "text": "DirectRw BufferedWriter ≥ 0.9× the device write line (writes of 1 MiB DirectRw/IoUring: 0.85×)",
                 "claim": {
                     "kind": "every_case",
@@ -480,6 +561,72 @@ mod tests {
             err.contains("stored as not met but its figures say met"),
             "{err}"
         );
+    }
+
+    fn cache_hits() -> Claim {
+        Claim::Ratio {
+            what: "4 KiB random reads at qd1".to_string(),
+            strata: "strata 40000 IOPS".to_string(),
+            ratio: 2.7,
+            decimals: 2,
+            reference: Reference::Engine("io_uring's".to_string()),
+            bound: Bound::AtLeast(0.9),
+        }
+        .judged_unless(Some(
+            "not judged: 93% of strata's gets read nothing from the device".to_string(),
+        ))
+    }
+
+    #[test]
+    fn an_aim_not_judged_is_neither_met_nor_not_met_whatever_its_figures() {
+        let claim = cache_hits();
+        assert_eq!(claim.verdict(), Verdict::NotJudged);
+        assert!(!claim.met());
+        assert_eq!(
+            claim.note(),
+            "aim not judged: 4 KiB random reads at qd1: strata 40000 IOPS = 2.70× io_uring's (aim ≥ 0.9×); not judged: 93% of strata's gets read nothing from the device"
+        );
+        assert_eq!(
+            split_note(&claim.note()),
+            Some((Verdict::NotJudged, claim.text().as_str()))
+        );
+        let aim = Aim::new(claim.clone());
+        assert!(!aim.met && !aim.judged);
+        assert_eq!(aim.verdict(), Verdict::NotJudged);
+        let back: Aim = serde_json::from_str(&serde_json::to_string(&aim).unwrap()).unwrap();
+        assert_eq!(back, aim);
+        assert_eq!(back.check(), Ok(()));
+        assert_eq!(
+            serde_json::to_value(&aim).unwrap()["claim"]["kind"],
+            "not_judged"
+        );
+        // Without a reason the same figures are judged (and met).
+        let Claim::NotJudged { claim: inner, .. } = claim else {
+            unreachable!()
+        };
+        assert_eq!(inner.judged_unless(None).verdict(), Verdict::Met);
+    }
+
+    #[test]
+    fn a_stored_verdict_that_hides_a_refusal_fails_its_check() {
+        let mut aim = Aim::new(cache_hits());
+        aim.judged = true;
+        let err = aim.check().unwrap_err();
+        assert!(
+            err.contains("stored as not met but its figures say not judged"),
+            "{err}"
+        );
+        aim.met = true;
+        assert!(aim.check().is_err());
+        // Results written before `judged` existed read as judged.
+        let old: Aim = serde_json::from_value(serde_json::json!({
+            "met": true,
+            "text": "x 1.00 (aim ≤ 2.2)",
+            "claim": {"kind": "figure", "what": "x", "value": 1.0, "decimals": 2, "bound": {"at_most": 2.2}},
+        }))
+        .unwrap();
+        assert!(old.judged);
+        assert_eq!(old.check(), Ok(()));
     }
 
     #[test]

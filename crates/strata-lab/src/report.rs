@@ -2,7 +2,7 @@
 //! into one self-contained `report.html` — inline CSS and SVG, no script, no
 //! network. It opens with the verdict (`<section id="summary">`, from
 //! [`crate::summary`]): per experiment, strata ÷ the best peer and ÷ the
-//! device line, each aim met or not (from the results' `aims`,
+//! device line, each aim met, not met or not judged (from the results' `aims`,
 //! [`crate::summary::aims`]), what the experiment adds there
 //! ([`crate::experiment::Experiment::render_summary`]), and an overview plot
 //! of those ratios. Then the machine and commit once, and per experiment
@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use crate::aims::Verdict;
 use crate::experiments;
 use crate::html::escape;
 use crate::plot::{bar_chart_svg, format_value, BarChart, RefLine, YScale};
@@ -58,7 +59,7 @@ section.summary{border:1px solid #ccc;padding:4px 16px 12px;background:#fafafa}\
 section.summary h2{margin-top:8px}table.summary-table{font-size:14px}\
 table.summary-table td{vertical-align:top}.better{color:#060}.worse{color:#a00}\
 ul.aims{margin:0;padding-left:0;list-style:none}\
-[data-verdict=met]{color:#060}[data-verdict=not-met]{color:#a00}\
+[data-verdict=met]{color:#060}[data-verdict=not-met]{color:#a00}[data-verdict=not-judged]{color:#777}\
 .overview svg{display:block;margin:12px 0;max-width:100%;height:auto}\
 table.durability caption{text-align:left;font-weight:bold;padding:2px 0}";
 
@@ -289,10 +290,10 @@ fn summary_row(h: &mut String, s: &ExperimentSummary, r: &ExperimentResult) -> R
     } else {
         write!(h, "<td class=\"l\"><ul class=\"aims\">")?;
         for aim in &s.aims {
-            let (verdict, mark) = if aim.met {
-                ("met", "✓")
-            } else {
-                ("not-met", "✗")
+            let (verdict, mark) = match aim.verdict {
+                Verdict::Met => ("met", "✓"),
+                Verdict::NotMet => ("not-met", "✗"),
+                Verdict::NotJudged => ("not-judged", "–"),
             };
             write!(
                 h,
@@ -402,6 +403,7 @@ mod tests {
         ingest.aims = Some(crate::aims::records(&[
             sample_claim(true),
             sample_claim(false),
+            sample_claim(true).judged_unless(Some("cache hits".to_string())),
         ]));
         ingest.notes = vec!["a note".to_string()];
         ingest.options.insert(
@@ -444,6 +446,10 @@ mod tests {
         assert!(section.contains("filled file: io_uring+direct+fixed <b>60.0</b> µs"));
         assert_eq!(section.matches("data-verdict=\"met\"").count(), 1);
         assert_eq!(section.matches("data-verdict=\"not-met\"").count(), 1);
+        // An aim not judged is neither: its own mark, whatever its figures.
+        assert!(section.contains(
+            "<li data-verdict=\"not-judged\">– ingest at 100 B: strata 100 MiB/s = 2.00× rocksdb (aim ≥ 1.5×); cache hits</li>"
+        ));
         assert!(section.contains(
             "<li data-verdict=\"met\">✓ ingest at 100 B: strata 100 MiB/s = 2.00× rocksdb (aim ≥ 1.5×)</li>"
         ));

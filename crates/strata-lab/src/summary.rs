@@ -1,5 +1,6 @@
 //! The verdict the report opens with: per experiment, strata against the
-//! best peer and against the device line as ratios, and each aim met or not.
+//! best peer and against the device line as ratios, and each aim met, not
+//! met or not judged.
 //! Pure functions of the results (no I/O), called by [`crate::report`], so
 //! the arithmetic is unit-tested on hand-built results.
 //!
@@ -11,6 +12,7 @@
 //! aims are read from the results' `aims`, and from notes only in results
 //! written before that field ([`aims`]).
 
+use crate::aims::Verdict;
 use crate::results::{DeviceLine, DeviceSide, ExperimentResult, MetricSpec, Row};
 
 /// The engine name of strata's rows (the io experiment's are `strata io`).
@@ -74,7 +76,7 @@ pub struct DeviceRatio {
 /// An aim's verdict as the summary shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AimVerdict {
-    pub met: bool,
+    pub verdict: Verdict,
     /// The aim and its figures ([`crate::aims::Aim::text`]).
     pub text: String,
 }
@@ -313,13 +315,13 @@ pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
 /// ([`ExperimentResult::aims`]); the notes are not read. Results written
 /// before aims were kept as data have no `aims`: for those only, the
 /// verdicts are read back from their notes (`aim met: …` / `aim not met:
-/// …`) by [`crate::aims::split_note`], the one reader left of that prose.
+/// …` / `aim not judged: …`) by [`crate::aims::split_note`], the one reader left of that prose.
 pub fn aims(r: &ExperimentResult) -> Vec<AimVerdict> {
     match &r.aims {
         Some(aims) => aims
             .iter()
             .map(|aim| AimVerdict {
-                met: aim.met,
+                verdict: aim.verdict(),
                 text: aim.text.clone(),
             })
             .collect(),
@@ -332,9 +334,9 @@ fn aims_from_notes(notes: &[String]) -> Vec<AimVerdict> {
     notes
         .iter()
         .filter_map(|note| {
-            let (met, text) = crate::aims::split_note(note)?;
+            let (verdict, text) = crate::aims::split_note(note)?;
             Some(AimVerdict {
-                met,
+                verdict,
                 text: text.to_string(),
             })
         })
@@ -579,11 +581,11 @@ mod tests {
             summarize_experiment(&r).aims,
             vec![
                 AimVerdict {
-                    met: true,
+                    verdict: Verdict::Met,
                     text: sample_claim(true).text(),
                 },
                 AimVerdict {
-                    met: false,
+                    verdict: Verdict::NotMet,
                     text: sample_claim(false).text(),
                 },
             ]
@@ -602,18 +604,23 @@ mod tests {
             "a note".to_string(),
             "aim met: write amplification 1.02 (aim ≤ 1.1)".to_string(),
             "aim not met: 4 KiB random reads at qd16".to_string(),
+            "aim not judged: 4 KiB random reads at qd1; cache hits".to_string(),
             "the aim met: is not at the start".to_string(),
         ];
         assert_eq!(
             aims(&r),
             vec![
                 AimVerdict {
-                    met: true,
+                    verdict: Verdict::Met,
                     text: "write amplification 1.02 (aim ≤ 1.1)".to_string(),
                 },
                 AimVerdict {
-                    met: false,
+                    verdict: Verdict::NotMet,
                     text: "4 KiB random reads at qd16".to_string(),
+                },
+                AimVerdict {
+                    verdict: Verdict::NotJudged,
+                    text: "4 KiB random reads at qd1; cache hits".to_string(),
                 },
             ]
         );
