@@ -10,7 +10,9 @@
 //! - [`device`]: the device line every bandwidth is compared with;
 //! - [`io_exp`], [`ingest`], [`bulk`], [`fio_exp`], [`phases`]: what the
 //!   experiments measure ([`cgroup`]: the phases experiment's memory
-//!   budget); [`aims`]: the aims they check, as data;
+//!   budget); [`aims`]: the aims they check, as data; [`get_reads`]:
+//!   strata's cache hit ratio on read rows, and when a read figure is made
+//!   of cache hits;
 //! - [`results`]: the JSON written per experiment, and the one loop that
 //!   interleaves repeated samples; [`report`], [`section`] and [`plot`]:
 //!   the HTML report made from it.
@@ -29,6 +31,7 @@ pub mod engine;
 pub mod experiment;
 pub mod experiments;
 pub mod fio_exp;
+pub mod get_reads;
 pub(crate) mod html;
 pub mod ingest;
 pub mod io_exp;
