@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{self, BudgetMethod, ChildCgroups};
 use crate::engine::{self, Engine, EngineConfig, EngineShape};
+use crate::get_reads::GetReads;
 use crate::progress::Progress;
 use crate::randread::{self, latency_histogram};
 use crate::results::{DeviceLine, MetricSpec, Row};
@@ -433,6 +434,10 @@ pub struct PhaseRecord {
     /// its background jobs).
     pub engine_lookups: Option<u64>,
     pub engine_lookup_reads: Option<u64>,
+    /// strata's gets during the phase: its cache hit ratio
+    /// ([`crate::get_reads`]); `None` for the peers.
+    #[serde(default)]
+    pub strata_gets: Option<GetReads>,
     /// The engine's tree and memory at the phase's end, where it reports
     /// them, and the child's resident set then.
     #[serde(default)]
@@ -485,6 +490,7 @@ struct Counters {
     read_syscalls: u64,
     device: Option<cgroup::BlkioReads>,
     engine: Option<(u64, u64)>,
+    gets: Option<GetReads>,
 }
 
 fn counters(engine: &dyn Engine, io_counter: Option<&(String, PathBuf)>) -> Result<Counters> {
@@ -497,6 +503,7 @@ fn counters(engine: &dyn Engine, io_counter: Option<&(String, PathBuf)>) -> Resu
             None => None,
         },
         engine: engine.point_lookup_stats(),
+        gets: engine.get_reads(),
     })
 }
 
@@ -583,6 +590,7 @@ pub fn run_iterations(
                     .map(|(a, b)| a.bytes - b.bytes),
                 engine_lookups: after.engine.zip(before.engine).map(|(a, b)| a.0 - b.0),
                 engine_lookup_reads: after.engine.zip(before.engine).map(|(a, b)| a.1 - b.1),
+                strata_gets: after.gets.zip(before.gets).map(|(a, b)| a.since(&b)),
                 engine_shape: engine.shape(),
                 rss_bytes: Some(crate::sys::rss_bytes(None)?),
                 load_s: load_s.take(),
@@ -1043,6 +1051,24 @@ pub fn metrics() -> Vec<MetricSpec> {
             "reads",
             false,
         ),
+        MetricSpec::new(
+            crate::get_reads::HIT_RATIO_METRIC,
+            "strata's gets served without a device read",
+            "fraction",
+            false,
+        ),
+        MetricSpec::new(
+            "strata_reads_per_get",
+            "strata's reads of blocks and values per get",
+            "reads",
+            false,
+        ),
+        MetricSpec::new(
+            "block_cache_hit_ratio",
+            "strata's block-cache hits ÷ lookups",
+            "fraction",
+            false,
+        ),
         MetricSpec::new("data_mib", "Data inserted (keys + values)", "MiB", false),
         MetricSpec::new("size_on_disk_mib", "Size on disk", "MiB", false),
         MetricSpec::new("rss_mib", "Resident set at the phase's end", "MiB", false),
@@ -1153,6 +1179,9 @@ pub fn row(
         if let (Some(lookups @ 1..), Some(reads)) = (r.engine_lookups, r.engine_lookup_reads) {
             row = row.metric("engine_reads_per_get", reads as f64 / lookups as f64);
         }
+        if let Some(g) = r.strata_gets.filter(|g| g.gets > 0) {
+            row = g.add_to(row);
+        }
     }
     if let Some(d) = device_4k_ns.filter(|d| *d > 0.0) {
         row = row
@@ -1217,6 +1246,14 @@ mod tests {
             device_read_bytes: None,
             engine_lookups: Some(gets),
             engine_lookup_reads: Some(gets * 3 / 2),
+            strata_gets: Some(GetReads {
+                gets,
+                block_reads: gets / 4,
+                value_reads: 0,
+                block_cache_hits: gets,
+                block_cache_misses: gets / 4,
+                direct_reads: true,
+            }),
             engine_shape: Some(EngineShape {
                 l0_layers: 3,
                 index_memory_bytes: 5 << 20,
@@ -1255,6 +1292,10 @@ mod tests {
         assert_eq!(r.metrics["rss_mib"], 40.0);
         assert_eq!(r.metrics["read_syscalls_per_get"], 3.0);
         assert_eq!(r.metrics["ops_s"], 2000.0);
+        // strata's own: 250 block reads for 1000 gets, 1250 cache lookups.
+        assert_eq!(r.metrics["cache_hit_ratio"], 0.75);
+        assert_eq!(r.metrics["strata_reads_per_get"], 0.25);
+        assert_eq!(r.metrics["block_cache_hit_ratio"], 0.8);
         // The cgroup's count wins over /proc when there is one: 500 / 250.
         let mut counted = record(Phase::Mixed, 250);
         counted.device_reads = Some(500);
@@ -1265,6 +1306,7 @@ mod tests {
         // No gets: no per-get figures.
         let r = row(&config, &run, &record(Phase::Append, 0), None);
         assert!(!r.metrics.contains_key("device_reads_per_get"));
+        assert!(!r.metrics.contains_key("cache_hit_ratio"));
         assert_eq!(parse_case("mixed #12"), Some((Phase::Mixed, 12)));
         assert_eq!(parse_case("mixed 12"), None);
     }
@@ -1341,6 +1383,11 @@ mod tests {
             // strata counts its own lookups: one per get of the lab.
             assert_eq!(r.engine_lookups, Some(r.gets));
             assert!(r.engine_lookup_reads.is_some());
+            // … and its hit ratio's counters, over the phase.
+            let g = r.strata_gets.expect("strata's gets");
+            assert_eq!(g.gets, r.gets);
+            assert_eq!(Some(g.block_reads), r.engine_lookup_reads);
+            assert!(g.direct_reads);
         }
         // Load 1000 + append 2500 + mixed's appends, per iteration.
         let read = &records[3];

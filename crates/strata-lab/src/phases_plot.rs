@@ -149,13 +149,13 @@ pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> 
     };
     writeln!(
         h,
-        "<table class=\"phases-headline\" data-experiment=\"{}\"><thead><tr><th class=\"l\">engine</th><th>read p50 (µs)</th><th>p50 ÷ device 4 KiB</th><th>read p99 (µs)</th><th>p99 ÷ device 4 KiB</th><th>p50, p99 growth (last ÷ first iteration)</th><th>device reads per get</th><th>data (MiB)</th></tr></thead><tbody>",
+        "<table class=\"phases-headline\" data-experiment=\"{}\"><thead><tr><th class=\"l\">engine</th><th>read p50 (µs)</th><th>p50 ÷ device 4 KiB</th><th>read p99 (µs)</th><th>p99 ÷ device 4 KiB</th><th>p50, p99 growth (last ÷ first iteration)</th><th>device reads per get</th><th>strata's cache hits<br><span class=\"muted\">gets without a device read</span></th><th>data (MiB)</th></tr></thead><tbody>",
         escape(&r.experiment)
     )?;
     for e in &rows {
         writeln!(
             h,
-            "<tr data-engine=\"{0}\"><td class=\"l\">{0}</td><td>{1}</td><td>{2}</td><td>{3}</td><td>{4}</td><td>{5}× / {6}× <span class=\"muted\">(#{7} → #{8})</span></td><td>{9}</td><td>{10}</td></tr>",
+            "<tr data-engine=\"{0}\"><td class=\"l\">{0}</td><td>{1}</td><td>{2}</td><td>{3}</td><td>{4}</td><td>{5}× / {6}× <span class=\"muted\">(#{7} → #{8})</span></td><td>{9}</td><td>{10}</td><td>{11}</td></tr>",
             escape(&e.engine),
             format_value(e.p50_us),
             x(e.p50_x_device),
@@ -166,6 +166,9 @@ pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> 
             e.first_iteration,
             e.last_iteration,
             e.device_reads_per_get.map(format_value).unwrap_or_else(|| "–".to_string()),
+            e.cache_hit_ratio
+                .map(crate::get_reads::format_hit_ratio)
+                .unwrap_or_else(|| "–".to_string()),
             e.data_mib.map(format_value).unwrap_or_else(|| "–".to_string()),
         )?;
     }

@@ -266,6 +266,8 @@ pub struct PhasesHeadline {
     pub p50_growth: f64,
     pub p99_growth: f64,
     pub device_reads_per_get: Option<f64>,
+    /// strata's cache hit ratio ([`crate::get_reads`]); `None` for a peer.
+    pub cache_hit_ratio: Option<f64>,
     pub data_mib: Option<f64>,
 }
 
@@ -305,6 +307,10 @@ pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
                 p50_growth: p50_us / m(first, "latency_p50_us"),
                 p99_growth: p99_us / m(first, "latency_p99_us"),
                 device_reads_per_get: last.metrics.get("device_reads_per_get").copied(),
+                cache_hit_ratio: last
+                    .metrics
+                    .get(crate::get_reads::HIT_RATIO_METRIC)
+                    .copied(),
                 data_mib: last.metrics.get("data_mib").copied(),
             })
         })
@@ -530,8 +536,8 @@ mod tests {
             Row::new("append #3", "strata", "")
                 .metric("latency_p50_us", 1.0)
                 .metric("latency_p99_us", 1.0),
-            read("strata", 3, 100.0, 300.0),
-            read("strata", 2, 80.0, 200.0),
+            read("strata", 3, 100.0, 300.0).metric("cache_hit_ratio", 0.1),
+            read("strata", 2, 80.0, 200.0).metric("cache_hit_ratio", 0.5),
             read("lmdb", 1, 10.0, 60.0),
             read("lmdb", 2, 150.0, 240.0),
             Row::new("append #1", "redb", "").metric("latency_p50_us", 5.0),
@@ -547,6 +553,8 @@ mod tests {
         assert_eq!(h[0].p50_growth, 2.5);
         assert_eq!(h[0].p99_growth, 3.0);
         assert_eq!(h[0].device_reads_per_get, Some(1.5));
+        assert_eq!(h[0].cache_hit_ratio, Some(0.1));
+        assert_eq!(h[1].cache_hit_ratio, None, "a peer has none");
         // lmdb: 150 ÷ 50 = 3×, 240 ÷ 50 = 4.8×, growth 15 and 4.
         assert_eq!(h[1].p50_x_device, Some(3.0));
         assert!(close(h[1].p99_x_device.unwrap(), 4.8));

@@ -224,6 +224,11 @@ pub trait Engine: Send + Sync {
     fn point_lookup_stats(&self) -> Option<(u64, u64)> {
         None
     }
+    /// How strata served its gets since open (strata only): its cache hit
+    /// ratio ([`crate::get_reads`]).
+    fn get_reads(&self) -> Option<crate::get_reads::GetReads> {
+        None
+    }
     /// The shape of the engine's tree and its own memory, if it reports
     /// them (what a phase leaves behind: a backlog, an index outgrowing
     /// the memory budget).

@@ -126,6 +126,10 @@ impl Engine for StrataEngine {
         Some((stats.point_lookups, stats.point_lookup_reads))
     }
 
+    fn get_reads(&self) -> Option<crate::get_reads::GetReads> {
+        Some(crate::get_reads::GetReads::of_stats(&self.db.stats()))
+    }
+
     fn shape(&self) -> Option<EngineShape> {
         let stats = self.db.stats();
         let n = |v: usize| v as u64;
