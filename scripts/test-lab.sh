@@ -27,9 +27,12 @@
 #    no ingest sample from less than ~1 s of work; the fio experiment ran
 #    (fio is installed here): every job file through strata, psync and
 #    io_uring at queue depth 1, the iodepth-16 random pair through strata
-#    and io_uring, with IOPS and the ratios to io_uring;
+#    and io_uring, with IOPS and the ratios to io_uring; the file 8x
+#    strata's block cache, strata's read rows with their cache hit ratio,
+#    and no read aim judged on a figure of cache hits;
 #  - phases: all five engines, a row for each of the four phases with
-#    latency percentiles, size on disk and device reads per get, and the
+#    latency percentiles, size on disk and device reads per get (strata's
+#    read rows: its cache hit ratio too), and the
 #    memory budget and how it was enforced recorded (a peer whose child the
 #    budget's OOM killer ended, as the lab records it, has fewer rows: that
 #    is the peer's result, not a lab failure; strata must have them all);
@@ -171,7 +174,7 @@ for name in expected:
             errors.append(f"{name}: no {key}")
     # The aims as data, each also said as a note.
     for aim in d.get("aims") or []:
-        verdict = "aim met:" if aim.get("met") else "aim not met:"
+        verdict = ("aim met:" if aim.get("met") else "aim not met:") if aim.get("judged", True) else "aim not judged:"
         if not aim.get("claim", {}).get("kind") or f"{verdict} {aim.get('text')}" not in d.get("notes", []):
             errors.append(f"{name}: aim {aim} without its kind or its note")
     if name in ("io", "ingest", "bulk") and not d.get("aims"):
@@ -285,6 +288,9 @@ for name in expected:
                         errors.append(f"phases {engine} {r['case']}: {k} {m.get(k)}")
                 if r["case"].startswith(("read", "mixed")) and "device_reads_per_get" not in m:
                     errors.append(f"phases {engine} {r['case']}: no device reads per get")
+                # strata's read rows report its cache hit ratio (LAB.md).
+                if engine == "strata" and r["case"].startswith(("read", "mixed")) and "cache_hit_ratio" not in m:
+                    errors.append(f"phases strata {r['case']}: no cache hit ratio")
             if engine in opts.get("memory_budget", {}):
                 print(f"  phases {engine}: {opts['memory_budget'][engine].get('method')}, {opts['memory_budget'][engine].get('end')}")
     if name == "fio":
@@ -309,6 +315,24 @@ for name in expected:
                 errors.append(f"fio {case}: no strata / io_uring ratio")
             if not os.path.exists(os.path.join(results, r["params"].get("fio_json", "-"))):
                 errors.append(f"fio {case} / {engine}: fio's JSON {r['params'].get('fio_json')} missing")
+        # Reads reach the device: the file is >= 8x strata's block cache,
+        # every strata row that read reports its cache hit ratio, and no
+        # read aim made of cache hits (> 1/8) is judged.
+        opts = d.get("options", {})
+        if not opts.get("size_bytes", 0) >= 8 * opts.get("strata_block_cache_bytes", float("inf")):
+            errors.append(f"fio: file {opts.get('size_bytes')} bytes is not 8x strata's block cache {opts.get('strata_block_cache_bytes')}")
+        for (case, engine), r in rows.items():
+            if engine == "strata" and ("read" in case or "randrw" in case) and "cache_hit_ratio" not in r["metrics"]:
+                errors.append(f"fio {case}: strata's row has no cache hit ratio")
+        for aim in d.get("aims") or []:
+            claim = aim.get("claim", {})
+            if aim.get("judged", True) and "reads at" in claim.get("what", ""):
+                case = claim["what"].rsplit(" at ", 1)[-1]
+                job = {"4 KiB random reads": "rand-read-iops", "1 MiB sequential reads": "seq-read-bw", "1 MiB random reads": "rand-read-bw"}.get(claim["what"].rsplit(" at ", 1)[0])
+                r = rows.get((f"{job} {case}", "strata"))
+                hit = max([r["metrics"].get("cache_hit_ratio", 1.0)] + ([r["spread"]["cache_hit_ratio"]["max"]] if "cache_hit_ratio" in r.get("spread", {}) else [])) if r else 1.0
+                if hit > 0.125:
+                    errors.append(f"fio: aim judged on a figure of cache hits ({hit:.2}): {aim.get('text')}")
         for case in sorted({c for c, _ in wanted}):
             print(f"  fio {case}: " + ", ".join(
                 f"{e} {rows[(case, e)]['metrics'].get('iops', 0):.0f} IOPS" for e in ("strata", "psync", "io_uring") if (case, e) in rows))
@@ -431,8 +455,9 @@ if ((!have_fio)) && grep -q '<table class="experiment-table" data-experiment="fi
 elif grep -q '<table class="experiment-table" data-experiment="fio">' "$work/dom.html" &&
 	grep -q '<td class="l">rand-write-iops qd1</td>' "$work/dom.html" &&
 	grep -q 'IOPS ÷ io_uring' "$work/dom.html" &&
+	grep -q 'gets without a device read' "$work/dom.html" &&
 	grep -q 'fio: IOPS (read + write)' "$work/dom.html"; then
-	pass "DOM holds the fio table (jobs × engines, ratios) and its plots"
+	pass "DOM holds the fio table (jobs × engines, ratios, strata's cache hits) and its plots"
 else
 	fail "DOM has no fio table or plot"
 fi
@@ -486,8 +511,8 @@ else:
     for name in names:
         if f'data-experiment="{name}"' not in summary:
             errors.append(f"the summary has no row for {name}")
-    if 'data-verdict="met"' not in summary and 'data-verdict="not-met"' not in summary:
-        errors.append("the summary shows no aim met or not met")
+    if not any(f'data-verdict="{v}"' in summary for v in ("met", "not-met", "not-judged")):
+        errors.append("the summary shows no aim met, not met or not judged")
     if not re.search(r'<div class="overview">\s*<svg', summary):
         errors.append("the summary has no overview plot")
     print(f"  summary: {len(names)} experiments, {summary.count('data-verdict=')} aims")
