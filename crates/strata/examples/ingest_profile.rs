@@ -1,8 +1,17 @@
 //! A single ingest run for profilers (perf, callgrind): `cargo run --release
 //! --example ingest_profile -- [MiB] [value bytes] [seq|rand] [delta yes|no]
-//! [defaults]`. With `defaults`, the database runs at its default options
-//! (background flush, default layer sizes) as the lab's ingest runs it;
-//! without, the flush runs inline at the end, in one layer.
+//! [defaults|inline] [batch puts]`. With `defaults`, the database runs at its
+//! default options (background flush, default layer sizes) as the lab's
+//! ingest runs it; without (any other word, e.g. `inline`), the flush runs
+//! inline at the end, in one layer. Puts go in batches of `batch puts` (16,
+//! the lab's, unless given).
+//!
+//! The database goes in `target/ingest-profile`, or under
+//! `$STRATA_PROFILE_DIR` when set.
+//!
+//! Besides the wall-clock rate it prints the writing thread's CPU time and
+//! puts per CPU second of that thread (the CPU-only figure: the log's
+//! background writes and the flush run on other threads).
 
 use std::time::Instant;
 use strata::{Db, IoMode, Options, WriteBatch, WriteOptions};
@@ -15,6 +24,18 @@ fn fmix64(mut k: u64) -> u64 {
     k ^ (k >> 33)
 }
 
+/// CPU time of the calling thread, seconds.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn main() -> strata::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let mib: usize = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(128);
@@ -22,8 +43,19 @@ fn main() -> strata::Result<()> {
     let random = args.get(3).is_some_and(|v| v == "rand");
     let delta = args.get(4).is_some_and(|v| v == "yes");
     let defaults = args.get(5).is_some_and(|v| v == "defaults");
-    let dir =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ingest-profile");
+    let batch_puts: usize = args
+        .get(6)
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(16);
+    // STRATA_PROFILE_DIR puts the database elsewhere, e.g. on a tmpfs (with
+    // STRATA_IO_MODE=buffered) so that the device does not pace the writer.
+    let dir = match std::env::var_os("STRATA_PROFILE_DIR") {
+        Some(parent) => std::path::PathBuf::from(parent).join("ingest-profile"),
+        None => {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ingest-profile")
+        }
+    };
     let _ = std::fs::remove_dir_all(&dir);
     let opts = if defaults {
         Options {
@@ -35,6 +67,11 @@ fn main() -> strata::Result<()> {
         Options {
             io_mode: IoMode::DirectRw,
             layer_size_bytes_max: (2 * mib as u64 + 64) << 20,
+            // Room for every key in the one layer's index (at most 124
+            // bytes a key, frozen at half), so that no freeze, and no
+            // flush, runs during the ingest.
+            in_memory_index_bytes_max: ((mib as u64) << 20) / value_bytes as u64 * 4 * 124
+                + (64 << 20),
             background_flush: false,
             ..Options::default()
         }
@@ -45,15 +82,17 @@ fn main() -> strata::Result<()> {
     let value = vec![0xa5u8; value_bytes];
     let mut batch = WriteBatch::new();
     let started = Instant::now();
-    for i in (0..puts).step_by(16) {
+    let cpu_started = thread_cpu_secs();
+    for i in (0..puts).step_by(batch_puts) {
         batch.clear();
-        for j in i..(i + 16).min(puts) {
+        for j in i..(i + batch_puts).min(puts) {
             let k = if random { fmix64(j as u64) } else { j as u64 };
             batch.put((k as u128).to_be_bytes(), &value);
         }
         db.write(&batch, WriteOptions::default())?;
     }
     let ingest = started.elapsed();
+    let ingest_cpu_secs = thread_cpu_secs() - cpu_started;
     if delta {
         db.flush()?;
     } else {
@@ -66,6 +105,10 @@ fn main() -> strata::Result<()> {
         puts as f64 / ingest.as_secs_f64(),
         total.as_secs_f64(),
         mib as f64 / total.as_secs_f64()
+    );
+    println!(
+        "writer thread CPU {ingest_cpu_secs:.3}s: {:.0} puts per CPU second (batches of {batch_puts})",
+        puts as f64 / ingest_cpu_secs
     );
     drop(db);
     std::fs::remove_dir_all(&dir).ok();
