@@ -11,6 +11,7 @@ mod batch;
 mod cache;
 mod codec;
 mod compaction;
+mod crc;
 mod db;
 pub mod error;
 #[cfg(feature = "fuzzing")]

@@ -21,7 +21,7 @@ use super::record::{
     decode_log_header, PrevLog, RecordHeader, LOG_HEADER_BYTES, LOG_HEADER_FILE_ID_OFFSET,
     LOG_SECTOR_BYTES, PAD_LSN, RECORD_HEADER_BYTES,
 };
-use crate::batch::{decode_entries, decode_entries_trusted};
+use crate::batch::Entries;
 use crate::error::{Corruption, Result};
 use crate::types::BATCH_BYTES_MAX;
 use std::path::Path;
@@ -171,11 +171,8 @@ fn check_intact(
         )
         .into());
     }
-    let decoded = if entry_crcs {
-        decode_entries(payload, h.count).map(drop)
-    } else {
-        decode_entries_trusted(payload, h.count).map(drop)
-    };
+    // Walked without collecting the entries: the replay keeps none.
+    let decoded = Entries::new(payload, h.count, entry_crcs).try_for_each(|e| e.map(drop));
     if let Err((offset, what)) = decoded {
         let payload_offset = at + RECORD_HEADER_BYTES as u64;
         return Err(Corruption::new(path, payload_offset + offset as u64, what).into());

@@ -26,7 +26,7 @@
 mod flush_source;
 mod key_index;
 
-use crate::batch::{check_entry, decode_entries_trusted, WriteBatch, ENTRY_HEADER_BYTES};
+use crate::batch::{check_entry, Entries, EntryRef, WriteBatch, ENTRY_HEADER_BYTES};
 use crate::cache::{Block, BlockCache};
 use crate::error::{Error, Result};
 use crate::io::{
@@ -51,9 +51,8 @@ pub(crate) struct LogVersion {
     pub kind: ValueKind,
 }
 
-/// The keys of a batch whose filter lines an append asks for ahead of its
-/// inserts (a batch of the ingest benchmarks holds 16; a larger one's later
-/// keys take their misses in turn).
+/// The keys of a batch whose filter lines an append asks for ahead of their
+/// inserts, a group at a time (a batch of the ingest benchmarks holds 16).
 const FILTER_PREFETCH_KEYS_MAX: usize = 64;
 
 /// Values at least this long have their entry's crc32c kept beside the
@@ -205,45 +204,54 @@ impl InMemoryLayer {
     ) -> Result<()> {
         // The payload is a batch that never left memory, or a record the
         // replay checked whole (entries' crc32c included): its structure is
-        // decoded, its crcs are not computed again.
-        let entries = decode_entries_trusted(payload, count).map_err(|(offset, what)| {
+        // decoded as it is indexed, in one walk without an allocation; its
+        // crcs are not computed again.
+        let corrupt = |(offset, what): (usize, &'static str)| {
             crate::error::Corruption::new(&self.path, payload_offset + offset as u64, what)
-        })?;
+        };
+        let mut entries = Entries::new(payload, count, false);
         let mut index = self
             .index
             .write()
             .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         let mut added = 0usize;
         // The filter line of each key is a cache miss (the filter is larger
-        // than the caches, and hashes scatter): ask for the lines of the
-        // batch's first keys before the B-tree inserts, so the misses
-        // overlap (measured: GrowingFilter::insert was 16% of a 100 B
-        // Sequential ingest's CPU, one miss after another).
-        let mut hashes = [0u64; FILTER_PREFETCH_KEYS_MAX];
-        for (h, e) in hashes.iter_mut().zip(&entries) {
-            *h = bloom_hash(e.key);
-            index.filter.prefetch_insert(*h);
-        }
-        for (i, e) in entries.into_iter().enumerate() {
-            let v = LogVersion {
-                lsn,
-                offset: payload_offset + e.value_offset as u64,
-                len: e.value.len() as u32,
-                kind: e.kind,
-            };
-            if e.value.len() >= POINTER_VALUE_BYTES_MIN {
-                index.crcs.push((v.offset, e.crc));
-                added += std::mem::size_of::<(u64, u32)>();
+        // than the caches, and hashes scatter): ask for the lines of a group
+        // of keys before their inserts, so the misses overlap (measured:
+        // GrowingFilter::insert was 16% of a 100 B Sequential ingest's CPU,
+        // one miss after another).
+        let mut group = [(0u64, None::<EntryRef<'_>>); FILTER_PREFETCH_KEYS_MAX];
+        loop {
+            let mut n = 0;
+            for slot in group.iter_mut() {
+                let Some(e) = entries.next() else { break };
+                let e = e.map_err(corrupt)?;
+                let hash = bloom_hash(e.key);
+                index.filter.prefetch_insert(hash);
+                *slot = (hash, Some(e));
+                n += 1;
             }
-            let inserted = index.map.insert(IndexKey::new(e.key), v);
-            if inserted.new_key {
-                let hash = match hashes.get(i) {
-                    Some(&h) => h,
-                    None => bloom_hash(e.key),
+            if n == 0 {
+                break;
+            }
+            for &(hash, e) in &group[..n] {
+                let e = e.expect("the group's first n slots are filled");
+                let v = LogVersion {
+                    lsn,
+                    offset: payload_offset + e.value_offset as u64,
+                    len: e.value.len() as u32,
+                    kind: e.kind,
                 };
-                index.filter.insert(hash);
+                if e.value.len() >= POINTER_VALUE_BYTES_MIN {
+                    index.crcs.push((v.offset, e.crc));
+                    added += std::mem::size_of::<(u64, u32)>();
+                }
+                let inserted = index.map.insert(IndexKey::new(e.key), v);
+                if inserted.new_key {
+                    index.filter.insert(hash);
+                }
+                added += inserted.memory_bytes;
             }
-            added += inserted.memory_bytes;
         }
         self.filter_bytes
             .store(index.filter.memory_bytes(), Ordering::Relaxed);
