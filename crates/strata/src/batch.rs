@@ -241,6 +241,7 @@ pub(crate) fn check_entry_with<'a>(
 /// The entries of a record's payload of `count` entries, every entry's
 /// structure and crc32c checked; `Err(offset, what)` names the first
 /// malformed entry's offset within the payload.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn decode_entries(
     payload: &[u8],
     count: u32,

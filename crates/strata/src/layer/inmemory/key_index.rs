@@ -248,7 +248,9 @@ impl KeyIndex {
             let entries = self.run.last().map_or(RUN_CHUNK_ENTRIES_MIN, |c| {
                 (c.capacity() * 2).min(RUN_CHUNK_ENTRIES_MAX)
             });
-            self.run.push(Vec::with_capacity(entries));
+            let chunk = Vec::with_capacity(entries);
+            populate(&chunk);
+            self.run.push(chunk);
             memory_bytes += entries * RUN_KEY_BYTES;
         }
         self.run
@@ -345,6 +347,34 @@ impl KeyIndex {
     /// Every entry, in key order.
     pub(crate) fn iter(&self) -> Iter<'_> {
         self.range(Bound::Unbounded, Bound::Unbounded)
+    }
+}
+
+/// Maps the whole pages of `chunk`'s allocation in one call instead of a
+/// page fault each on first write (a hint: an error, e.g. from a kernel
+/// before 5.14, is ignored). Measured on a 100-byte sequential ingest into
+/// one layer: the run's page faults were 16 % of the writer's CPU (82 Ki
+/// faults for 5.4 Mi keys); mapped this way, about 6 % less CPU a put. The
+/// index counts a chunk's whole capacity as its memory already, so the
+/// pages mapped early are ones it counts.
+fn populate(chunk: &Vec<(IndexKey, Versions)>) {
+    const PAGE_BYTES: usize = 4096;
+    let start = chunk.as_ptr() as usize;
+    let end = start + chunk.capacity() * RUN_KEY_BYTES;
+    let (from, to) = (
+        start.next_multiple_of(PAGE_BYTES),
+        end / PAGE_BYTES * PAGE_BYTES,
+    );
+    if from < to {
+        // SAFETY: the range lies inside `chunk`'s allocation, which is
+        // ours; MADV_POPULATE_WRITE maps its pages, never changes its bytes.
+        unsafe {
+            libc::madvise(
+                from as *mut libc::c_void,
+                to - from,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
     }
 }
 
