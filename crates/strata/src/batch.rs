@@ -287,6 +287,7 @@ impl<'a> Entries<'a> {
         }
     }
 
+    #[inline]
     fn decode_next(&mut self) -> Result<EntryRef<'a>, (usize, &'static str)> {
         let (payload, at) = (self.payload, self.at);
         let fields = payload
@@ -329,6 +330,9 @@ impl<'a> Entries<'a> {
 impl<'a> Iterator for Entries<'a> {
     type Item = Result<EntryRef<'a>, (usize, &'static str)>;
 
+    // Inlined into the write path's loop: returned through memory, the
+    // entry's fields were stored in parts and loaded whole (a stall).
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
