@@ -9,6 +9,9 @@
 //! in order, which is why the run exists: it halves the index's memory of
 //! a sequential ingest and spends a third of its CPU less on inserts).
 //!
+//! A chunk's pages are mapped when it is allocated (`populate`), one call
+//! rather than a page fault per page at first write.
+//!
 //! Invariants: the run is strictly ascending; every key of the tree is
 //! below the run's last key (a key is appended only when it is above the
 //! last, and the last only grows), so a key lies in at most one of the
