@@ -205,7 +205,11 @@ impl InMemoryLayer {
         // The payload is a batch that never left memory, or a record the
         // replay checked whole (entries' crc32c included): its structure is
         // decoded as it is indexed, in one walk without an allocation; its
-        // crcs are not computed again.
+        // crcs are not computed again. A malformed entry part way would
+        // leave the entries before it indexed: it cannot happen (`add`
+        // built the batch; the replay decoded the record whole first), and
+        // both callers fail for good on it (the write path poisons the
+        // database, the open fails).
         let corrupt = |(offset, what): (usize, &'static str)| {
             crate::error::Corruption::new(&self.path, payload_offset + offset as u64, what)
         };
