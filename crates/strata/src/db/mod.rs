@@ -32,7 +32,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, InvalidInput, Result};
 use crate::io::{
     AlignedBuf, BufferedWriter, EntryKind, FileClass, FileOptions, IoStats, OsStorage, ReadRequest,
-    ReadRing, ShutdownMode, Storage, StorageFile, StorageLock,
+    ShutdownMode, Storage, StorageFile, StorageLock,
 };
 use crate::keyspace::{as_ref, Span};
 use crate::layer::bloom::PointKey;
@@ -76,8 +76,6 @@ pub use stats::Stats;
 use write::create_log;
 
 const LOCK_NAME: &str = "LOCK";
-/// Most rings of one read kept for gets (one per get running at once).
-const POINT_RINGS_MAX: usize = 64;
 /// Most bytes a scan reads ahead in a layer file at once (it starts small
 /// and doubles up to this).
 const SCAN_READAHEAD_BYTES: usize = 1 << 20;
@@ -124,9 +122,6 @@ struct DbInner {
     caller_horizon: AtomicU64,
     /// Keys asked of get and multi_get (`Stats::point_lookups`).
     point_lookups: AtomicU64,
-    /// Rings of one read for gets' block reads, each taken by one get at a
-    /// time (see `DbInner::point_read`).
-    point_rings: Mutex<Vec<Box<dyn ReadRing>>>,
     /// The most memory one flush's read of its log held (see `Stats`).
     flush_memory_peak: AtomicU64,
     /// Log bytes flushes read since open.
@@ -471,72 +466,13 @@ impl DbInner {
         for layer in version.candidates(key, lsn) {
             let found = match layer {
                 Candidate::Memory(m) => m.get(point, lsn)?,
-                Candidate::Disk(d) => self.get_in_layer(d, point, lsn)?,
+                Candidate::Disk(d) => d.reader()?.get_point(point, lsn)?,
             };
             if let Some((_, kind, value)) = found {
                 return version.value(key, kind, value);
             }
         }
         Ok(None)
-    }
-
-    /// The newest version of `point` at or below `lsn` in layer file `d`:
-    /// its block from the cache, or read through a ring of one read into a
-    /// registered buffer and copied once into what the cache keeps.
-    /// Measured against a pread into the thread's bounce buffer and the
-    /// same copy (`read_queue` example, 512 MiB of 1 KiB values, 32 MiB
-    /// cache, the two builds run in turn 3 × 2 times): get p50 57.0 µs
-    /// against 67.7 µs (medians), 14.5k against 14.2k gets/s.
-    fn get_in_layer(
-        &self,
-        d: &Arc<Layer>,
-        point: PointKey<'_>,
-        lsn: Lsn,
-    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let reader = d.reader()?;
-        let Some((block, offset, len)) = reader.point_read_plan(point, lsn) else {
-            return Ok(None);
-        };
-        if let Some(bytes) = reader.cached_block(block) {
-            return reader.get_in_cached_block(block, bytes, point.key, lsn);
-        }
-        let len = usize::try_from(len).map_err(|_| InvalidInput::OptionOutOfRange {
-            option: "block length",
-            value: len,
-            why: "larger than memory can address",
-        })?;
-        self.layer_io.point_reads.fetch_add(1, Ordering::Relaxed);
-        let bytes = self.point_read(&reader.file().file, offset, len)?;
-        reader.get_in_read_block(block, bytes, point.key, lsn)
-    }
-
-    /// One read of `len` bytes at `offset` of `file` through a ring of the
-    /// pool (made on first need: `Storage::read_ring`), as a shared buffer.
-    fn point_read(
-        &self,
-        file: &Arc<dyn StorageFile>,
-        offset: u64,
-        len: usize,
-    ) -> Result<crate::cache::Block> {
-        let taken = lock(&self.point_rings)?.pop();
-        let mut ring = match taken {
-            Some(ring) => ring,
-            None => self.storage.read_ring(1)?,
-        };
-        ring.push(0, file, offset, len)?;
-        let mut got = None;
-        while got.is_none() {
-            ring.reap(true, &mut |_, bytes| got = Some(bytes.map(Arc::from)))?;
-        }
-        // A ring with nothing in flight goes back (a failed one is dropped:
-        // its drop waits for what it holds).
-        if ring.in_flight() == 0 {
-            let mut pool = lock(&self.point_rings)?;
-            if pool.len() < POINT_RINGS_MAX {
-                pool.push(ring);
-            }
-        }
-        got.unwrap_or_else(|| Err(Error::Internal("a point read was not handed back".into())))
     }
 
     fn multi_get_at<K: AsRef<[u8]>>(&self, keys: &[K], lsn: Lsn) -> Result<Vec<Option<Vec<u8>>>> {

@@ -142,7 +142,6 @@ impl Db {
             )),
             caller_horizon: AtomicU64::new(0),
             point_lookups: AtomicU64::new(0),
-            point_rings: Mutex::new(Vec::new()),
             flush_memory_peak: AtomicU64::new(0),
             flush_read_bytes: AtomicU64::new(0),
             snapshots: Mutex::new(BTreeMap::new()),
