@@ -422,7 +422,7 @@ pub fn parse_fio_json(text: &str) -> Result<FioJob> {
 }
 
 pub fn metrics() -> Vec<MetricSpec> {
-    vec![
+    let mut specs = vec![
         MetricSpec::new("iops", "IOPS (read + write)", "IOPS", true),
         MetricSpec::new("mib_s", "Bandwidth (read + write)", "MiB/s", true),
         MetricSpec::new("x_io_uring", "IOPS ÷ io_uring's", "×", true),
@@ -436,25 +436,9 @@ pub fn metrics() -> Vec<MetricSpec> {
             .vs_device(DeviceSide::Write),
         MetricSpec::new("write_lat_mean_us", "Write latency mean", "µs", false),
         MetricSpec::new("write_lat_p99_us", "Write latency p99", "µs", false),
-        MetricSpec::new(
-            HIT_RATIO_METRIC,
-            "strata's gets served without a device read",
-            "fraction",
-            false,
-        ),
-        MetricSpec::new(
-            "strata_reads_per_get",
-            "strata's reads of blocks and values per get",
-            "reads",
-            false,
-        ),
-        MetricSpec::new(
-            "block_cache_hit_ratio",
-            "strata's block-cache hits ÷ lookups",
-            "fraction",
-            false,
-        ),
-    ]
+    ];
+    specs.extend(crate::get_reads::metric_specs());
+    specs
 }
 
 const MIB: f64 = 1024.0 * 1024.0;

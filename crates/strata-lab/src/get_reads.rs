@@ -32,6 +32,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::results::MetricSpec;
 use crate::results::Row;
 
 /// The lab's rule (LAB.md): data read in a comparison with the device is at
@@ -187,6 +188,31 @@ pub fn not_judged_why(row: &Row) -> Option<String> {
 /// The hit ratio as the tables and aims show it: `12%`.
 pub fn format_hit_ratio(r: f64) -> String {
     format!("{:.0}%", r * 100.0)
+}
+
+/// The metrics of strata's read rows (fio's and phases'): the hit ratio,
+/// strata's reads per get, the block cache's own ratio.
+pub fn metric_specs() -> [MetricSpec; 3] {
+    [
+        MetricSpec::new(
+            HIT_RATIO_METRIC,
+            "strata's gets served without a device read",
+            "fraction",
+            false,
+        ),
+        MetricSpec::new(
+            "strata_reads_per_get",
+            "strata's reads of blocks and values per get",
+            "reads",
+            false,
+        ),
+        MetricSpec::new(
+            "block_cache_hit_ratio",
+            "strata's block-cache hits ÷ lookups",
+            "fraction",
+            false,
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -1012,7 +1012,7 @@ pub fn run(
 }
 
 pub fn metrics() -> Vec<MetricSpec> {
-    vec![
+    let mut specs = vec![
         MetricSpec::new("latency_p50_us", "Latency p50", "µs", false),
         MetricSpec::new("latency_mean_us", "Latency mean", "µs", false),
         MetricSpec::new("latency_p99_us", "Latency p99", "µs", false),
@@ -1051,24 +1051,9 @@ pub fn metrics() -> Vec<MetricSpec> {
             "reads",
             false,
         ),
-        MetricSpec::new(
-            crate::get_reads::HIT_RATIO_METRIC,
-            "strata's gets served without a device read",
-            "fraction",
-            false,
-        ),
-        MetricSpec::new(
-            "strata_reads_per_get",
-            "strata's reads of blocks and values per get",
-            "reads",
-            false,
-        ),
-        MetricSpec::new(
-            "block_cache_hit_ratio",
-            "strata's block-cache hits ÷ lookups",
-            "fraction",
-            false,
-        ),
+    ];
+    specs.extend(crate::get_reads::metric_specs());
+    specs.extend([
         MetricSpec::new("data_mib", "Data inserted (keys + values)", "MiB", false),
         MetricSpec::new("size_on_disk_mib", "Size on disk", "MiB", false),
         MetricSpec::new("rss_mib", "Resident set at the phase's end", "MiB", false),
@@ -1084,7 +1069,8 @@ pub fn metrics() -> Vec<MetricSpec> {
             "MiB",
             false,
         ),
-    ]
+    ]);
+    specs
 }
 
 /// Device reads during a phase: the cgroup's count of requests, else

@@ -196,6 +196,21 @@ fn check_read<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// An LSN in 0..=`last`, `p` of the way along.
+fn pick_lsn(p: u8, last: Lsn) -> Lsn {
+    (last * p as u64) / 255
+}
+
+/// The LSN a multi-key read asks for: the latest often, else one picked
+/// as `pick_lsn` does.
+fn batch_read_lsn(p: u8, last: Lsn) -> Lsn {
+    if p > 200 {
+        last
+    } else {
+        pick_lsn(p, last)
+    }
+}
+
 /// The values of `keys` at `lsn` through a read queue of `depth`, in key
 /// order; the first error (a submit's or a get's) if any.
 fn queue_get_at(
@@ -245,7 +260,6 @@ fn run_on(
     let mut snapshot: Option<(strata::Snapshot, Lsn)> = None;
     let mut db = Db::open(&path, options(mode, engine)).unwrap();
     let mut oracle = Oracle::default();
-    let pick_lsn = |p: u8, last: Lsn| (last * p as u64) / 255;
     let mut extra_l1_files = 0;
     for (i, op) in ops.iter().enumerate() {
         let ctx = || format!("op {i} {op:?} mode {mode} engine {engine}");
@@ -300,11 +314,7 @@ fn run_on(
                 );
             }
             Op::MultiGetAt(ks, p) => {
-                let lsn = if *p > 200 {
-                    oracle.last_lsn
-                } else {
-                    pick_lsn(*p, oracle.last_lsn)
-                };
+                let lsn = batch_read_lsn(*p, oracle.last_lsn);
                 let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
                 let expected: Vec<_> = keys.iter().map(|k| oracle.get_at(k, lsn)).collect();
                 check_read(
@@ -316,11 +326,7 @@ fn run_on(
                 );
             }
             Op::QueueGetAt(ks, p, d) => {
-                let lsn = if *p > 200 {
-                    oracle.last_lsn
-                } else {
-                    pick_lsn(*p, oracle.last_lsn)
-                };
+                let lsn = batch_read_lsn(*p, oracle.last_lsn);
                 let keys: Vec<Vec<u8>> = ks.iter().map(|&k| key(k)).collect();
                 let expected: Vec<_> = keys.iter().map(|k| oracle.get_at(k, lsn)).collect();
                 check_read(

@@ -38,6 +38,14 @@ fn opts() -> Options {
     }
 }
 
+/// Without a block cache: every block a get needs is a read in the ring.
+fn uncached() -> Options {
+    Options {
+        block_cache_bytes: 0,
+        ..opts()
+    }
+}
+
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
@@ -125,14 +133,7 @@ fn every_get_answers_what_get_answers_from_every_layer() {
     }
     // Without a block cache every block is a read in the ring.
     drop(db);
-    let db = Db::open(
-        dir.path(),
-        Options {
-            block_cache_bytes: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let db = Db::open(dir.path(), uncached()).unwrap();
     let reads = db.stats().point_lookup_reads;
     let mut q = db.read_queue(32).unwrap();
     check_all(&db, &mut q, &model, 700);
@@ -202,14 +203,7 @@ fn the_depth_bounds_what_is_outstanding_and_bad_input_is_refused() {
 #[test]
 fn cancelled_gets_come_back_cancelled_or_answered_and_the_queue_goes_on() {
     let dir = tmp();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            block_cache_bytes: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let db = Db::open(dir.path(), uncached()).unwrap();
     let model = layered(&db);
     let mut q = db.read_queue(64).unwrap();
     for round in 0..5u32 {

@@ -21,7 +21,7 @@ use super::aligned_buf::{align_down, align_up, AlignedBuf};
 use super::file::IoFile;
 use super::mode::BlockFile;
 use super::stats::OpKind;
-use super::storage::{check_slot, check_slots, clone_error, ReadRing, RingDone, StorageFile};
+use super::storage::{check_slot, check_slots, hand_made, ReadRing, RingDone, StorageFile};
 use crate::error::{Error, Result};
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
@@ -58,6 +58,15 @@ struct Slot {
     made: Option<Result<Vec<u8>>>,
 }
 
+/// What became of a read the kernel completed.
+enum Completed {
+    /// Whole, in its slot's buffer at `head..head + len`.
+    InBuffer,
+    /// Short, and read again synchronously.
+    Made(Result<Vec<u8>>),
+    Failed(Error),
+}
+
 /// User data of a cancel request (its completion is not a read's).
 const CANCEL_TAG: u64 = 1 << 63;
 
@@ -78,6 +87,8 @@ pub struct UringRing {
     made: VecDeque<usize>,
     /// Cancel requests whose completion has not come.
     cancels: usize,
+    /// Completions taken from the ring, kept between reaps.
+    cqes: Vec<(u64, i32)>,
 }
 
 // SAFETY: the raw pointers the ring's queued entries hold point into
@@ -127,6 +138,7 @@ impl UringRing {
             kernel: 0,
             made: VecDeque::new(),
             cancels: 0,
+            cqes: Vec::new(),
         })
     }
 
@@ -142,10 +154,9 @@ impl UringRing {
         }
     }
 
-    /// Hands one completion to its slot; the read's result for `done`, or
-    /// `None` (a cancel's completion, or a read redone synchronously is
-    /// still a result).
-    fn complete(&mut self, user_data: u64, result: i32) -> Option<(usize, Result<(usize, usize)>)> {
+    /// Takes one completion: its slot and what became of its read, or
+    /// `None` for a cancel request's completion.
+    fn complete(&mut self, user_data: u64, result: i32) -> Option<(usize, Completed)> {
         if user_data & CANCEL_TAG != 0 {
             self.cancels -= 1;
             return None;
@@ -156,7 +167,7 @@ impl UringRing {
         self.kernel -= 1;
         if result < 0 {
             let e = std::io::Error::from_raw_os_error(-result);
-            return Some((i, Err(Error::io(file.path(), "read", e))));
+            return Some((i, Completed::Failed(Error::io(file.path(), "read", e))));
         }
         let n = result as usize;
         if let Some(f) = file.as_any().downcast_ref::<IoFile>() {
@@ -166,11 +177,17 @@ impl UringRing {
             // The end of the file, or a partial transfer: read again alone
             // (which names the end of the file, if that is what it is).
             let offset = slot.start + slot.head as u64;
-            let again = file.read_range(offset, slot.len);
-            slot.made = Some(again);
-            return Some((i, Ok((usize::MAX, 0))));
+            return Some((i, Completed::Made(file.read_range(offset, slot.len))));
         }
-        Some((i, Ok((slot.head, slot.len))))
+        Some((i, Completed::InBuffer))
+    }
+
+    /// The ring's completions so far (into a buffer kept between reaps).
+    fn take_completions(&mut self) -> Vec<(u64, i32)> {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.clear();
+        cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+        cqes
     }
 
     /// The bytes of slot `i`'s completed read at `head..head + len`.
@@ -294,31 +311,24 @@ impl ReadRing for UringRing {
                 ))
             });
             slot.file = None;
-            done(i, result.as_deref().map_err(clone_error));
+            hand_made(done, i, result);
         }
         let want = usize::from(wait && self.kernel > 0);
         if want > 0 || !self.ring.submission().is_empty() {
             self.enter(want)?;
         }
-        let cqes: Vec<(u64, i32)> = self
-            .ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (user_data, result) in cqes {
-            let Some((i, result)) = self.complete(user_data, result) else {
+        let cqes = self.take_completions();
+        for &(user_data, result) in &cqes {
+            let Some((i, completed)) = self.complete(user_data, result) else {
                 continue;
             };
-            match result {
-                Err(e) => done(i, Err(e)),
-                Ok((usize::MAX, _)) => {
-                    let made = self.slots[i].made.take();
-                    match made {
-                        Some(r) => done(i, r.as_deref().map_err(clone_error)),
-                        None => done(i, Err(Error::Internal("read ring: lost a read".into()))),
-                    }
+            match completed {
+                Completed::Failed(e) => done(i, Err(e)),
+                Completed::Made(r) => hand_made(done, i, r),
+                Completed::InBuffer => {
+                    let (head, len) = (self.slots[i].head, self.slots[i].len);
+                    done(i, Ok(self.bytes(i, head, len)))
                 }
-                Ok((head, len)) => done(i, Ok(self.bytes(i, head, len))),
             }
             let slot = &mut self.slots[i];
             slot.file = None;
@@ -326,6 +336,7 @@ impl ReadRing for UringRing {
                 slot.own = AlignedBuf::empty(SLOT_ALIGNMENT);
             }
         }
+        self.cqes = cqes;
         Ok(())
     }
 
@@ -372,12 +383,7 @@ impl Drop for UringRing {
                 );
                 std::process::abort();
             }
-            let cqes: Vec<(u64, i32)> = self
-                .ring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
-            for (user_data, result) in cqes {
+            for (user_data, result) in self.take_completions() {
                 if let Some((i, _)) = self.complete(user_data, result) {
                     self.slots[i].file = None;
                 }

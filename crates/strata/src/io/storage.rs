@@ -444,7 +444,7 @@ impl ReadRing for SyncRing {
 
     fn reap(&mut self, _wait: bool, done: &mut RingDone<'_>) -> Result<()> {
         while let Some((slot, result)) = self.done.pop_front() {
-            done(slot, result.as_deref().map_err(clone_error))
+            hand_made(done, slot, result)
         }
         Ok(())
     }
@@ -460,26 +460,11 @@ impl ReadRing for SyncRing {
     }
 }
 
-/// Moves an error out of a stored result (errors are not `Clone`: their
-/// sources are `io::Error`s); the read's result is dropped right after.
-pub(super) fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Io { path, op, source } => Error::io(
-            path.clone(),
-            op,
-            match source.raw_os_error() {
-                Some(code) => std::io::Error::from_raw_os_error(code),
-                None => std::io::Error::new(source.kind(), source.to_string()),
-            },
-        ),
-        Error::Corruption(c) => Error::Corruption(crate::error::Corruption {
-            file: c.file.clone(),
-            offset: c.offset,
-            what: c.what.clone(),
-            expected: c.expected,
-            found: c.found,
-        }),
-        other => Error::Internal(other.to_string()),
+/// Hands a read made earlier (its bytes, or its error) to `done`.
+pub(super) fn hand_made(done: &mut RingDone<'_>, slot: usize, result: Result<Vec<u8>>) {
+    match result {
+        Ok(bytes) => done(slot, Ok(&bytes)),
+        Err(e) => done(slot, Err(e)),
     }
 }
 

@@ -769,7 +769,18 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let bytes = BlockBytes::Read(Block::from(bytes));
+        self.get_in(block, BlockBytes::Read(Block::from(bytes)), key, lsn)
+    }
+
+    /// The newest version of `key` at or below `lsn` in data block `block`,
+    /// from `bytes` once they pass their check (else the block read alone).
+    fn get_in(
+        &self,
+        block: usize,
+        bytes: BlockBytes,
+        key: &[u8],
+        lsn: Lsn,
+    ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
         Self::search_block(self.verified_block(block, bytes, true)?, key, lsn)
     }
 
@@ -783,11 +794,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        Self::search_block(
-            self.verified_block(block, BlockBytes::Read(bytes), true)?,
-            key,
-            lsn,
-        )
+        self.get_in(block, BlockBytes::Read(bytes), key, lsn)
     }
 
     /// The index entry of block number `block` (from a plan of this reader).
@@ -811,8 +818,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         key: &[u8],
         lsn: Lsn,
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
-        let bytes = BlockBytes::Cached(bytes);
-        Self::search_block(self.verified_block(block, bytes, true)?, key, lsn)
+        self.get_in(block, BlockBytes::Cached(bytes), key, lsn)
     }
 
     /// The newest version of `key` at or below `lsn` in a block.
