@@ -98,6 +98,8 @@ pub struct ReadQueue {
     ready: VecDeque<ReadCompletion>,
     /// Reads pushed since the last submit.
     unsubmitted: bool,
+    /// A reap's completed reads, kept between reaps (no allocation each).
+    completed: Vec<(usize, Result<Got>)>,
 }
 
 impl ReadQueue {
@@ -110,6 +112,7 @@ impl ReadQueue {
             free: (0..depth).rev().collect(),
             ready: VecDeque::new(),
             unsubmitted: false,
+            completed: Vec::new(),
         })
     }
 
@@ -241,7 +244,7 @@ impl ReadQueue {
     /// Reaps the ring once (waiting for a completion when `wait`) and
     /// moves each get on: done, or its next read pushed.
     fn poll(&mut self, wait: bool) -> Result<()> {
-        let mut completed: Vec<(usize, Result<Got>)> = Vec::new();
+        let mut completed = std::mem::take(&mut self.completed);
         let gets = &self.gets;
         self.ring.reap(wait, &mut |slot, bytes| {
             let got = bytes.and_then(|b| match gets.get(slot).and_then(Option::as_ref) {
@@ -263,7 +266,7 @@ impl ReadQueue {
             });
             completed.push((slot, got));
         })?;
-        for (slot, got) in completed {
+        for (slot, got) in completed.drain(..) {
             let Some(mut get) = self.gets.get_mut(slot).and_then(Option::take) else {
                 continue;
             };
@@ -288,6 +291,7 @@ impl ReadQueue {
             };
             self.place(get, step);
         }
+        self.completed = completed;
         Ok(())
     }
 
