@@ -17,7 +17,7 @@
  *  - Each fio file is a key space: key = FNV-1a-64(file name) ++ big-endian
  *    block number, 16 bytes. The block size is the job's smallest block size
  *    (td_min_bs); an I/O unit of N blocks is one write batch of N puts, or N
- *    gets (one multi_get at iodepth=1, N gets in the read queue above). A
+ *    gets in the job's read queue (below). A
  *    block never written reads as zeros; a trim deletes its blocks.
  *  - fsync=/fdatasync= (DDIR_SYNC, DDIR_DATASYNC, sync_file_range) call
  *    strata_sync; sync=1 makes every write batch synchronous.
@@ -32,12 +32,17 @@
  * Engine options: strata-config=PATH (a JSON/TOML file or text; without it
  * STRATA_CONFIG is read), disrespect-fio-files, disrespect-fio-direct,
  * disrespect-fio-options (both of the above and sync=), strata-stats=PATH
- * (the engine's stats as JSON, written when the job ends).
+ * (the engine's stats as JSON, written when the job ends; with ramp_time, the
+ * stats as they were when the ramp ended go beside it, to PATH with ".json"
+ * replaced by ".ramp.json" (or ".ramp" added), so what fio counted can be
+ * told from what the ramp did).
  *
- * Queue: with iodepth=1 the engine is synchronous (FIO_SYNCIO, each io_u
- * completes inside ->queue; its blocks are one strata_multi_get). With
- * iodepth>1, reads go through one strata read queue (strata_read_queue_*),
- * owned by the job's fio thread, with no reader threads: ->queue submits one
+ * Queue: every job reads through one strata read queue (strata_read_queue_*),
+ * owned by its fio thread, with no reader threads. With iodepth=1 the engine
+ * is synchronous (FIO_SYNCIO): ->queue submits the io_u's gets and reaps them
+ * before it returns (a read on the queue's io_uring with a registered buffer,
+ * measured faster at QD1 than the pread a strata_get makes). With iodepth>1,
+ * ->queue submits one
  * get per block of the io_u (tag = the io_u's index and the block), ->commit
  * hands them to the kernel, and ->getevents reaps them; an io_u completes when
  * its last block is reaped. The queue's depth is iodepth x the most blocks an
@@ -81,12 +86,6 @@
 /* Blocks per batch while laying a file out. */
 #define STRATA_FIO_LAYOUT_BATCH_BYTES (1024 * 1024)
 #define STRATA_FIO_PATH_BYTES_MAX 4096
-/*
- * Most blocks the synchronous path (iodepth=1) reads with one
- * strata_multi_get: strata's io_uring ring has 64 entries, its largest single
- * submission. An io_u of more blocks is read in several calls.
- */
-#define STRATA_FIO_MULTI_GET_BLOCKS 64
 /* Most gets a read queue holds (strata_read_queue_create's bound). */
 #define STRATA_FIO_QUEUE_DEPTH_MAX 4096U
 /*
@@ -176,22 +175,6 @@ struct strata_fio_ring {
 };
 
 /*
- * Scratch space for strata_multi_get, the synchronous path's (iodepth=1): up
- * to STRATA_FIO_MULTI_GET_BLOCKS keys (one per block) and their answers.
- */
-struct strata_fio_mget {
-	unsigned char keys[STRATA_FIO_MULTI_GET_BLOCKS][STRATA_FIO_KEY_BYTES];
-	const char *key_ptrs[STRATA_FIO_MULTI_GET_BLOCKS];
-	size_t key_lens[STRATA_FIO_MULTI_GET_BLOCKS];
-	char *bufs[STRATA_FIO_MULTI_GET_BLOCKS];
-	size_t buf_lens[STRATA_FIO_MULTI_GET_BLOCKS];
-	size_t value_lens[STRATA_FIO_MULTI_GET_BLOCKS];
-	int statuses[STRATA_FIO_MULTI_GET_BLOCKS];
-	unsigned int owner[STRATA_FIO_MULTI_GET_BLOCKS]; /* index of the key's io_u in the caller's list */
-	unsigned int n;
-};
-
-/*
  * The writer of a job with iodepth > 1: a single thread takes every write and
  * trim queued at that moment as one write batch (strata serializes writers
  * anyway, and one writer lets the queue build up into a group commit). Fields
@@ -219,7 +202,7 @@ struct strata_fio_pool {
 };
 
 /*
- * The reads of a job with iodepth > 1, on the fio thread only (->queue,
+ * The reads of a job, on the fio thread only (->queue,
  * ->commit, ->getevents; a strata read queue is used from one thread at a
  * time). An io_u's state is kept by its index (< iodepth): while it is queued,
  * blocks_left[i] counts its blocks not yet reaped (set to all of them before
@@ -236,18 +219,19 @@ struct strata_fio_reads {
 	int *errs;                        /* by index */
 	struct strata_fio_ring done;      /* io_us whose every block is reaped */
 	unsigned int capacity;            /* iodepth: entries of the arrays by index, and of done */
+	int failed;                       /* the synchronous path: the queue's own failure (an errno), 0 */
 };
 
 /* Per-job engine state (td->io_ops_data). */
 struct strata_fio_data {
 	struct strata_fio_shared *shared;
 	strata_writebatch_t *batch; /* the synchronous path's (and layout's) batch */
-	struct strata_fio_mget *mget; /* the synchronous path's multi_get space */
 	unsigned long long block_bytes;
 	int sync_writes;
 	unsigned int errors_logged; /* atomic: the writer logs too */
 	struct strata_fio_pool *pool;   /* NULL: synchronous */
-	struct strata_fio_reads *reads; /* NULL: synchronous */
+	struct strata_fio_reads *reads; /* the job's read queue */
+	char *ramp_stats;               /* strata_stats_json when the ramp ended; NULL before */
 };
 
 static uint64_t fnv1a64(const char *s)
@@ -453,11 +437,6 @@ static int fio_strata_init(struct thread_data *td)
 	sd = calloc(1, sizeof(*sd));
 	if (!sd)
 		return ENOMEM;
-	sd->mget = malloc(sizeof(*sd->mget));
-	if (!sd->mget) {
-		free(sd);
-		return ENOMEM;
-	}
 	sd->block_bytes = strata_fio_block_bytes(td);
 	sd->sync_writes = !eo->disrespect_options && td->o.sync_io;
 
@@ -501,9 +480,9 @@ static int fio_strata_init(struct thread_data *td)
 	strata_options_destroy(opts);
 	sd->batch = strata_writebatch_create();
 	td->io_ops_data = sd;
+	if (reads_start(td, sd))
+		return ENOMEM; /* ->cleanup frees sd; reads_start said why */
 	if (td->o.iodepth > 1) {
-		if (reads_start(td, sd))
-			return ENOMEM; /* ->cleanup frees sd; reads_start said why */
 		if (pool_start(td, sd)) {
 			log_err("fio: strata: cannot start the writer thread\n");
 			return ENOMEM;
@@ -519,9 +498,29 @@ fail_config:
 	strata_error_free(err);
 fail:
 	strata_options_destroy(opts);
-	free(sd->mget);
 	free(sd);
 	return EINVAL;
+}
+
+/* Writes the stats taken when the ramp ended beside the job's stats file (see the top). */
+static void write_ramp_stats(const char *stats_path, const char *json)
+{
+	size_t n = strlen(stats_path);
+	int has_json = n >= 5 && !strcmp(stats_path + n - 5, ".json");
+	char *path = malloc(n + sizeof(".ramp.json"));
+	FILE *out;
+
+	if (!path)
+		return;
+	sprintf(path, "%.*s%s", (int)(has_json ? n - 5 : n), stats_path, has_json ? ".ramp.json" : ".ramp");
+	out = fopen(path, "w");
+	if (out) {
+		fprintf(out, "%s\n", json);
+		fclose(out);
+	} else {
+		log_err("fio: strata: cannot write stats to %s\n", path);
+	}
+	free(path);
 }
 
 static void fio_strata_cleanup(struct thread_data *td)
@@ -544,11 +543,13 @@ static void fio_strata_cleanup(struct thread_data *td)
 		if (out)
 			fclose(out);
 		strata_free(json);
+		if (sd->ramp_stats)
+			write_ramp_stats(eo->stats_path, sd->ramp_stats);
 	}
+	strata_free(sd->ramp_stats);
 	if (sd->shared)
 		shared_close(sd->shared);
 	strata_writebatch_destroy(sd->batch);
-	free(sd->mget);
 	free(sd);
 	td->io_ops_data = NULL;
 }
@@ -665,97 +666,6 @@ static int fio_strata_close_file(struct thread_data *td, struct fio_file *f)
 static int fio_strata_unlink_file(struct thread_data *td, struct fio_file *f)
 {
 	return 0; /* the database directory stays; its keys are overwritten */
-}
-
-/*
- * Runs the keys gathered in m as one strata_multi_get and fills their blocks:
- * a value shorter than a block is padded with zeros, a never-written block
- * reads as zeros. A failure sets errs[] of the io_us concerned (the first
- * error of each io_u wins).
- */
-static void strata_fio_mget_run(struct thread_data *td, struct strata_fio_data *sd, struct strata_fio_mget *m,
-				int *errs)
-{
-	unsigned long long bs = sd->block_bytes;
-	strata_error_t *err = NULL;
-	unsigned int i;
-	int rc;
-
-	if (!m->n)
-		return;
-	rc = strata_multi_get(sd->shared->db, m->n, m->key_ptrs, m->key_lens, m->bufs, m->buf_lens, m->value_lens,
-			      m->statuses, &err);
-	if (rc != STRATA_OK) {
-		int e = strata_fio_fail(td, "multi_get", err);
-
-		for (i = 0; i < m->n; i++)
-			if (!errs[m->owner[i]])
-				errs[m->owner[i]] = e;
-		m->n = 0;
-		return;
-	}
-	for (i = 0; i < m->n; i++) {
-		switch (m->statuses[i]) {
-		case STRATA_OK:
-			if (m->value_lens[i] < bs)
-				memset(m->bufs[i] + m->value_lens[i], 0, bs - m->value_lens[i]);
-			break;
-		case STRATA_NOT_FOUND:
-			memset(m->bufs[i], 0, bs);
-			break;
-		default:
-			/* STRATA_BUFFER_TOO_SMALL: a value longer than a block is not fio's. */
-			if (__atomic_fetch_add(&sd->errors_logged, 1, __ATOMIC_RELAXED) < 5)
-				log_err("fio: strata: multi_get: the value of a block is %zu bytes, larger than the "
-					"block size %llu (status %d)\n",
-					m->value_lens[i], bs, m->statuses[i]);
-			if (!errs[m->owner[i]])
-				errs[m->owner[i]] = EIO;
-		}
-	}
-	m->n = 0;
-}
-
-/*
- * Reads io_us[0..n) (reads; an io_u covers one or more blocks) with as few
- * strata_multi_get calls as STRATA_FIO_MULTI_GET_BLOCKS allows, and sets each
- * io_u's errs[i] (an errno, 0 on success).
- */
-static void strata_fio_read_many(struct thread_data *td, struct strata_fio_data *sd, struct strata_fio_mget *m,
-				 struct io_u **io_us, unsigned int n, int *errs)
-{
-	unsigned long long bs = sd->block_bytes;
-	unsigned int u;
-
-	m->n = 0;
-	for (u = 0; u < n; u++) {
-		struct io_u *io_u = io_us[u];
-		uint64_t first = io_u->offset / bs, count = io_u->xfer_buflen / bs, b;
-
-		errs[u] = 0;
-		for (b = 0; b < count; b++) {
-			unsigned int k = m->n++;
-
-			make_key(m->keys[k], io_u->file, first + b);
-			m->key_ptrs[k] = (const char *)m->keys[k];
-			m->key_lens[k] = STRATA_FIO_KEY_BYTES;
-			m->bufs[k] = (char *)io_u->xfer_buf + b * bs;
-			m->buf_lens[k] = bs;
-			m->owner[k] = u;
-			if (m->n == STRATA_FIO_MULTI_GET_BLOCKS)
-				strata_fio_mget_run(td, sd, m, errs);
-		}
-	}
-	strata_fio_mget_run(td, sd, m, errs);
-}
-
-/* Reads one io_u (the synchronous path). Returns an errno. */
-static int strata_fio_read(struct thread_data *td, struct strata_fio_data *sd, struct io_u *io_u)
-{
-	int err = 0;
-
-	strata_fio_read_many(td, sd, sd->mget, &io_u, 1, &err);
-	return err;
 }
 
 /* Adds io_u's blocks to `batch`: puts for a write, deletes for a trim. */
@@ -1119,6 +1029,27 @@ static void reads_submit(struct thread_data *td, struct strata_fio_data *sd, str
 		reads_blocks_finished(r, io_u, count - b);
 }
 
+/*
+ * Reads one io_u on the synchronous path (iodepth=1): its gets submitted,
+ * then reaped until it is done. Returns an errno. After a failure of the
+ * queue itself (not of a get), every read fails with that error: what the
+ * queue still holds can no longer be told apart from the next io_u's.
+ */
+static int strata_fio_read(struct thread_data *td, struct strata_fio_data *sd, struct io_u *io_u)
+{
+	struct strata_fio_reads *r = sd->reads;
+
+	if (r->failed)
+		return r->failed;
+	reads_submit(td, sd, io_u);
+	while (!r->done.count && !(r->failed = reads_reap(td, sd, 1)))
+		;
+	if (r->failed)
+		return r->failed;
+	assert(r->done.count == 1);
+	return ring_pop(&r->done, r->capacity)->error;
+}
+
 static int strata_fio_sync(struct thread_data *td, struct strata_fio_data *sd)
 {
 	strata_error_t *err = NULL;
@@ -1135,6 +1066,9 @@ static enum fio_q_status fio_strata_queue(struct thread_data *td, struct io_u *i
 	int ret;
 
 	fio_ro_check(td, io_u);
+	/* The first I/O fio counts: what strata did before it was the ramp's. */
+	if (!sd->ramp_stats && td->o.ramp_time && td->ramp_time_over && ((struct strata_fio_options *)td->eo)->stats_path)
+		sd->ramp_stats = strata_stats_json(sd->shared->db, NULL);
 
 	if (ddir_sync(io_u->ddir)) {
 		if (pool) {

@@ -142,6 +142,25 @@ assert s["delta_layers"] >= 2 and reads > 0, "the verify reads did not reach lay
 EOF
 }
 
+# At iodepth 1 reads go through the read queue too (submitted and reaped in
+# ->queue): multi-block units from small layers, verified. Then a timed read
+# job with a ramp: the engine writes the stats of the ramp's end beside the
+# job's, and the counted part made gets of its own.
+t_multiblock_verify_qd1_read_queue_ramp_stats() {
+	local dir="$1" config='{"layer_size_bytes_max": "4MiB"}'
+	sfio --name=q1 --directory="$dir" --rw=randwrite --bsrange=4k-512k --size=32m --iodepth=1 \
+		--direct=1 --verify=crc32c --do_verify=1 --strata-config="$config" || return 1
+	sfio --name=q1 --directory="$dir" --rw=randread --bs=4k --size=32m --iodepth=1 --direct=1 \
+		--time_based --runtime=1 --ramp_time=1 \
+		--strata-config="$config" --strata-stats="$dir/stats.json" || return 1
+	python3 - "$dir/stats.json" "$dir/stats.ramp.json" <<'EOF'
+import json, sys
+end, ramp = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"gets: ramp {ramp['point_lookups']}, end {end['point_lookups']}")
+assert 0 < ramp["point_lookups"] < end["point_lookups"], "no gets counted after the ramp"
+EOF
+}
+
 # A sync waits for every write in flight; with reads and writes mixed.
 t_randrw_fsync_verify_qd8() {
 	sfio --name=qdf --directory="$1" --rw=randrw --bs=4k --size=8m --iodepth=8 --fsync=4 \
@@ -292,6 +311,7 @@ run_test seq_write_verify_numjobs2 t_seq_write_verify_numjobs2
 run_test rand_write_verify_numjobs2 t_rand_write_verify_numjobs2
 run_test rand_write_verify_qd16_numjobs2 t_rand_write_verify_qd16_numjobs2
 run_test multiblock_verify_qd16_read_queue t_multiblock_verify_qd16_read_queue
+run_test multiblock_verify_qd1_read_queue_ramp_stats t_multiblock_verify_qd1_read_queue_ramp_stats
 run_test randrw_fsync_verify_qd8 t_randrw_fsync_verify_qd8
 run_test multiblock_write_verify t_multiblock_write_verify
 run_test randrw_verify_numjobs3 t_randrw_verify_numjobs3

@@ -69,6 +69,12 @@ pub struct FioParams {
     /// [`DATA_PER_CACHE_MIN`]× [`STRATA_BLOCK_CACHE_BYTES`], whole MiB.
     pub size_bytes: u64,
     pub runtime_s: u32,
+    /// fio's `ramp_time` for every engine alike: the seconds a job runs
+    /// before fio counts its I/O (strata's block cache warming up on the
+    /// blocks of pointers, a compaction the layout left due). Strata's
+    /// cache hit ratio counts the ramp too, so it can only be higher for
+    /// the measured part.
+    pub ramp_s: u32,
     /// Runs of every pass, one after the other (each pass runs its jobs
     /// through every engine in turn, so samples interleave across engines).
     pub repeats: u32,
@@ -95,6 +101,7 @@ impl FioParams {
             FioParams {
                 size_bytes: QUICK_SIZE_BYTES,
                 runtime_s: 2,
+                ramp_s: 1,
                 repeats: 3,
                 direct: true,
                 numjobs: 1,
@@ -104,6 +111,7 @@ impl FioParams {
             FioParams {
                 size_bytes: FULL_SIZE_BYTES,
                 runtime_s: 20,
+                ramp_s: 5,
                 repeats: 3,
                 direct: true,
                 numjobs: 1,
@@ -157,6 +165,7 @@ impl FioParams {
                 .into(),
             ),
             ("runtime_s".to_string(), self.runtime_s.into()),
+            ("ramp_s".to_string(), self.ramp_s.into()),
             ("repeats".to_string(), self.repeats.into()),
             ("direct".to_string(), u32::from(self.direct).into()),
             ("numjobs".to_string(), self.numjobs.into()),
@@ -798,28 +807,47 @@ impl PassRun<'_> {
 }
 
 /// `row` with strata's own statistics of `run` where its engine wrote them,
-/// and the figures of its gets ([`with_get_reads`]).
+/// and the figures of its gets ([`with_get_reads`]) over the part of the
+/// job fio counted: since the ramp ended, where the engine wrote the stats
+/// of that moment (`strata.stats.ramp.json`).
 fn with_strata_stats(row: Row, pass_dir: &Path, run: &RunLine) -> Row {
     if run.engine != "strata" {
         return row;
     }
-    let stats = pass_dir.join(&run.job).join("strata.stats.json");
-    match std::fs::read_to_string(stats)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-    {
-        Some(stats) => with_get_reads(row, &stats).param("strata_stats", stats),
+    let read = |name: &str| {
+        std::fs::read_to_string(pass_dir.join(&run.job).join(name))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    };
+    match read("strata.stats.json") {
+        Some(stats) => {
+            let ramp = read("strata.stats.ramp.json");
+            with_get_reads(row, &stats, ramp.as_ref()).param("strata_stats", stats)
+        }
         None => row,
     }
 }
 
 /// `row` with the cache hit ratio and reads per get of the gets in
 /// strata's `stats` (since the job opened the database: the layout reads
-/// nothing but a marker, so they are the job's reads), where it made any.
-pub fn with_get_reads(row: Row, stats: &serde_json::Value) -> Row {
-    match GetReads::from_stats_json(stats) {
-        Some(reads) if reads.gets > 0 => reads.add_to(row),
-        _ => row,
+/// nothing but a marker, so they are the job's reads), less those already
+/// in `ramp` (the stats when fio's ramp ended) where there is one, where
+/// it made any.
+pub fn with_get_reads(
+    row: Row,
+    stats: &serde_json::Value,
+    ramp: Option<&serde_json::Value>,
+) -> Row {
+    let Some(mut reads) = GetReads::from_stats_json(stats) else {
+        return row;
+    };
+    if let Some(before) = ramp.and_then(GetReads::from_stats_json) {
+        reads = reads.since(&before);
+    }
+    if reads.gets > 0 {
+        reads.add_to(row)
+    } else {
+        row
     }
 }
 
@@ -850,7 +878,7 @@ fn run_compare(
         .env("DIRECT", u32::from(params.direct).to_string())
         .env("IODEPTH", pass.iodepth.to_string())
         .env("NUMJOBS", params.numjobs.to_string())
-        .env_remove("FIO_EXTRA")
+        .env("FIO_EXTRA", format!("--ramp_time={}", params.ramp_s))
         .env_remove("KEEP_DATA")
         .current_dir(repo)
         .stdin(Stdio::null())
@@ -1215,14 +1243,25 @@ mod tests {
             "block_cache_misses": 171,
             "io": {"log": {"read": {"ops": 29939, "bytes": 138735104, "retries": 0}}},
         });
-        let row = with_get_reads(Row::new("rand-read-iops qd1", "strata", ""), &stats);
+        let row = with_get_reads(Row::new("rand-read-iops qd1", "strata", ""), &stats, None);
         assert_eq!(row.metrics[HIT_RATIO_METRIC], 0.0);
         assert!((row.metrics["strata_reads_per_get"] - 30110.0 / 29940.0).abs() < 1e-12);
         assert!(row.metrics["block_cache_hit_ratio"] > 0.99);
+        // With the stats at the ramp's end: the counted part alone (every
+        // block read in the ramp, one value read per get after it).
+        let mut ramp = stats.clone();
+        ramp["point_lookups"] = 9940.into();
+        ramp["block_cache_hits"] = 9769.into();
+        ramp["io"]["log"]["read"]["ops"] = 9939.into();
+        let row = with_get_reads(Row::new("rand-read-iops qd1", "strata", ""), &stats, Some(&ramp));
+        assert_eq!(row.params["strata_gets"], 20000);
+        assert_eq!(row.params["strata_block_reads"], 0);
+        assert_eq!(row.metrics["strata_reads_per_get"], 1.0);
+        assert_eq!(row.metrics["block_cache_hit_ratio"], 1.0);
         // A write job's stats: no gets, no figures.
         let mut writes = stats.clone();
         writes["point_lookups"] = 0.into();
-        let row = with_get_reads(Row::new("rand-write-iops qd1", "strata", ""), &writes);
+        let row = with_get_reads(Row::new("rand-write-iops qd1", "strata", ""), &writes, None);
         assert!(!row.metrics.contains_key(HIT_RATIO_METRIC));
     }
 

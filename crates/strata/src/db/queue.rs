@@ -191,7 +191,8 @@ impl ReadQueue {
     /// queue); a get's own error comes in its completion.
     pub fn reap(&mut self, min: usize, max: usize, out: &mut Vec<ReadCompletion>) -> Result<usize> {
         let min = min.min(max).min(self.outstanding());
-        self.commit()?;
+        // No commit first: a reap of the ring hands the reads pushed since
+        // to the kernel in the same system call as its wait.
         let mut moved = 0;
         loop {
             while moved < max {
@@ -246,6 +247,8 @@ impl ReadQueue {
     fn poll(&mut self, wait: bool) -> Result<()> {
         let mut completed = std::mem::take(&mut self.completed);
         let gets = &self.gets;
+        // The ring's reap submits what was pushed (`ReadRing::reap`).
+        self.unsubmitted = false;
         self.ring.reap(wait, &mut |slot, bytes| {
             let got = bytes.and_then(|b| match gets.get(slot).and_then(Option::as_ref) {
                 Some(g) if g.cancelled => Err(Error::Cancelled),

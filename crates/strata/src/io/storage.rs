@@ -367,9 +367,11 @@ pub trait ReadRing: Send {
     /// Hands the reads queued so far to the kernel.
     fn submit(&mut self) -> Result<()>;
 
-    /// Hands every completed read to `done(slot, bytes or error)`; with
-    /// `wait`, first waits until at least one has completed (when any is
-    /// in flight). An error of the ring itself (not of a read) is returned.
+    /// Hands the reads queued and not yet submitted to the kernel (in the
+    /// same call as the wait: one system call), then every completed read
+    /// to `done(slot, bytes or error)`; with `wait`, first waits until at
+    /// least one has completed (when any is in flight). An error of the
+    /// ring itself (not of a read) is returned.
     fn reap(&mut self, wait: bool, done: &mut RingDone<'_>) -> Result<()>;
 
     /// Asks the kernel to stop the read in `slot` early; it is handed back
