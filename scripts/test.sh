@@ -5,7 +5,9 @@
 #
 #   1. cargo fmt/clippy checks and `cargo test --workspace`: unit, property,
 #      model-based, crash (SIGKILL) and corruption tests of the engine, the
-#      lab's and the C API's Rust tests, README's example as a doc test;
+#      lab's and the C API's Rust tests, README's example as a doc test; the
+#      remote store's tests with the `s3` feature against moto's S3 server
+#      (installed from PyPI, started on 127.0.0.1 by the tests);
 #   2. scripts/test-fuzz.sh: every on-disk decoder's fuzz target, a seeded
 #      mutation run on stable (and, with FUZZ_LIBFUZZER=1, a short libFuzzer
 #      run of each on nightly);
@@ -40,9 +42,24 @@ run() {
 	fi
 }
 
+# moto's S3 server (PyPI), which the remote store's tests start on
+# 127.0.0.1 themselves; installed unless it is there.
+install_moto() {
+	python3 -c 'import moto.server, flask' 2>/dev/null && return 0
+	echo "scripts/test.sh: installing moto[server] from PyPI"
+	python3 -m pip install --quiet 'moto[server]>=5.2' ||
+		python3 -m pip install --quiet --break-system-packages 'moto[server]>=5.2'
+}
+
 run fmt cargo fmt --all -- --check
 run clippy cargo clippy --workspace --all-targets -- -D warnings
+run clippy-s3 cargo clippy -p strata --features s3 --all-targets -- -D warnings
 run cargo-test cargo test --workspace
+# The remote store against a real S3-compatible server (and the directory
+# store beside it): round trips, create-only puts, the server's
+# conditional-write race check, a stopped server.
+run moto install_moto
+run remote cargo test -p strata --features s3 --test remote
 # The fault sweep at every operation (a debug build samples every 7th).
 run fault-sweep cargo test --release -p strata --test fault_sweep
 # The decoders' fuzz targets through the stable mutation driver (200,000

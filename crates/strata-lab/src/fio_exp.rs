@@ -1253,7 +1253,11 @@ mod tests {
         ramp["point_lookups"] = 9940.into();
         ramp["block_cache_hits"] = 9769.into();
         ramp["io"]["log"]["read"]["ops"] = 9939.into();
-        let row = with_get_reads(Row::new("rand-read-iops qd1", "strata", ""), &stats, Some(&ramp));
+        let row = with_get_reads(
+            Row::new("rand-read-iops qd1", "strata", ""),
+            &stats,
+            Some(&ramp),
+        );
         assert_eq!(row.params["strata_gets"], 20000);
         assert_eq!(row.params["strata_block_reads"], 0);
         assert_eq!(row.metrics["strata_reads_per_get"], 1.0);

@@ -98,6 +98,8 @@ pub enum InvalidInput {
     },
     #[error("the read queue holds {depth} gets, its depth: reap before submitting more")]
     QueueFull { depth: usize },
+    #[error("{url:?} is not a remote store this build can open: {why}")]
+    RemoteUrl { url: String, why: String },
     #[error("buffer is not aligned: {what} = {value} is not a multiple of {alignment}")]
     Unaligned {
         what: &'static str,
@@ -181,6 +183,36 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A call to the remote store (`remote::RemoteStore`) failed: `store`
+    /// names the store (its URL), `op` the call, `key` the object.
+    #[error("remote store {store}: {op} {key}: {kind}")]
+    Remote {
+        store: String,
+        op: &'static str,
+        key: String,
+        kind: RemoteErrorKind,
+    },
+}
+
+/// What went wrong in a call to the remote store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteErrorKind {
+    /// No object under the key.
+    #[error("no such object")]
+    NotFound,
+    /// A create-only put found an object already there (another writer's,
+    /// or this one's whose answer was lost): nothing was written.
+    #[error("an object is already there")]
+    AlreadyExists,
+    /// A call the store refuses as asked (a key strata does not use, a
+    /// range past the object's end): nothing was done.
+    #[error("{0}")]
+    Invalid(String),
+    /// The server could not be reached or answered with an error (after
+    /// the client's retries): the call may or may not have taken effect.
+    #[error("{0}")]
+    Transport(String),
 }
 
 impl Error {

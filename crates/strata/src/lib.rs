@@ -25,6 +25,7 @@ mod log;
 mod manifest;
 mod options;
 mod read;
+pub mod remote;
 mod table_cache;
 mod types;
 mod value;
@@ -32,7 +33,7 @@ mod version;
 
 pub use batch::WriteBatch;
 pub use db::{Db, ReadCompletion, ReadQueue, Snapshot, Stats};
-pub use error::{Corruption, Error, InvalidInput, Result};
+pub use error::{Corruption, Error, InvalidInput, RemoteErrorKind, Result};
 pub use io::{IoEngine, IoMode};
 pub use options::{
     Options, WriteOptions, BATCH_BYTES_MAX, BLOCK_CACHE_BYTES_DEFAULT,

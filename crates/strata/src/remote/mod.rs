@@ -1,0 +1,169 @@
+//! The remote store: where a database's objects live beyond the local
+//! disk (DESIGN.md, "Remote storage"). This module owns the seam — the
+//! [`RemoteStore`] trait the engine calls, synchronously — and its
+//! implementations: [`DirRemote`], a local directory (the embedded default
+//! for users without a server), and, with the `s3` feature, `S3Remote`, any
+//! S3-compatible server through the `object_store` crate, whose runtime
+//! lives on a thread of the remote store's own.
+//!
+//! Invariants every implementation keeps:
+//! - Objects are immutable: a key is written once. [`PutMode::Create`] is
+//!   atomic create-only: of many puts of one key exactly one succeeds, the
+//!   others get [`RemoteErrorKind::AlreadyExists`] and write nothing (the
+//!   fencing and the index's compare-and-swap stand on it).
+//! - A put that returned `Ok` is durable in the store (a directory store
+//!   syncs the file and the directory before it says so) and visible to
+//!   every later get and list, from any process.
+//! - A get returns the whole object or the exact range asked for, or an
+//!   error; never fewer bytes. What the bytes mean is checked by the caller
+//!   (every object strata writes carries its own checksums).
+//! - Every error is an `Error::Remote` naming the store, the call and the
+//!   key, one line.
+//!
+//! The URL of a store ([`open_url`]): `s3://bucket/prefix` (endpoint,
+//! region and credentials from the usual `AWS_*` environment variables),
+//! `file:///dir`, or a plain path.
+
+mod dir;
+#[cfg(feature = "s3")]
+mod s3;
+
+pub use dir::DirRemote;
+#[cfg(feature = "s3")]
+pub use s3::{S3Config, S3Remote, RETRY_TIMEOUT_DEFAULT};
+
+use crate::error::{Error, InvalidInput, RemoteErrorKind, Result};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// How a put treats an object already under its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutMode {
+    /// Write only if no object is there (atomic); else
+    /// `RemoteErrorKind::AlreadyExists`, nothing written.
+    Create,
+    /// Write whatever is there (for objects no other writer names, e.g. a
+    /// retried upload of the same bytes).
+    Overwrite,
+}
+
+/// An object as a list shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// The key, relative to the store's root.
+    pub key: String,
+    pub size: u64,
+}
+
+/// A store of immutable objects under string keys (`/`-separated, relative
+/// to the store's root). Calls block until the store has answered.
+pub trait RemoteStore: Send + Sync {
+    /// The store's URL, as errors name it.
+    fn url(&self) -> &str;
+    /// Writes `bytes` under `key`, durably, as `mode` says.
+    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<()>;
+    /// The whole object.
+    fn get(&self, key: &str) -> Result<Vec<u8>>;
+    /// Bytes `range` of the object (a range past its end is an error).
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>>;
+    /// Every object whose key starts with `prefix`, by key.
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>>;
+    /// Removes the object; removing one that is not there is not an error.
+    fn delete(&self, key: &str) -> Result<()>;
+}
+
+/// The store a URL names (see the module comment). `s3://` needs the `s3`
+/// feature.
+pub fn open_url(url: &str) -> Result<Arc<dyn RemoteStore>> {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        return open_s3(url, rest);
+    }
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    if path.is_empty() || path.contains("://") {
+        return Err(InvalidInput::RemoteUrl {
+            url: url.into(),
+            why: "expected s3://bucket/prefix, file:///dir or a path".into(),
+        }
+        .into());
+    }
+    Ok(Arc::new(DirRemote::open(path)?))
+}
+
+#[cfg(feature = "s3")]
+fn open_s3(_url: &str, rest: &str) -> Result<Arc<dyn RemoteStore>> {
+    Ok(Arc::new(S3Remote::from_url(rest)?))
+}
+
+#[cfg(not(feature = "s3"))]
+fn open_s3(url: &str, _rest: &str) -> Result<Arc<dyn RemoteStore>> {
+    Err(InvalidInput::RemoteUrl {
+        url: url.into(),
+        why: "this build of strata has no S3 client (build it with the `s3` feature)".into(),
+    }
+    .into())
+}
+
+/// An `Error::Remote`.
+pub(crate) fn remote_error(
+    store: &str,
+    op: &'static str,
+    key: &str,
+    kind: RemoteErrorKind,
+) -> Error {
+    Error::Remote {
+        store: store.to_string(),
+        op,
+        key: key.to_string(),
+        kind,
+    }
+}
+
+/// A key strata may use: non-empty, relative, of `/`-separated segments
+/// that are neither empty nor start with `.` (a directory store keeps its
+/// temporary files under such names), of printable ASCII without spaces
+/// (the same object under every store: a directory and S3 agree on it).
+pub(crate) fn check_key(store: &str, op: &'static str, key: &str) -> Result<()> {
+    let bad = key.is_empty()
+        || key.split('/').any(|s| s.is_empty() || s.starts_with('.'))
+        || !key.bytes().all(|b| b.is_ascii_graphic());
+    if bad {
+        return Err(remote_error(
+            store,
+            op,
+            key,
+            RemoteErrorKind::Invalid("not an object key strata uses".into()),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_the_same_for_every_store() {
+        for ok in ["a", "layers/0001-g2.delta", "index/00000000000000000007"] {
+            check_key("s", "put", ok).unwrap();
+        }
+        for bad in [
+            "", "/a", "a//b", "a/../b", "./a", "a/.tmp", "a b", "a/", "é",
+        ] {
+            assert!(check_key("s", "put", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_url_names_its_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        assert_eq!(open_url(&url).unwrap().url(), url);
+        assert!(open_url("ftp://x/y").is_err());
+        assert!(open_url("").is_err());
+        #[cfg(not(feature = "s3"))]
+        assert!(open_url("s3://bucket/p")
+            .unwrap_err()
+            .to_string()
+            .contains("no S3 client"));
+    }
+}
