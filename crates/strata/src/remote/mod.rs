@@ -4,7 +4,8 @@
 //! implementations: [`DirRemote`], a local directory (the embedded default
 //! for users without a server), and, with the `s3` feature, `S3Remote`, any
 //! S3-compatible server through the `object_store` crate, whose runtime
-//! lives on a thread of the remote store's own.
+//! lives on a thread of the remote store's own; for tests (feature `sim`),
+//! `FaultyRemote`, any of them behind seeded faults.
 //!
 //! Invariants every implementation keeps:
 //! - Objects are immutable: a key is written once. [`PutMode::Create`] is
@@ -25,10 +26,14 @@
 //! `file:///dir`, or a plain path.
 
 mod dir;
+#[cfg(any(test, feature = "sim"))]
+mod faulty;
 #[cfg(feature = "s3")]
 mod s3;
 
 pub use dir::DirRemote;
+#[cfg(any(test, feature = "sim"))]
+pub use faulty::{FaultyRemote, RemoteFault};
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Remote, RETRY_TIMEOUT_DEFAULT};
 
