@@ -183,6 +183,15 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// This writer's generation is no longer the newest in the remote
+    /// store: another writer opened the database after it. It stops
+    /// writing there (nothing of the newer writer's is touched).
+    #[error("remote store {store}: generation {generation} was fenced by generation {newer}: another writer opened this database")]
+    Fenced {
+        store: String,
+        generation: u64,
+        newer: u64,
+    },
     /// A call to the remote store (`remote::RemoteStore`) failed: `store`
     /// names the store (its URL), `op` the call, `key` the object.
     #[error("remote store {store}: {op} {key}: {kind}")]

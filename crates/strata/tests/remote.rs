@@ -296,6 +296,29 @@ mod s3 {
         race(&moto.store("db"), 5, 12);
     }
 
+    /// Writers opening one bucket at once take distinct generations; all
+    /// but the newest are fenced.
+    #[test]
+    fn s3_writers_take_distinct_generations() {
+        use strata::remote::generation::{acquire, check_current};
+        let moto = Moto::start();
+        let stores: Vec<S3Remote> = (0..6).map(|_| moto.store("db")).collect();
+        let mut gens: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = stores
+                .iter()
+                .map(|store| s.spawn(move || acquire(store, "test").unwrap()))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        gens.sort_unstable();
+        assert_eq!(gens, (1..=6).collect::<Vec<u64>>());
+        check_current(&stores[0], 6).unwrap();
+        assert!(matches!(
+            check_current(&stores[0], 5),
+            Err(Error::Fenced { newer: 6, .. })
+        ));
+    }
+
     #[test]
     fn a_stopped_server_is_one_line_transport_error() {
         let moto = Moto::start();

@@ -28,6 +28,7 @@
 mod dir;
 #[cfg(any(test, feature = "sim"))]
 mod faulty;
+pub mod generation;
 #[cfg(feature = "s3")]
 mod s3;
 
