@@ -1,4 +1,4 @@
-//! `strata db DIR put|get|delete|scan|stats|flush|compact …`: the engine
+//! `strata db DIR put|get|delete|scan|stats|flush|sync-remote|compact …`: the engine
 //! from the shell.
 //!
 //! Each command opens the database in DIR (creating it for `put`), does one
@@ -23,6 +23,12 @@ pub struct KvArgs {
     /// Keys and values are hexadecimal (in and out).
     #[arg(long, global = true)]
     hex: bool,
+    /// The database's remote store: s3://bucket/prefix (a build with the
+    /// `s3` feature; endpoint, region and credentials from AWS_ENDPOINT_URL,
+    /// AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), file:///dir or
+    /// a path. A DIR that holds no database is restored from it.
+    #[arg(long, global = true)]
+    remote: Option<String>,
     #[command(subcommand)]
     command: KvCommand,
 }
@@ -58,6 +64,9 @@ enum KvCommand {
     },
     /// Write the in-memory layers out as delta layers.
     Flush,
+    /// Wait until the remote store (--remote) holds every write: flush,
+    /// then upload what is missing and the index that lists it.
+    SyncRemote,
     /// Flush, then merge every L0 layer into L1 runs. With --horizon, also
     /// write an image and drop the history it covers below that LSN (reads
     /// below it then fail with "below the horizon").
@@ -110,8 +119,16 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
+    let remote = match &args.remote {
+        Some(url) => Some(
+            strata::remote::Remote::from_url(url).with_context(|| format!("remote store {url}"))?,
+        ),
+        None => None,
+    };
     let opts = Options {
-        create_if_missing: matches!(args.command, KvCommand::Put { .. }),
+        // With a remote store, an empty directory opens from it.
+        create_if_missing: matches!(args.command, KvCommand::Put { .. }) || remote.is_some(),
+        remote,
         ..Options::default()
     }
     // STRATA_IO_MODE / STRATA_IO_ENGINE choose the io mode of the CLI's
@@ -173,6 +190,16 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
         KvCommand::Stats { json: true } => writeln!(out, "{}", stats::to_json(&db.stats())?)?,
         KvCommand::Stats { json: false } => stats::write_text(&mut out, &db.stats())?,
         KvCommand::Flush => db.flush()?,
+        KvCommand::SyncRemote => {
+            db.sync_remote()?;
+            if let Some(r) = db.stats().remote {
+                writeln!(
+                    out,
+                    "{} generation {} consistent_lsn {}",
+                    r.url, r.generation, r.consistent_lsn
+                )?;
+            }
+        }
         KvCommand::Compact { horizon } => {
             if let Some(lsn) = horizon {
                 db.set_horizon(lsn);

@@ -123,6 +123,28 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
                 human_bytes(stats.value_live_bytes)
             ),
         ),
+        (
+            "remote store",
+            match &stats.remote {
+                None => "none".to_owned(),
+                Some(r) => format!(
+                    "{}: generation {}, writes to LSN {} uploaded, {} to upload{}{}",
+                    r.url,
+                    r.generation,
+                    r.consistent_lsn,
+                    human_bytes(r.backlog_bytes),
+                    if r.fenced {
+                        ", fenced by a newer writer"
+                    } else {
+                        ""
+                    },
+                    r.error
+                        .as_ref()
+                        .map(|e| format!(", last error: {e}"))
+                        .unwrap_or_default()
+                ),
+            },
+        ),
     ];
 
     let io = &stats.io;

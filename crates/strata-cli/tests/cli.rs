@@ -130,7 +130,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(run.code, Some(0), "{run:#?}");
     assert_eq!(run.stderr, "");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let summary = &lines[..15];
+    let summary = &lines[..16];
     let labels: Vec<&str> = summary
         .iter()
         .map(|l| l[..l.find("  ").unwrap()].trim())
@@ -152,7 +152,8 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "point lookups",
             "read retries",
             "flush memory",
-            "value files"
+            "value files",
+            "remote store"
         ],
         "{}",
         run.stdout
@@ -195,9 +196,10 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     assert_eq!(&summary[12][column..], "0");
     assert_eq!(&summary[13][column..], "0 B at most (0 B of logs read)");
     assert_eq!(&summary[14][column..], "0 of 0 B (0 B live)");
+    assert_eq!(&summary[15][column..], "none");
 
-    assert_eq!(lines[15], "");
-    let header: Vec<&str> = lines[16]
+    assert_eq!(lines[16], "");
+    let header: Vec<&str> = lines[17]
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -213,7 +215,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
             "syncs"
         ]
     );
-    let rows: Vec<&str> = lines[17..]
+    let rows: Vec<&str> = lines[18..]
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
@@ -223,7 +225,7 @@ fn stats_prints_aligned_lines_with_human_sizes_and_an_io_table() {
     );
     // Right-aligned: every row of the table ends at the same column.
     assert!(
-        lines[16..].iter().all(|l| l.len() == lines[16].len()),
+        lines[17..].iter().all(|l| l.len() == lines[17].len()),
         "{}",
         run.stdout
     );
@@ -274,6 +276,7 @@ fn stats_json_is_one_object_with_stable_keys_and_raw_numbers() {
             "point_lookup_reads",
             "point_lookups",
             "read_retries",
+            "remote",
             "value_file_bytes",
             "value_files",
             "value_live_bytes",

@@ -84,12 +84,15 @@ impl From<strata::Error> for FfiError {
             strata::Error::Io { .. }
             | strata::Error::DirectIoUnsupported { .. }
             | strata::Error::FlushBacklog { .. }
-            | strata::Error::CompactionBacklog { .. } => STRATA_IO_ERROR,
+            | strata::Error::CompactionBacklog { .. }
+            | strata::Error::Remote { .. } => STRATA_IO_ERROR,
             strata::Error::Corruption(_) => STRATA_CORRUPTION,
             strata::Error::InvalidInput(_) | strata::Error::BelowHorizon { .. } => {
                 STRATA_INVALID_ARGUMENT
             }
-            strata::Error::Closed | strata::Error::Poisoned(_) => STRATA_CLOSED,
+            strata::Error::Closed | strata::Error::Poisoned(_) | strata::Error::Fenced { .. } => {
+                STRATA_CLOSED
+            }
             strata::Error::NotDurable { .. } => STRATA_NOT_DURABLE,
             strata::Error::Cancelled => STRATA_CANCELLED,
             _ => STRATA_ERROR,

@@ -178,6 +178,13 @@ pub struct Options {
     /// through it. Empty: the operating system's ([`crate::io::OsStorage`]);
     /// tests put a simulated storage here.
     pub storage: Option<Arc<dyn Storage>>,
+    /// A remote store that holds the database beyond this directory
+    /// (README, "The remote store"): every version's layer and value files
+    /// are uploaded in the background, then an index that lists them;
+    /// opening a directory that holds no database restores it from the
+    /// store's newest index. Opening takes a new generation, which fences
+    /// any older writer. `None`: local only.
+    pub remote: Option<crate::remote::Remote>,
 }
 
 impl Default for Options {
@@ -209,6 +216,7 @@ impl Default for Options {
             index_memory_bytes_max: INDEX_MEMORY_BYTES_MAX_DEFAULT,
             create_if_missing: true,
             storage: None,
+            remote: None,
         }
     }
 }

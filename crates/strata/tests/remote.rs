@@ -319,6 +319,46 @@ mod s3 {
         ));
     }
 
+    /// A database on the S3 store: synced, its disk lost, restored from
+    /// the bucket into an empty directory.
+    #[test]
+    fn a_database_comes_back_from_the_bucket() {
+        use std::sync::Arc;
+        use strata::remote::Remote;
+        use strata::{Db, Options, WriteOptions};
+        let moto = Moto::start();
+        let store: Arc<dyn RemoteStore> = Arc::new(moto.store("db"));
+        let opts = || Options {
+            remote: Some(Remote(Arc::clone(&store))),
+            layer_size_bytes_max: 1 << 20,
+            ..Options::default()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let value = |i: u32| vec![(i % 251) as u8; if i.is_multiple_of(5) { 6000 } else { 200 }];
+        {
+            let db = Db::open(tmp.path().join("a"), opts()).unwrap();
+            for i in 0..3000u32 {
+                db.put(format!("k{i:05}"), value(i), WriteOptions::default())
+                    .unwrap();
+            }
+            db.sync_remote().unwrap();
+            assert_eq!(
+                db.stats().remote.unwrap().consistent_lsn,
+                db.stats().last_lsn
+            );
+        }
+        std::fs::remove_dir_all(tmp.path().join("a")).unwrap();
+        let db = Db::open(tmp.path().join("b"), opts()).unwrap();
+        for i in 0..3000u32 {
+            assert_eq!(
+                db.get(format!("k{i:05}")).unwrap(),
+                Some(value(i)),
+                "k{i:05}"
+            );
+        }
+        assert_eq!(db.stats().remote.unwrap().generation, 2);
+    }
+
     #[test]
     fn a_stopped_server_is_one_line_transport_error() {
         let moto = Moto::start();

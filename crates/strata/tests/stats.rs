@@ -191,6 +191,7 @@ fn stats_serialize_to_the_documented_keys() {
             "point_lookup_reads",
             "point_lookups",
             "read_retries",
+            "remote",
             "value_file_bytes",
             "value_files",
             "value_live_bytes",
@@ -199,6 +200,7 @@ fn stats_serialize_to_the_documented_keys() {
     );
     assert_eq!(value["io_mode"], "direct-rw");
     assert!(value["compaction_error"].is_null());
+    assert!(value["remote"].is_null(), "no remote store");
     assert_eq!(value["last_lsn"], 10);
     assert_eq!(value["io"]["image"]["read"]["retries"], 0);
     db.close().unwrap();

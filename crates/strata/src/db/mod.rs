@@ -67,11 +67,13 @@ mod compact;
 mod flush;
 mod queue;
 mod recovery;
+mod remote;
 mod stats;
 mod write;
 
 use background::Worker;
 pub use queue::{ReadCompletion, ReadQueue};
+pub use remote::RemoteStats;
 pub use stats::Stats;
 use write::create_log;
 

@@ -21,11 +21,23 @@ impl Db {
             None => Arc::new(OsStorage),
         };
         prepare_dir(&*storage, &dir, &opts)?;
-        check_is_database(&*storage, &dir, &opts)?;
-        // Locked before any file of the database is read or written.
-        let lock = storage.lock(&dir.join(LOCK_NAME))?;
-        let loaded = load(&*storage, &dir)?;
         let stats = IoStats::new();
+        // Locked before any file of the database is read or written (a
+        // restore from the remote store writes them).
+        let (lock, claimed) = match &opts.remote {
+            Some(remote) => {
+                check_restorable(&*storage, &dir)?;
+                let lock = storage.lock(&dir.join(LOCK_NAME))?;
+                let claimed = super::remote::claim(&*storage, &dir, Arc::clone(&remote.0), &stats)?;
+                check_is_database(&*storage, &dir, &opts)?;
+                (lock, Some(claimed))
+            }
+            None => {
+                check_is_database(&*storage, &dir, &opts)?;
+                (storage.lock(&dir.join(LOCK_NAME))?, None)
+            }
+        };
+        let loaded = load(&*storage, &dir)?;
         let (log_opts, layer_io) = file_options(&storage, &dir, &opts, &stats);
         let (mut state, v1_deltas, torn_at) = match loaded {
             Some(l) => (l.state, l.v1_deltas, l.torn_at),
@@ -147,6 +159,9 @@ impl Db {
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
         };
+        if let Some(claimed) = claimed {
+            super::remote::start_uploader(&inner, claimed)?;
+        }
         Db::start(Arc::new(inner), lock)
     }
 
@@ -615,6 +630,31 @@ pub(super) fn prepare_dir(storage: &dyn Storage, dir: &Path, opts: &Options) -> 
 /// Refuses a directory that is not a database, before anything is written
 /// in it (not even the lock file): one without a manifest that is not empty,
 /// or without a manifest when it may not be created.
+/// A directory the remote store may restore a database into when it
+/// holds no manifest: nothing in it but the lock, a temporary manifest,
+/// the generation record and database files (what a restore that failed
+/// part way leaves, which the next restore writes again).
+fn check_restorable(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    let names = storage.list_dir(dir)?;
+    if names.iter().any(|n| n.as_os_str() == MANIFEST_NAME) {
+        return Ok(());
+    }
+    let foreign = names.iter().find(|name| {
+        let name = name.to_string_lossy();
+        name != LOCK_NAME && name != super::remote::GENERATION_NAME && !is_own_file(&name)
+    });
+    match foreign {
+        Some(name) => Err(Error::NotADatabase {
+            path: dir.to_owned(),
+            why: format!(
+                "it has no {MANIFEST_NAME} and holds {}, which is not a database file: not a directory to restore into",
+                name.to_string_lossy()
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 pub(super) fn check_is_database(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<()> {
     let names = storage.list_dir(dir)?;
     if names.iter().any(|n| n.as_os_str() == MANIFEST_NAME) {
@@ -622,9 +662,11 @@ pub(super) fn check_is_database(storage: &dyn Storage, dir: &Path, opts: &Option
     }
     // A MANIFEST.tmp without a MANIFEST is a creation that failed before
     // its rename: nothing was ever stored, so it is not foreign.
-    let foreign = names
-        .iter()
-        .any(|name| name.as_os_str() != LOCK_NAME && name.as_os_str() != MANIFEST_TMP_NAME);
+    let foreign = names.iter().any(|name| {
+        name.as_os_str() != LOCK_NAME
+            && name.as_os_str() != MANIFEST_TMP_NAME
+            && name.as_os_str() != super::remote::GENERATION_NAME
+    });
     if foreign {
         return Err(Error::NotADatabase {
             path: dir.to_owned(),

@@ -136,6 +136,8 @@ pub struct Stats {
     pub value_relocated_bytes: u64,
     /// Operations and bytes by kind and file class, since open.
     pub io: IoStatsSnapshot,
+    /// The remote store's uploads (`None`: the database has none).
+    pub remote: Option<super::RemoteStats>,
 }
 
 impl DbInner {
@@ -173,6 +175,7 @@ impl DbInner {
             value_live_bytes: 0,
             value_relocated_bytes: self.compaction_bytes.relocated.load(Ordering::Relaxed),
             io: self.stats.snapshot(),
+            remote: self.remote_stats(),
         };
         stats.read_retries = stats.io.read_retries_total();
         if let Some(cache) = &self.layer_io.cache {

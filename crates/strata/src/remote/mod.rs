@@ -29,8 +29,10 @@ mod dir;
 #[cfg(any(test, feature = "sim"))]
 mod faulty;
 pub mod generation;
+pub(crate) mod index;
 #[cfg(feature = "s3")]
 mod s3;
+pub(crate) mod upload;
 
 pub use dir::DirRemote;
 #[cfg(any(test, feature = "sim"))]
@@ -41,6 +43,30 @@ pub use s3::{S3Config, S3Remote, RETRY_TIMEOUT_DEFAULT};
 use crate::error::{Error, InvalidInput, RemoteErrorKind, Result};
 use std::ops::Range;
 use std::sync::Arc;
+
+/// A remote store as `Options::remote` holds it: the database's objects
+/// go there too (see `Db::sync_remote`), and a database whose directory
+/// holds none opens from there.
+#[derive(Clone)]
+pub struct Remote(pub Arc<dyn RemoteStore>);
+
+impl Remote {
+    /// The store a URL names ([`open_url`]).
+    pub fn from_url(url: &str) -> Result<Remote> {
+        open_url(url).map(Remote)
+    }
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({})", self.0.url())
+    }
+}
+
+// The C API catches panics around calls that hold `Options`; a store's
+// state after a panic is whatever its last call left, as after an error.
+impl std::panic::UnwindSafe for Remote {}
+impl std::panic::RefUnwindSafe for Remote {}
 
 /// How a put treats an object already under its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,12 +40,15 @@
 use super::Version;
 use crate::error::{Error, Result};
 use crate::layer::inmemory::InMemoryLayer;
-use crate::manifest::{Edit, LayerDesc, ManifestLog, ManifestState};
+use crate::manifest::{
+    delta_name, encode_file, log_name, Edit, LayerDesc, ManifestLog, ManifestState,
+};
+use crate::remote::upload::{SnapFile, Snapshot, Uploader};
 use crate::table_cache::{Layer, LayerIo};
 use crate::value::{ValueFile, ValueFiles};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 /// The database's poison state: once set, writes and edits are refused
 /// (the engine cannot know what reached the disk, or the manifest says
@@ -327,6 +330,9 @@ pub(crate) struct VersionSet {
     l0_layers: AtomicUsize,
     layer_io: Arc<LayerIo>,
     poison: Arc<Poison>,
+    /// The remote store's uploader, when the database has one: handed a
+    /// snapshot of every version installed, in the order of the edits.
+    uploader: OnceLock<Uploader>,
 }
 
 impl VersionSet {
@@ -349,6 +355,7 @@ impl VersionSet {
             l0_layers: AtomicUsize::new(0),
             layer_io,
             poison,
+            uploader: OnceLock::new(),
         };
         set.note_counts(&built.version);
         Ok(set)
@@ -425,6 +432,9 @@ impl VersionSet {
             }
         };
         drop(current);
+        if let Some(up) = self.uploader.get() {
+            up.submit(remote_snapshot(manifest.state(), &built.version));
+        }
         self.install(built.version)?;
         drop(manifest);
         for layer in &built.gone_layers {
@@ -459,10 +469,56 @@ impl VersionSet {
         self.l0_layers.store(version.l0.len(), Ordering::Release);
     }
 
+    /// Makes `up` the uploader of every version from the current one on.
+    pub(crate) fn set_uploader(&self, up: Uploader) -> Result<()> {
+        let manifest = self.manifest()?;
+        let current = self.current()?;
+        up.submit(remote_snapshot(manifest.state(), &current));
+        self.uploader
+            .set(up)
+            .map_err(|_| Error::Internal("a second uploader".into()))
+    }
+
+    /// The uploader, if the database has a remote store.
+    pub(crate) fn uploader(&self) -> Option<&Uploader> {
+        self.uploader.get()
+    }
+
     /// At close, after the last edit: seals the manifest (see
     /// `ManifestLog::seal`).
     pub(crate) fn seal(&self) -> Result<()> {
         self.manifest()?.seal()
+    }
+}
+
+/// What the remote store is to hold of `version` (whose state is
+/// `state`): its layer and value files, held so that they stay until
+/// uploaded; the LSN every write at or below which they hold (flushes go in
+/// LSN order); and the manifest that opens them, without the logs (what is
+/// not flushed is not uploaded).
+fn remote_snapshot(state: &ManifestState, version: &Version) -> Snapshot {
+    let mut files: Vec<SnapFile> = version
+        .layers()
+        .map(|l| SnapFile {
+            name: delta_name(l.desc.id),
+            bytes: l.desc.bytes,
+            _hold: Arc::clone(l) as Arc<dyn std::any::Any + Send + Sync>,
+        })
+        .collect();
+    files.extend(version.values.iter().map(|(&id, v)| SnapFile {
+        name: log_name(id),
+        bytes: v.bytes,
+        _hold: Arc::clone(v) as Arc<dyn std::any::Any + Send + Sync>,
+    }));
+    let flushed = ManifestState {
+        logs: Vec::new(),
+        ..state.clone()
+    };
+    Snapshot {
+        lsn: state.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0),
+        gc_lsn: state.gc_lsn,
+        files,
+        manifest: encode_file(&flushed),
     }
 }
 

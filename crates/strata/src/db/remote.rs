@@ -1,0 +1,332 @@
+//! The database's side of its remote store (`Options::remote`): opening
+//! from the store, claiming a generation, starting the uploader, and
+//! `Db::sync_remote`.
+//!
+//! At open, under the directory lock, before the manifest is read:
+//! 1. a directory without a manifest is restored from the store's newest
+//!    index, if it has one: every object it lists downloaded, its length
+//!    and crc32c checked against the index (a mismatch is a `Corruption`
+//!    naming the object), written and synced; then the index's manifest,
+//!    written to `MANIFEST.tmp`, synced and renamed into place. A crash in
+//!    between leaves no manifest: the next open restores again;
+//! 2. a directory that held a database already must be the newest
+//!    writer's: `REMOTE_GENERATION` records the generation its state goes
+//!    with and the token of its last open; a newer generation that does
+//!    not carry that token (another writer's) fenced it (`Error::Fenced`:
+//!    reopen from the store into an empty directory), and a store that
+//!    holds an index while the directory records nothing holds another
+//!    database;
+//! 3. the database takes the next generation (fencing every older writer)
+//!    under a new token, recorded (synced) before the generation is taken
+//!    and after, so a crash between leaves a directory that still knows
+//!    the generation for its own.
+//!
+//! The uploader then gets every version from the one opened on
+//! (`VersionSet::set_uploader`).
+
+use super::{Db, DbInner};
+use crate::error::{Corruption, Error, InvalidInput, Result};
+use crate::io::{FileClass, FileOptions, IoMode, IoStats, Storage};
+use crate::manifest::{MANIFEST_NAME, MANIFEST_TMP_NAME};
+use crate::remote::generation;
+use crate::remote::index::{latest, IndexedObject, RemoteIndex};
+use crate::remote::upload::{UploadStatus, UploadTarget, Uploader};
+use crate::remote::RemoteStore;
+use crate::types::Lsn;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The file that records which generation this directory writes as.
+pub(super) const GENERATION_NAME: &str = "REMOTE_GENERATION";
+
+/// A restored value file is padded with zeros to a multiple of this (the
+/// largest alignment a file of the database has).
+const VALUE_FILE_PAD: usize = 4096;
+
+/// How long `sync_remote` waits while uploads keep failing.
+const SYNC_PATIENCE: Duration = Duration::from_secs(30);
+
+/// What an open settled with the remote store.
+pub(super) struct Claimed {
+    pub store: Arc<dyn RemoteStore>,
+    pub generation: u64,
+    /// Objects uploaded already: those of the index the database came from.
+    pub held: Vec<IndexedObject>,
+}
+
+fn small_file_opts(class: FileClass) -> FileOptions {
+    FileOptions {
+        mode: IoMode::Buffered,
+        class,
+        ..FileOptions::default()
+    }
+}
+
+/// Writes `bytes` to `path` whole and syncs it (not its directory).
+fn write_synced(storage: &dyn Storage, path: &Path, bytes: &[u8], stats: &IoStats) -> Result<()> {
+    let f = storage.create(path, &small_file_opts(FileClass::Other), stats)?;
+    f.write_all_at(bytes, 0)?;
+    f.sync_data()
+}
+
+/// What `REMOTE_GENERATION` records: the token this directory writes into
+/// the generation objects it takes, and the newest generation its state is
+/// known to go with (the one it took, or the newest there was when it was
+/// restored). Written (synced) before every step that could leave the
+/// store ahead of it: a restore, an acquire.
+struct Record {
+    token: String,
+    base: u64,
+}
+
+impl Record {
+    fn read(storage: &dyn Storage, dir: &Path, stats: &IoStats) -> Result<Option<Record>> {
+        let path = dir.join(GENERATION_NAME);
+        if storage.entry_kind(&path)?.is_none() {
+            return Ok(None);
+        }
+        let f = storage.open(&path, &small_file_opts(FileClass::Other), stats)?;
+        let bytes = f.read_range(0, f.len()? as usize)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let mut lines = text.lines();
+        match (lines.next(), lines.next().and_then(|l| l.parse().ok())) {
+            (Some(token), Some(base)) if !token.is_empty() => Ok(Some(Record {
+                token: token.to_string(),
+                base,
+            })),
+            _ => {
+                Err(Corruption::new(&path, 0, format!("not a generation record: {text:?}")).into())
+            }
+        }
+    }
+
+    fn write(&self, storage: &dyn Storage, dir: &Path, stats: &IoStats) -> Result<()> {
+        let text = format!("{}\n{}\n", self.token, self.base);
+        write_synced(storage, &dir.join(GENERATION_NAME), text.as_bytes(), stats)?;
+        storage.sync_dir(dir)
+    }
+}
+
+/// A token no other open writes: the process, the time, the place.
+fn new_token(dir: &Path) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write(dir.as_os_str().as_encoded_bytes());
+    format!("strata-{:016x}-{}", h.finish(), std::process::id())
+}
+
+/// Steps 1–3 of the module comment, for a database at `dir` whose store
+/// is `store`.
+pub(super) fn claim(
+    storage: &dyn Storage,
+    dir: &Path,
+    store: Arc<dyn RemoteStore>,
+    stats: &IoStats,
+) -> Result<Claimed> {
+    let has_manifest = storage.entry_kind(&dir.join(MANIFEST_NAME))?.is_some();
+    let newest = latest(&*store)?;
+    let newest_generation = generation::latest(&*store)?;
+    let token = new_token(dir);
+    let (held, base) = if has_manifest {
+        match Record::read(storage, dir, stats)? {
+            // Every generation taken since the one this directory's state
+            // goes with must be one its own last open took (and stopped
+            // before recording): else a newer writer fenced it.
+            Some(r) => {
+                for g in r.base + 1..=newest_generation {
+                    let owner = store.get(&generation::generation_key(g)).ok();
+                    if owner.as_deref() != Some(r.token.as_bytes()) {
+                        return Err(Error::Fenced {
+                            store: store.url().to_string(),
+                            generation: r.base,
+                            newer: newest_generation,
+                        });
+                    }
+                }
+                (newest.map(|(_, i)| i.objects).unwrap_or_default(), r.base)
+            }
+            None if newest.is_some() => {
+                return Err(InvalidInput::RemoteUrl {
+                    url: store.url().to_string(),
+                    why: format!(
+                        "it holds a database that {} did not come from (open an empty directory to restore it)",
+                        dir.display()
+                    ),
+                }
+                .into())
+            }
+            None => (Vec::new(), 0),
+        }
+    } else {
+        // Recorded before the manifest appears: a restore cut short after
+        // it is this directory's, not another database's.
+        Record {
+            token: token.clone(),
+            base: newest_generation,
+        }
+        .write(storage, dir, stats)?;
+        let held = match newest {
+            Some((key, index)) => {
+                restore(storage, dir, &*store, &key, &index, stats)?;
+                index.objects
+            }
+            None => Vec::new(),
+        };
+        (held, newest_generation)
+    };
+    // The token of the generation about to be taken, recorded first.
+    Record {
+        token: token.clone(),
+        base,
+    }
+    .write(storage, dir, stats)?;
+    let generation = generation::acquire(&*store, &token)?;
+    Record {
+        token,
+        base: generation,
+    }
+    .write(storage, dir, stats)?;
+    Ok(Claimed {
+        store,
+        generation,
+        held,
+    })
+}
+
+/// Downloads what `index` (at `key`) lists into `dir`, then its manifest.
+fn restore(
+    storage: &dyn Storage,
+    dir: &Path,
+    store: &dyn RemoteStore,
+    key: &str,
+    index: &RemoteIndex,
+    stats: &IoStats,
+) -> Result<()> {
+    for o in &index.objects {
+        let bytes = store.get(&o.key)?;
+        let crc = crc32c::crc32c(&bytes);
+        if bytes.len() as u64 != o.bytes || crc != o.crc {
+            return Err(Corruption::checksum(
+                format!("{}/{}", store.url(), o.key),
+                0,
+                format!(
+                    "object of {} bytes, the index {key} lists {} bytes",
+                    bytes.len(),
+                    o.bytes
+                ),
+                o.crc,
+                crc,
+            )
+            .into());
+        }
+        // A value file (a log) is read with its alignment's reads: it gets
+        // back the zero padding its listed length leaves out.
+        let mut bytes = bytes;
+        if o.name.ends_with(".log") {
+            bytes.resize(bytes.len().next_multiple_of(VALUE_FILE_PAD), 0);
+        }
+        write_synced(storage, &dir.join(&o.name), &bytes, stats)?;
+    }
+    let tmp = dir.join(MANIFEST_TMP_NAME);
+    write_synced(storage, &tmp, &index.manifest, stats)?;
+    storage.sync_dir(dir)?;
+    storage.rename(&tmp, &dir.join(MANIFEST_NAME))?;
+    storage.sync_dir(dir)
+}
+
+/// Starts the uploader of an opened database and hands it the current
+/// version.
+pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
+    let up = Uploader::start(
+        UploadTarget {
+            store: claimed.store,
+            generation: claimed.generation,
+            storage: Arc::clone(&inner.storage),
+            dir: inner.dir.clone(),
+            file_opts: FileOptions {
+                class: FileClass::Other,
+                ..inner.layer_io.opts.clone()
+            },
+            stats: inner.stats.clone(),
+        },
+        claimed.held,
+    )?;
+    inner.versions.set_uploader(up)
+}
+
+/// Where the remote store stands, as `Stats::remote` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RemoteStats {
+    /// The store's URL.
+    pub url: String,
+    /// This writer's generation.
+    pub generation: u64,
+    /// Every write at or below this LSN is in the store, listed by its
+    /// newest index.
+    pub consistent_lsn: Lsn,
+    /// Bytes of files not uploaded yet.
+    pub backlog_bytes: u64,
+    /// The last upload failure, while none has succeeded since.
+    pub error: Option<String>,
+    /// A newer writer took the store: nothing more is uploaded.
+    pub fenced: bool,
+}
+
+impl DbInner {
+    pub(super) fn remote_stats(&self) -> Option<RemoteStats> {
+        let up = self.versions.uploader()?;
+        let UploadStatus {
+            generation,
+            remote_lsn,
+            backlog_bytes,
+            error,
+            fenced,
+        } = up.status();
+        Some(RemoteStats {
+            url: self
+                .opts
+                .remote
+                .as_ref()
+                .map(|r| r.0.url().to_string())
+                .unwrap_or_default(),
+            generation,
+            consistent_lsn: remote_lsn,
+            backlog_bytes,
+            error,
+            fenced,
+        })
+    }
+}
+
+impl Db {
+    /// Waits until the remote store holds every write made so far: the
+    /// open layer is frozen and flushed, then the uploads of the version
+    /// that holds it are waited for (its files, then its index). An error
+    /// without a remote store, when this writer was fenced, or when the
+    /// uploads keep failing for 30 s (the last failure).
+    pub fn sync_remote(&self) -> Result<()> {
+        self.sync_remote_within(SYNC_PATIENCE)
+    }
+
+    /// [`Db::sync_remote`], giving up after `patience` of failing uploads.
+    pub fn sync_remote_within(&self, patience: Duration) -> Result<()> {
+        let Some(up) = self.inner.versions.uploader() else {
+            return Err(InvalidInput::RemoteUrl {
+                url: String::new(),
+                why: "the database was opened without a remote store (Options::remote)".into(),
+            }
+            .into());
+        };
+        self.flush()?;
+        let version = self.inner.version()?;
+        let lsn = version.layers().map(|l| l.desc.lsn_max).max().unwrap_or(0);
+        up.wait_for(lsn, patience)
+    }
+}

@@ -1,0 +1,374 @@
+//! The uploader: a background thread that makes the remote store hold
+//! what the database's version holds (DESIGN.md, "Remote storage").
+//!
+//! The version set hands it a [`Snapshot`] after every durable edit: the
+//! version's layer and value files (each held, so that its local file
+//! stays until it is uploaded), the disk-consistent LSN and the manifest
+//! that opens them. The thread takes the newest snapshot (older ones not
+//! yet begun are skipped: the newer lists what matters) and, in order:
+//! 1. uploads each of its files the store does not hold yet (create-only,
+//!    under `layers/` or `values/`, the writer's generation in the key; an
+//!    `AlreadyExists` on such a key is this writer's own earlier attempt,
+//!    whose answer was lost: same name, same immutable bytes);
+//! 2. checks that its generation is still the newest (else it is fenced:
+//!    it stops for good, and says so, uploading nothing more);
+//! 3. uploads the index listing exactly those files (create-only, a new
+//!    sequence number for every attempt), after every file it lists;
+//! 4. raises the remote-consistent LSN to the snapshot's.
+//!
+//! A failed step is retried with backoff (100 ms doubling to 5 s), with the
+//! newest snapshot by then. Memory: one file at a time (read whole: layer
+//! files are at most `LAYER_BYTES_MAX`; a value file is a sealed log).
+//!
+//! Not yet: deletions. An object no index lists any more stays in the
+//! store (an orphan): deleting one safely needs proof that no newer
+//! writer restored from an index that lists it, which this step does not
+//! give.
+
+use super::generation::{check_current, object_key};
+use super::index::{index_key, IndexedObject, RemoteIndex};
+use super::{PutMode, RemoteStore};
+use crate::error::{Error, RemoteErrorKind, Result};
+use crate::io::{FileOptions, IoStats, Storage};
+use crate::types::Lsn;
+use std::any::Any;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One file of a snapshot: its name in the database directory, its exact
+/// length, and what keeps the local file from being deleted meanwhile.
+pub(crate) struct SnapFile {
+    pub name: String,
+    pub bytes: u64,
+    /// Never read: dropped with the snapshot, once it is uploaded.
+    pub _hold: Arc<dyn Any + Send + Sync>,
+}
+
+/// What one version holds, to upload (see the module comment).
+pub(crate) struct Snapshot {
+    pub lsn: Lsn,
+    /// The GC cutoff: reads below it are refused (the index must say it).
+    pub gc_lsn: Lsn,
+    pub files: Vec<SnapFile>,
+    pub manifest: Vec<u8>,
+}
+
+/// Where the uploader stands (`Stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct UploadStatus {
+    pub generation: u64,
+    /// Every write at or below it is in the store, listed by an index.
+    pub remote_lsn: Lsn,
+    /// Bytes of files the newest snapshot lists that are not uploaded yet.
+    pub backlog_bytes: u64,
+    /// The last failure, while the uploader has not yet succeeded since.
+    pub error: Option<String>,
+    /// Fenced: a newer writer took the store; nothing more is uploaded.
+    pub fenced: bool,
+}
+
+struct State {
+    pending: Option<Snapshot>,
+    status: UploadStatus,
+    stop: bool,
+}
+
+/// Where an uploader puts what, and how it reads it.
+pub(crate) struct UploadTarget {
+    pub store: Arc<dyn RemoteStore>,
+    /// The writer's generation (in every key it writes).
+    pub generation: u64,
+    /// The database directory's files, read through `storage` with
+    /// `file_opts`, counted into `stats`.
+    pub storage: Arc<dyn Storage>,
+    pub dir: PathBuf,
+    pub file_opts: FileOptions,
+    pub stats: IoStats,
+}
+
+struct Shared {
+    target: UploadTarget,
+    state: Mutex<State>,
+    /// Signalled when a snapshot arrives, the status changes, or at stop.
+    changed: Condvar,
+}
+
+/// The uploader of one open database (see the module comment).
+pub(crate) struct Uploader {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl Uploader {
+    /// Starts the thread of `target`'s uploads. `held`: the objects the
+    /// index this database was opened from lists (uploaded already, under
+    /// whatever generation wrote them).
+    pub(crate) fn start(target: UploadTarget, held: Vec<IndexedObject>) -> Result<Uploader> {
+        let dir = target.dir.clone();
+        let generation = target.generation;
+        let shared = Arc::new(Shared {
+            target,
+            state: Mutex::new(State {
+                pending: None,
+                status: UploadStatus {
+                    generation,
+                    ..UploadStatus::default()
+                },
+                stop: false,
+            }),
+            changed: Condvar::new(),
+        });
+        let bg = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("strata-upload".into())
+            .spawn(move || bg.run(held))
+            .map_err(|e| Error::io(&dir, "spawn upload thread", e))?;
+        Ok(Uploader {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands over the newest snapshot (replacing one not yet begun).
+    pub(crate) fn submit(&self, snapshot: Snapshot) {
+        let mut s = self.shared.lock();
+        s.pending = Some(snapshot);
+        self.shared.changed.notify_all();
+    }
+
+    pub(crate) fn status(&self) -> UploadStatus {
+        self.shared.lock().status.clone()
+    }
+
+    /// Waits until the store holds everything up to `lsn`. An error when
+    /// the uploader is fenced or stopped, or when its uploads have failed
+    /// for `patience` (the last failure).
+    pub(crate) fn wait_for(&self, lsn: Lsn, patience: Duration) -> Result<()> {
+        let started = Instant::now();
+        let mut s = self.shared.lock();
+        loop {
+            if s.status.remote_lsn >= lsn {
+                return Ok(());
+            }
+            if s.status.fenced || s.stop {
+                return Err(stopped_error(&s.status));
+            }
+            if let Some(e) = &s.status.error {
+                if started.elapsed() >= patience {
+                    return Err(Error::Remote {
+                        store: self.shared.target.store.url().to_string(),
+                        op: "sync",
+                        key: format!("up to LSN {lsn}"),
+                        kind: RemoteErrorKind::Transport(format!(
+                            "uploads have failed for {:.1} s, the last with: {e}",
+                            patience.as_secs_f64()
+                        )),
+                    });
+                }
+            }
+            s = self
+                .shared
+                .changed
+                .wait_timeout(s, Duration::from_millis(100))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+fn stopped_error(status: &UploadStatus) -> Error {
+    match &status.error {
+        Some(e) if status.fenced => Error::Poisoned(format!("remote uploads stopped: {e}")),
+        _ => Error::Closed,
+    }
+}
+
+impl Drop for Uploader {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run(&self, held: Vec<IndexedObject>) {
+        let mut uploaded: HashMap<String, IndexedObject> =
+            held.into_iter().map(|o| (o.name.clone(), o)).collect();
+        let mut seq = 0u64;
+        let mut failures = 0u32;
+        // What the last index uploaded says: a snapshot that says the same
+        // (a freeze's edit changes no file) uploads nothing.
+        let mut last: Option<(Lsn, Lsn, Vec<String>)> = None;
+        loop {
+            let snapshot = {
+                let mut s = self.lock();
+                loop {
+                    if s.stop {
+                        return;
+                    }
+                    if let Some(snap) = s.pending.take() {
+                        break snap;
+                    }
+                    s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            let says = (
+                snapshot.lsn,
+                snapshot.gc_lsn,
+                snapshot
+                    .files
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect::<Vec<_>>(),
+            );
+            let done = if last.as_ref() == Some(&says) {
+                Ok(())
+            } else {
+                self.upload(&snapshot, &mut uploaded, &mut seq)
+            };
+            match done {
+                Ok(()) => {
+                    last = Some(says);
+                    failures = 0;
+                    let mut s = self.lock();
+                    s.status.remote_lsn = s.status.remote_lsn.max(snapshot.lsn);
+                    s.status.error = None;
+                    s.status.backlog_bytes = 0;
+                    self.changed.notify_all();
+                }
+                Err(e) => {
+                    let fenced = matches!(e, Error::Fenced { .. });
+                    let mut s = self.lock();
+                    s.status.error = Some(e.to_string());
+                    s.status.fenced = fenced;
+                    self.changed.notify_all();
+                    if fenced {
+                        return;
+                    }
+                    // Retried with the newest snapshot by then.
+                    s.pending.get_or_insert(snapshot);
+                    failures += 1;
+                    let backoff = BACKOFF_MIN
+                        .saturating_mul(1 << failures.min(6))
+                        .min(BACKOFF_MAX);
+                    let deadline = Instant::now() + backoff;
+                    while !s.stop {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            break;
+                        }
+                        s = self
+                            .changed
+                            .wait_timeout(s, deadline - now)
+                            .map(|(g, _)| g)
+                            .unwrap_or_else(|p| p.into_inner().0);
+                    }
+                }
+            }
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.lock().stop
+    }
+
+    fn upload(
+        &self,
+        snap: &Snapshot,
+        uploaded: &mut HashMap<String, IndexedObject>,
+        seq: &mut u64,
+    ) -> Result<()> {
+        let backlog: u64 = snap
+            .files
+            .iter()
+            .filter(|f| !uploaded.contains_key(&f.name))
+            .map(|f| f.bytes)
+            .sum();
+        self.lock().status.backlog_bytes = backlog;
+        for f in &snap.files {
+            if uploaded.contains_key(&f.name) {
+                continue;
+            }
+            if self.stopping() {
+                return Err(Error::Closed);
+            }
+            let object = self.upload_file(f)?;
+            uploaded.insert(f.name.clone(), object);
+            let mut s = self.lock();
+            s.status.backlog_bytes = s.status.backlog_bytes.saturating_sub(f.bytes);
+        }
+        check_current(&*self.target.store, self.target.generation)?;
+        *seq += 1;
+        let index = RemoteIndex {
+            generation: self.target.generation,
+            seq: *seq,
+            lsn: snap.lsn,
+            objects: snap
+                .files
+                .iter()
+                .map(|f| uploaded[&f.name].clone())
+                .collect(),
+            manifest: snap.manifest.clone(),
+        };
+        let key = index_key(self.target.generation, *seq);
+        put_own(&*self.target.store, &key, index.encode())
+    }
+
+    /// Uploads one local file; the object it became.
+    fn upload_file(&self, f: &SnapFile) -> Result<IndexedObject> {
+        let t = &self.target;
+        let path = t.dir.join(&f.name);
+        let file = t.storage.open(&path, &t.file_opts, &t.stats)?;
+        // A layer file is exactly its listed length; a value file (a sealed
+        // log) may run past it, padded to its alignment: its listed bytes
+        // are what the store gets.
+        let len = file.len()?;
+        let value_file = f.name.ends_with(".log");
+        if len < f.bytes || (!value_file && len != f.bytes) {
+            return Err(crate::error::Corruption::new(
+                &path,
+                0,
+                format!("{len} bytes where the manifest says {}", f.bytes),
+            )
+            .into());
+        }
+        let len = f.bytes;
+        let bytes = file.read_range(0, len as usize)?;
+        let crc = crc32c::crc32c(&bytes);
+        let class = if value_file { "values" } else { "layers" };
+        let key = object_key(&format!("{class}/{}", f.name), t.generation);
+        put_own(&*t.store, &key, bytes)?;
+        Ok(IndexedObject {
+            name: f.name.clone(),
+            key,
+            bytes: len,
+            crc,
+        })
+    }
+}
+
+/// A create-only put of a key only this writer names: `AlreadyExists` is
+/// its own earlier attempt (the answer lost), done.
+fn put_own(store: &dyn RemoteStore, key: &str, bytes: Vec<u8>) -> Result<()> {
+    match store.put(key, bytes, PutMode::Create) {
+        Ok(())
+        | Err(Error::Remote {
+            kind: RemoteErrorKind::AlreadyExists,
+            ..
+        }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
