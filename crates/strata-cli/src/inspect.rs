@@ -7,7 +7,10 @@
 //!   `--verify`, every block of every layer read and checked;
 //! - a `MANIFEST`: every record, with its offset;
 //! - a `*.delta` layer file: its summary; `--verify` checks every block,
-//!   `--dump` prints every entry.
+//!   `--dump` prints every entry;
+//! - `--remote URL`: a remote store (`strata::remote::inspect`): its
+//!   generations, indexes, the newest index, orphans and missing objects;
+//!   `--verify` reads every object the newest index lists and checks it.
 //!
 //! Corruption is an error naming the file and offset: exit status 1.
 
@@ -23,7 +26,12 @@ use crate::stats::human_bytes;
 #[derive(Args)]
 pub struct InspectArgs {
     /// A database directory, a MANIFEST, or a layer file (*.delta).
-    path: PathBuf,
+    #[arg(required_unless_present = "remote")]
+    path: Option<PathBuf>,
+    /// A remote store instead (s3://bucket/prefix with the `s3` feature,
+    /// file:///dir or a path).
+    #[arg(long, conflicts_with = "path")]
+    remote: Option<String>,
     /// Read every block of every layer file and check every checksum.
     #[arg(long)]
     verify: bool,
@@ -54,7 +62,15 @@ fn short(text: String, max: usize) -> String {
 pub fn main(args: InspectArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let path = &args.path;
+    let path = match (&args.path, &args.remote) {
+        (_, Some(url)) => {
+            remote_store(&mut out, url, args.verify)?;
+            out.flush()?;
+            return Ok(());
+        }
+        (Some(path), None) => path,
+        (None, None) => bail!("name a PATH or --remote URL"),
+    };
     if path.is_dir() {
         directory(&mut out, path, args.verify)?;
     } else if path.extension().is_some_and(|e| e == "delta") {
@@ -63,6 +79,67 @@ pub fn main(args: InspectArgs) -> Result<()> {
         manifest_file(&mut out, path)?;
     }
     out.flush()?;
+    Ok(())
+}
+
+/// A remote store's report (see the module comment).
+fn remote_store(out: &mut impl Write, url: &str, verify: bool) -> Result<()> {
+    let store = strata::remote::open_url(url).with_context(|| format!("remote store {url}"))?;
+    let r = strata::remote::inspect::inspect_store(&*store, verify)?;
+    writeln!(out, "store        {}", r.url)?;
+    let gens: Vec<String> = r.generations.iter().map(|(g, _)| g.to_string()).collect();
+    writeln!(
+        out,
+        "generations  {} ({})",
+        r.generations.len(),
+        gens.join(", ")
+    )?;
+    writeln!(out, "indexes      {}", r.indexes.len())?;
+    match &r.newest {
+        None => writeln!(out, "newest index none")?,
+        Some(i) => {
+            let bytes: u64 = i.objects.iter().map(|o| o.bytes).sum();
+            writeln!(
+                out,
+                "newest index {} (generation {}, LSN {}, GC cutoff {}): {} layers, {} value files, {}",
+                i.key,
+                i.generation,
+                i.lsn,
+                i.gc_lsn,
+                i.layers,
+                i.value_files,
+                human_bytes(bytes)
+            )?;
+            for o in &i.objects {
+                writeln!(out, "  {:>10}  {}  {}", human_bytes(o.bytes), o.name, o.key)?;
+            }
+        }
+    }
+    let orphan_bytes: u64 = r.orphans.iter().map(|o| o.size).sum();
+    writeln!(
+        out,
+        "orphans      {} ({}; no index lists them)",
+        r.orphans.len(),
+        human_bytes(orphan_bytes)
+    )?;
+    for o in &r.orphans {
+        writeln!(out, "  {:>10}  {}", human_bytes(o.size), o.key)?;
+    }
+    if verify {
+        writeln!(
+            out,
+            "verified     {} objects: lengths and crc32c match the index",
+            r.verified
+        )?;
+    }
+    if !r.missing.is_empty() {
+        bail!(
+            "{}: {} objects an index lists are missing: {}",
+            r.url,
+            r.missing.len(),
+            r.missing.join(", ")
+        );
+    }
     Ok(())
 }
 

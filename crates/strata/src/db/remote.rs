@@ -211,21 +211,7 @@ fn restore(
 ) -> Result<()> {
     for o in &index.objects {
         let bytes = store.get(&o.key)?;
-        let crc = crc32c::crc32c(&bytes);
-        if bytes.len() as u64 != o.bytes || crc != o.crc {
-            return Err(Corruption::checksum(
-                format!("{}/{}", store.url(), o.key),
-                0,
-                format!(
-                    "object of {} bytes, the index {key} lists {} bytes",
-                    bytes.len(),
-                    o.bytes
-                ),
-                o.crc,
-                crc,
-            )
-            .into());
-        }
+        o.check(store.url(), key, &bytes)?;
         // A value file (a log) is read with its alignment's reads: it gets
         // back the zero padding its listed length leaves out.
         let mut bytes = bytes;

@@ -44,6 +44,30 @@ pub(crate) struct IndexedObject {
     pub crc: u32,
 }
 
+impl IndexedObject {
+    /// `Ok` when `bytes`, read from this object of `store`, are what the
+    /// index at `index_key` lists: its length and crc32c; else a
+    /// `Corruption` naming the object.
+    pub(crate) fn check(&self, store: &str, index_key: &str, bytes: &[u8]) -> Result<()> {
+        let crc = crc32c::crc32c(bytes);
+        if bytes.len() as u64 == self.bytes && crc == self.crc {
+            return Ok(());
+        }
+        Err(Corruption::checksum(
+            format!("{store}/{}", self.key),
+            0,
+            format!(
+                "object of {} bytes, the index {index_key} lists {} bytes",
+                bytes.len(),
+                self.bytes
+            ),
+            self.crc,
+            crc,
+        )
+        .into())
+    }
+}
+
 /// A decoded index (see the module comment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RemoteIndex {

@@ -30,6 +30,7 @@ mod dir;
 mod faulty;
 pub mod generation;
 pub(crate) mod index;
+pub mod inspect;
 #[cfg(feature = "s3")]
 mod s3;
 pub(crate) mod upload;
