@@ -230,9 +230,28 @@ pub fn layer_file(path: &Path) -> Result<LayerFileInfo> {
 /// the file and the offset.
 pub fn scan_layer_file(
     path: &Path,
+    each: impl FnMut(&[u8], Lsn, EntryValue<'_>) -> Result<()>,
+) -> Result<u64> {
+    scan_layer(open_layer(path)?, path, each)
+}
+
+/// Checks `bytes` as a whole layer file (`path` names it in errors): the
+/// footer, index and filter, every block's checksum and the order and
+/// count of its entries, as [`scan_layer_file`] does, on these very bytes.
+pub(crate) fn verify_layer_bytes(path: &Path, bytes: Arc<Vec<u8>>) -> Result<u64> {
+    let reader = DeltaLayerReader::open(crate::layer::file::LayerBytes {
+        path: path.to_owned(),
+        bytes,
+    })?;
+    scan_layer(reader, path, |_, _, _| Ok(()))
+}
+
+fn scan_layer<R: crate::layer::delta::ReadAt>(
+    reader: DeltaLayerReader<R>,
+    path: &Path,
     mut each: impl FnMut(&[u8], Lsn, EntryValue<'_>) -> Result<()>,
 ) -> Result<u64> {
-    let reader = Arc::new(open_layer(path)?);
+    let reader = Arc::new(reader);
     let mut n = 0;
     for entry in reader
         .range_owned(Bound::Unbounded, Bound::Unbounded)?

@@ -322,3 +322,64 @@ fn inspect_reports_the_index_orphans_and_damage() {
         .expect("restored");
     assert!(e.to_string().contains(victim.as_str()), "{e}");
 }
+
+/// A layer file the disk returns damaged is never uploaded: the upload
+/// fails with the corruption, and the store holds nothing of it.
+#[test]
+fn a_damaged_layer_file_is_not_uploaded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a");
+    {
+        let db = Db::open(
+            &dir,
+            Options {
+                background_flush: false,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        write_round(&db, 0, 500);
+        db.flush().unwrap();
+        write_round(&db, 1, 500);
+        db.flush().unwrap();
+    }
+    // The older layer (the lower id): a flipped bit in its first block.
+    let mut layers: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "delta"))
+        .collect();
+    layers.sort();
+    let victim = layers[0].clone();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[64] ^= 0x04;
+    std::fs::write(&victim, bytes).unwrap();
+
+    let store = dir_store(&tmp.path().join("bucket"));
+    let db = Db::open(&dir, options(Arc::clone(&store))).unwrap();
+    let e = db
+        .sync_remote_within(Duration::from_millis(500))
+        .unwrap_err();
+    let name = victim.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(e.to_string().contains(&name), "{e}");
+    let status = db.stats().remote.unwrap();
+    assert!(
+        status
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("corruption")),
+        "{status:?}"
+    );
+    drop(db);
+    let uploaded: Vec<String> = store
+        .list("layers/")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert!(uploaded.iter().all(|k| !k.contains(&name)), "{uploaded:?}");
+    assert!(
+        store.list("index/").unwrap().is_empty(),
+        "an index listed a damaged file"
+    );
+}

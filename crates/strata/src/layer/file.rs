@@ -49,3 +49,38 @@ impl LayerSink for BufferedWriter<dyn StorageFile> {
         self.write(bytes)
     }
 }
+
+/// A whole layer file's bytes in memory (what an upload is about to send),
+/// read as a layer: every check the reader makes applies to these bytes,
+/// not to another reading of the file.
+pub(crate) struct LayerBytes {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) bytes: Arc<Vec<u8>>,
+}
+
+impl ReadAt for LayerBytes {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        start
+            .checked_add(len)
+            .and_then(|end| self.bytes.get(start..end))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                crate::error::Corruption::new(
+                    &self.path,
+                    offset,
+                    format!(
+                        "a read of {len} bytes past the end of {} bytes",
+                        self.bytes.len()
+                    ),
+                )
+                .into()
+            })
+    }
+    fn file_len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}

@@ -16,8 +16,10 @@
 //!    sequence number for every attempt), after every file it lists;
 //! 4. raises the remote-consistent LSN to the snapshot's.
 //!
-//! A failed step is retried with backoff (100 ms doubling to 5 s), with the
-//! newest snapshot by then. Memory: one file at a time (read whole: layer
+//! A layer file's bytes are checked as a whole layer before they are
+//! uploaded (a damaged file is never uploaded; the error stays in the
+//! status, retried). A failed step is retried with backoff (100 ms
+//! doubling to 5 s), with the newest snapshot by then. Memory: one file at a time (read whole: layer
 //! files are at most `LAYER_BYTES_MAX`; a value file is a sealed log).
 //!
 //! Not yet: deletions. An object no index lists any more stays in the
@@ -347,6 +349,18 @@ impl Shared {
         }
         let len = f.bytes;
         let bytes = file.read_range(0, len as usize)?;
+        // Checked before they are copied out: a layer file's bytes as a
+        // whole layer (every block's checksum, the entries' order and
+        // count), so that the store never gets, under a fresh crc32c in
+        // its index, bytes the disk returned damaged. (A value file's
+        // entries are each checked against their pointers when read.)
+        let bytes = if value_file {
+            bytes
+        } else {
+            let bytes = Arc::new(bytes);
+            crate::inspect::verify_layer_bytes(&path, Arc::clone(&bytes))?;
+            Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.as_ref().clone())
+        };
         let crc = crc32c::crc32c(&bytes);
         let class = if value_file { "values" } else { "layers" };
         let key = object_key(&format!("{class}/{}", f.name), t.generation);
