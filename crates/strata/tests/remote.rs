@@ -296,11 +296,10 @@ mod s3 {
         race(&moto.store("db"), 5, 12);
     }
 
-    /// Writers opening one bucket at once take distinct generations; all
-    /// but the newest are fenced.
+    /// Writers opening one bucket at once take distinct generations.
     #[test]
     fn s3_writers_take_distinct_generations() {
-        use strata::remote::generation::{acquire, check_current};
+        use strata::remote::generation::acquire;
         let moto = Moto::start();
         let stores: Vec<S3Remote> = (0..6).map(|_| moto.store("db")).collect();
         let mut gens: Vec<u64> = std::thread::scope(|s| {
@@ -312,11 +311,6 @@ mod s3 {
         });
         gens.sort_unstable();
         assert_eq!(gens, (1..=6).collect::<Vec<u64>>());
-        check_current(&stores[0], 6).unwrap();
-        assert!(matches!(
-            check_current(&stores[0], 5),
-            Err(Error::Fenced { newer: 6, .. })
-        ));
     }
 
     /// A database on the S3 store: synced, its disk lost, restored from

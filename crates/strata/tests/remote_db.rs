@@ -45,10 +45,14 @@ fn write_round(db: &Db, round: u32, n: u32) {
 
 fn check_round(db: &Db, round: u32, n: u32) {
     for i in 0..n {
-        assert_eq!(
-            db.get(key(round, i)).unwrap().as_deref(),
-            Some(&value(round, i)[..]),
-            "round {round} key {i}"
+        let got = db.get(key(round, i)).unwrap();
+        assert!(
+            got.as_deref() == Some(&value(round, i)[..]),
+            "round {round} key {i}: {}",
+            got.map_or("missing".into(), |v| format!(
+                "a wrong value of {} bytes",
+                v.len()
+            ))
         );
     }
 }
@@ -150,7 +154,8 @@ fn a_generation_this_directory_took_is_its_own() {
     assert_eq!(db.stats().remote.unwrap().generation, 3);
     check_round(&db, 0, 100);
     drop(db);
-    // Another writer's generation.
+    // A generation another open took and never claimed the store with
+    // fences no one; another writer's claim does.
     store
         .put(
             &generation_key(4),
@@ -158,10 +163,16 @@ fn a_generation_this_directory_took_is_its_own() {
             PutMode::Create,
         )
         .unwrap();
+    let db = Db::open(&dir, options(Arc::clone(&store))).unwrap();
+    assert_eq!(db.stats().remote.unwrap().generation, 5);
+    drop(db);
+    let other = Db::open(tmp.path().join("other"), options(Arc::clone(&store))).unwrap();
+    check_round(&other, 0, 100);
+    drop(other);
     match Db::open(&dir, options(store)) {
         Err(Error::Fenced {
-            generation: 3,
-            newer: 4,
+            generation: 5,
+            newer: 6,
             ..
         }) => {}
         other => panic!("{:?}", other.map(|_| "opened")),
@@ -378,8 +389,52 @@ fn a_damaged_layer_file_is_not_uploaded() {
         .map(|o| o.key)
         .collect();
     assert!(uploaded.iter().all(|k| !k.contains(&name)), "{uploaded:?}");
+    // The only index is the open's claim of the empty store: it lists nothing.
+    let report = strata::remote::inspect::inspect_store(&*store, false).unwrap();
+    assert_eq!(report.indexes.len(), 1);
     assert!(
-        store.list("index/").unwrap().is_empty(),
+        report.newest.unwrap().objects.is_empty(),
         "an index listed a damaged file"
     );
+}
+
+/// A writer syncing round after round while a second one opens from the
+/// store (its calls slowed, so that its puts are in flight when the claim
+/// lands): every round the first was told is in the store is in the
+/// second's database, and after the claim the first is told nothing more.
+#[test]
+fn a_claim_keeps_every_write_the_writer_before_was_told_is_stored() {
+    for attempt in 0..4u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = dir_store(&tmp.path().join("bucket"));
+        let slow = Arc::new(FaultyRemote::new(Arc::clone(&store), attempt));
+        slow.set_latency(Some(Duration::from_millis(3)));
+        let first = Db::open(tmp.path().join("a"), options(Arc::clone(&slow) as _)).unwrap();
+        write_round(&first, 0, 50);
+        first.sync_remote().unwrap();
+        let (acked, second) = std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut acked = vec![0];
+                for round in 1..60 {
+                    write_round(&first, round, 50);
+                    match first.sync_remote_within(Duration::from_secs(2)) {
+                        Ok(()) => acked.push(round),
+                        Err(_) => break,
+                    }
+                }
+                acked
+            });
+            std::thread::sleep(Duration::from_millis(40 + 30 * attempt));
+            let second = Db::open(tmp.path().join("b"), options(Arc::clone(&store))).unwrap();
+            (writer.join().unwrap(), second)
+        });
+        assert!(
+            acked.len() < 60,
+            "attempt {attempt}: the first writer was never fenced"
+        );
+        for &round in &acked {
+            check_round(&second, round, 50);
+        }
+        assert!(first.stats().remote.unwrap().fenced);
+    }
 }

@@ -3,23 +3,25 @@
 //! `Db::sync_remote`.
 //!
 //! At open, under the directory lock, before the manifest is read:
-//! 1. a directory without a manifest is restored from the store's newest
-//!    index, if it has one: every object it lists downloaded, its length
-//!    and crc32c checked against the index (a mismatch is a `Corruption`
-//!    naming the object), written and synced; then the index's manifest,
-//!    written to `MANIFEST.tmp`, synced and renamed into place. A crash in
-//!    between leaves no manifest: the next open restores again;
-//! 2. a directory that held a database already must be the newest
-//!    writer's: `REMOTE_GENERATION` records the generation its state goes
-//!    with and the token of its last open; a newer generation that does
-//!    not carry that token (another writer's) fenced it (`Error::Fenced`:
-//!    reopen from the store into an empty directory), and a store that
-//!    holds an index while the directory records nothing holds another
-//!    database;
-//! 3. the database takes the next generation (fencing every older writer)
-//!    under a new token, recorded (synced) before the generation is taken
-//!    and after, so a crash between leaves a directory that still knows
-//!    the generation for its own.
+//! 1. (after the claim, step 3) a directory without a manifest is
+//!    restored from the claimed index: every object it lists downloaded,
+//!    its length and crc32c checked against the index (a mismatch is a
+//!    `Corruption` naming the object), written and synced; then the
+//!    index's manifest, written to `MANIFEST.tmp`, synced and renamed into
+//!    place. A crash in between leaves no manifest: the next open
+//!    restores again;
+//! 2. a directory that held a database already must have been the last
+//!    writer: `REMOTE_GENERATION` records the generation it last claimed
+//!    the store with and the token of its last open; a newest index of
+//!    another generation that does not carry that token (another
+//!    writer's) fenced it (`Error::Fenced`: reopen from the store into an
+//!    empty directory), and a store whose newest index holds a database
+//!    while the directory records nothing holds another database;
+//! 3. the database takes a new generation (a number no other writer has)
+//!    under a new token, recorded (synced) before and after, and claims
+//!    the store: it puts the next index, the newest with its generation
+//!    (`index::claim`), which fences the writer before it. A directory
+//!    without a database is restored from that claim.
 //!
 //! The uploader then gets every version from the one opened on
 //! (`VersionSet::set_uploader`).
@@ -29,7 +31,7 @@ use crate::error::{Corruption, Error, InvalidInput, Result};
 use crate::io::{FileClass, FileOptions, IoMode, IoStats, Storage};
 use crate::manifest::{MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::remote::generation;
-use crate::remote::index::{latest, IndexedObject, RemoteIndex};
+use crate::remote::index::{self, index_key, latest, RemoteIndex};
 use crate::remote::upload::{UploadStatus, UploadTarget, Uploader};
 use crate::remote::RemoteStore;
 use crate::types::Lsn;
@@ -50,9 +52,8 @@ const SYNC_PATIENCE: Duration = Duration::from_secs(30);
 /// What an open settled with the remote store.
 pub(super) struct Claimed {
     pub store: Arc<dyn RemoteStore>,
-    pub generation: u64,
-    /// Objects uploaded already: those of the index the database came from.
-    pub held: Vec<IndexedObject>,
+    /// The index this writer claimed the store with (see `index::claim`).
+    pub index: RemoteIndex,
 }
 
 fn small_file_opts(class: FileClass) -> FileOptions {
@@ -131,28 +132,23 @@ pub(super) fn claim(
     stats: &IoStats,
 ) -> Result<Claimed> {
     let has_manifest = storage.entry_kind(&dir.join(MANIFEST_NAME))?.is_some();
-    let newest = latest(&*store)?;
-    let newest_generation = generation::latest(&*store)?;
-    let token = new_token(dir);
-    let (held, base) = if has_manifest {
-        match Record::read(storage, dir, stats)? {
-            // Every generation taken since the one this directory's state
-            // goes with must be one its own last open took (and stopped
-            // before recording): else a newer writer fenced it.
-            Some(r) => {
-                for g in r.base + 1..=newest_generation {
-                    let owner = store.get(&generation::generation_key(g)).ok();
-                    if owner.as_deref() != Some(r.token.as_bytes()) {
-                        return Err(Error::Fenced {
-                            store: store.url().to_string(),
-                            generation: r.base,
-                            newer: newest_generation,
-                        });
-                    }
+    let record = Record::read(storage, dir, stats)?;
+    if has_manifest {
+        match (&record, latest(&*store)?) {
+            // The newest index must be this directory's own: of the
+            // generation it last claimed the store with, or of one its
+            // last open took (its token) and stopped before recording.
+            (Some(r), Some((_, newest))) => {
+                let owner = store.get(&generation::generation_key(newest.generation)).ok();
+                if newest.generation != r.base && owner.as_deref() != Some(r.token.as_bytes()) {
+                    return Err(Error::Fenced {
+                        store: store.url().to_string(),
+                        generation: r.base,
+                        newer: newest.generation,
+                    });
                 }
-                (newest.map(|(_, i)| i.objects).unwrap_or_default(), r.base)
             }
-            None if newest.is_some() => {
+            (None, Some((_, newest))) if !newest.manifest.is_empty() => {
                 return Err(InvalidInput::RemoteUrl {
                     url: store.url().to_string(),
                     why: format!(
@@ -162,32 +158,23 @@ pub(super) fn claim(
                 }
                 .into())
             }
-            None => (Vec::new(), 0),
+            _ => {}
         }
-    } else {
-        // Recorded before the manifest appears: a restore cut short after
-        // it is this directory's, not another database's.
-        Record {
-            token: token.clone(),
-            base: newest_generation,
-        }
-        .write(storage, dir, stats)?;
-        let held = match newest {
-            Some((key, index)) => {
-                restore(storage, dir, &*store, &key, &index, stats)?;
-                index.objects
-            }
-            None => Vec::new(),
-        };
-        (held, newest_generation)
-    };
-    // The token of the generation about to be taken, recorded first.
+    }
+    // The token of the generation about to be taken, recorded first: a
+    // stop after the claim leaves a directory that knows it for its own.
+    let token = new_token(dir);
+    let base = record.map_or(0, |r| r.base);
     Record {
         token: token.clone(),
         base,
     }
     .write(storage, dir, stats)?;
     let generation = generation::acquire(&*store, &token)?;
+    let claimed = index::claim(&*store, generation)?;
+    if !has_manifest {
+        restore(storage, dir, &*store, &claimed, stats)?;
+    }
     Record {
         token,
         base: generation,
@@ -195,20 +182,24 @@ pub(super) fn claim(
     .write(storage, dir, stats)?;
     Ok(Claimed {
         store,
-        generation,
-        held,
+        index: claimed,
     })
 }
 
-/// Downloads what `index` (at `key`) lists into `dir`, then its manifest.
+/// Downloads what `index` lists into `dir`, then its manifest.
 fn restore(
     storage: &dyn Storage,
     dir: &Path,
     store: &dyn RemoteStore,
-    key: &str,
     index: &RemoteIndex,
     stats: &IoStats,
 ) -> Result<()> {
+    // A store that held no database: nothing to restore.
+    if index.manifest.is_empty() {
+        return Ok(());
+    }
+    let key = index_key(index.seq);
+    let key = key.as_str();
     for o in &index.objects {
         let bytes = store.get(&o.key)?;
         o.check(store.url(), key, &bytes)?;
@@ -233,7 +224,7 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
     let up = Uploader::start(
         UploadTarget {
             store: claimed.store,
-            generation: claimed.generation,
+            generation: claimed.index.generation,
             storage: Arc::clone(&inner.storage),
             dir: inner.dir.clone(),
             file_opts: FileOptions {
@@ -242,7 +233,7 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
             },
             stats: inner.stats.clone(),
         },
-        claimed.held,
+        claimed.index,
     )?;
     inner.versions.set_uploader(up)
 }

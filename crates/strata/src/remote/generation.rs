@@ -6,10 +6,10 @@
 //! Of two writers racing for one number exactly one wins (the store's
 //! create-only put); the other takes the next. Every object a writer
 //! uploads carries its generation in its key ([`object_key`]), so two
-//! writers never write one key, and a writer checks, before each index it
-//! uploads, that no higher generation exists ([`check_current`]): if one
-//! does, it has been fenced and must stop (`Error::Fenced`), never
-//! overwriting or deleting what the newer writer owns.
+//! writers never write one key. A generation is a name, not yet the right
+//! to write: that is the claim of the index sequence (`index::claim`),
+//! which fences the writer before; a generation taken by an open that
+//! stopped before its claim fences no one.
 //!
 //! Invariants: generations start at 1 and only grow; a generation object
 //! is never rewritten or deleted by strata; the keys are fixed-width
@@ -79,20 +79,6 @@ pub fn acquire(store: &dyn RemoteStore, owner: &str) -> Result<u64> {
     )))
 }
 
-/// `Ok` while `g` is the highest generation in `store`; else
-/// `Error::Fenced` naming the newer one.
-pub fn check_current(store: &dyn RemoteStore, g: u64) -> Result<()> {
-    let newest = latest(store)?;
-    if newest > g {
-        return Err(Error::Fenced {
-            store: store.url().to_string(),
-            generation: g,
-            newer: newest,
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +106,7 @@ mod tests {
     }
 
     #[test]
-    fn writers_take_distinct_generations_and_the_older_is_fenced() {
+    fn racing_writers_take_distinct_generations() {
         let dir = tempfile::tempdir().unwrap();
         let store = DirRemote::open(dir.path()).unwrap();
         assert_eq!(latest(&store).unwrap(), 0);
@@ -136,19 +122,5 @@ mod tests {
         let mut sorted = gens.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, (1..=8).collect::<Vec<u64>>(), "{gens:?}");
-        check_current(&store, 8).unwrap();
-        let e = check_current(&store, 3).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Fenced {
-                    generation: 3,
-                    newer: 8,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(e.to_string().contains("generation 8"), "{e}");
     }
 }

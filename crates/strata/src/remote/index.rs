@@ -8,11 +8,18 @@
 //! in the bucket). A process with an empty directory opens the database
 //! from the newest index alone.
 //!
-//! Keys: `index/{generation:020}-{seq:020}`, written create-only; `seq`
-//! counts every attempt of its writer, so no two attempts share a key and
-//! a key's bytes never change. The newest index is the greatest key (the
-//! fields are fixed-width decimal): a newer generation's first index sorts
-//! after every index of the older ones.
+//! Keys: `index/{seq:020}`, one sequence for every writer, each written
+//! create-only: the newest index is the greatest key (fixed-width
+//! decimal). The sequence is also the fence (SlateDB's manifest versions):
+//! a writer that opens puts the next index, a copy of the newest with its
+//! own generation ([`claim`]); the writer before it then finds its own next
+//! put refused, reads whose index took its place, and stops
+//! (`Error::Fenced`). So every index a writer was told it put is in the
+//! line the next writer builds on: nothing acknowledged is lost between
+//! them.
+//!
+//! An index with an empty manifest is a claim of a store that held no
+//! database: restoring it restores nothing.
 //!
 //! Format (little-endian, `codec`): magic `STRATIDX`, version u32 (1),
 //! generation u64, seq u64, lsn u64, object count u32, then per object:
@@ -22,9 +29,9 @@
 //! checked (magic, version, lengths, crc); anything else is a `Corruption`
 //! naming the store and key.
 
-use super::{ObjectInfo, RemoteStore};
+use super::{ObjectInfo, PutMode, RemoteStore};
 use crate::codec::{put_u16, put_u32, put_u64, Decoder};
-use crate::error::{Corruption, Result};
+use crate::error::{Corruption, Error, RemoteErrorKind, Result};
 use crate::types::Lsn;
 
 /// Where the indexes are.
@@ -78,20 +85,14 @@ pub(crate) struct RemoteIndex {
     pub manifest: Vec<u8>,
 }
 
-/// The key of index `seq` of generation `generation`.
-pub(crate) fn index_key(generation: u64, seq: u64) -> String {
-    format!("{INDEX_PREFIX}{generation:020}-{seq:020}")
+/// The key of index `seq`.
+pub(crate) fn index_key(seq: u64) -> String {
+    format!("{INDEX_PREFIX}{seq:020}")
 }
 
-fn is_index_key(key: &str) -> bool {
-    key.strip_prefix(INDEX_PREFIX).is_some_and(|rest| {
-        rest.len() == 41
-            && rest.as_bytes()[20] == b'-'
-            && rest
-                .bytes()
-                .enumerate()
-                .all(|(i, b)| i == 20 || b.is_ascii_digit())
-    })
+pub(crate) fn is_index_key(key: &str) -> bool {
+    key.strip_prefix(INDEX_PREFIX)
+        .is_some_and(|rest| rest.len() == 20 && rest.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl RemoteIndex {
@@ -196,6 +197,81 @@ impl RemoteIndex {
     }
 }
 
+/// Puts `index` as the next index of its writer, at `index.seq` or, after
+/// the writer's own earlier attempts there (whose answers were lost), the
+/// first free number above; `index.seq` ends as the number it took. An
+/// index of another generation in the way fenced this writer:
+/// `Error::Fenced`, nothing put.
+pub(crate) fn put_next(store: &dyn RemoteStore, index: &mut RemoteIndex) -> Result<()> {
+    loop {
+        let key = index_key(index.seq);
+        match store.put(&key, index.encode(), PutMode::Create) {
+            Ok(()) => return Ok(()),
+            Err(Error::Remote {
+                kind: RemoteErrorKind::AlreadyExists,
+                ..
+            }) => {
+                let there = RemoteIndex::decode(store.url(), &key, &store.get(&key)?)?;
+                if there.generation != index.generation {
+                    return Err(Error::Fenced {
+                        store: store.url().to_string(),
+                        generation: index.generation,
+                        newer: there.generation,
+                    });
+                }
+                index.seq += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Times [`claim`] reads the newest index again after losing the race
+/// for the next number.
+const CLAIM_TRIES_MAX: u32 = 64;
+
+/// Makes `generation` the store's writer: puts the next index, the newest
+/// one with `generation` in it (an empty one in a store without). Returns
+/// it: the state the new writer starts from.
+pub(crate) fn claim(store: &dyn RemoteStore, generation: u64) -> Result<RemoteIndex> {
+    for _ in 0..CLAIM_TRIES_MAX {
+        let next = match latest(store)? {
+            Some((_, newest)) => RemoteIndex {
+                generation,
+                seq: newest.seq + 1,
+                ..newest
+            },
+            None => RemoteIndex {
+                generation,
+                seq: 1,
+                lsn: 0,
+                objects: Vec::new(),
+                manifest: Vec::new(),
+            },
+        };
+        let key = index_key(next.seq);
+        match store.put(&key, next.encode(), PutMode::Create) {
+            Ok(()) => return Ok(next),
+            Err(Error::Remote {
+                kind: RemoteErrorKind::AlreadyExists,
+                ..
+            }) => {
+                // This claim's own put, its answer lost; else another
+                // writer's index took the number: read the newest again.
+                let there = RemoteIndex::decode(store.url(), &key, &store.get(&key)?)?;
+                if there.generation == generation {
+                    return Ok(there);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Internal(format!(
+        "{}: lost the race for the next index {CLAIM_TRIES_MAX} times in a row",
+        store.url()
+    )))
+}
+
 /// The newest index in `store` and its key; `None` when it has none.
 pub(crate) fn latest(store: &dyn RemoteStore) -> Result<Option<(String, RemoteIndex)>> {
     let newest = store
@@ -259,13 +335,59 @@ mod tests {
     }
 
     #[test]
-    fn index_keys_sort_by_generation_then_seq() {
-        assert!(index_key(1, 999) < index_key(2, 0));
-        assert!(index_key(2, 9) < index_key(2, 10));
-        assert!(is_index_key(&index_key(u64::MAX, u64::MAX)));
-        assert!(!is_index_key("index/1-2"));
-        assert!(!is_index_key(
-            "layers/00000000000000000001-00000000000000000002"
-        ));
+    fn index_keys_sort_by_seq() {
+        assert!(index_key(9) < index_key(10));
+        assert!(is_index_key(&index_key(u64::MAX)));
+        assert!(!is_index_key("index/12"));
+        assert!(!is_index_key("layers/00000000000000000001"));
+    }
+
+    #[test]
+    fn a_claim_fences_the_writer_before_it_and_keeps_its_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::remote::DirRemote::open(dir.path()).unwrap();
+        // Writer 1 claims an empty store, then puts two indexes.
+        let first = claim(&store, 1).unwrap();
+        assert_eq!(
+            (first.seq, first.generation, first.manifest.len()),
+            (1, 1, 0)
+        );
+        let mut a = RemoteIndex {
+            seq: 2,
+            lsn: 10,
+            manifest: vec![7],
+            ..first
+        };
+        put_next(&store, &mut a).unwrap();
+        // Its own earlier attempt in the way (an answer lost): the next number.
+        let mut b = RemoteIndex {
+            lsn: 20,
+            ..a.clone()
+        };
+        put_next(&store, &mut b).unwrap();
+        assert_eq!(b.seq, 3);
+        // Writer 2 claims: the newest, with generation 2, at 4.
+        let second = claim(&store, 2).unwrap();
+        assert_eq!((second.seq, second.generation, second.lsn), (4, 2, 20));
+        // Writer 1's next put meets it: fenced, nothing put.
+        let mut c = RemoteIndex {
+            seq: 4,
+            lsn: 30,
+            ..b
+        };
+        let e = put_next(&store, &mut c).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Fenced {
+                    generation: 1,
+                    newer: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let (key, newest) = latest(&store).unwrap().unwrap();
+        assert_eq!((key, newest.generation, newest.lsn), (index_key(4), 2, 20));
     }
 }

@@ -100,10 +100,16 @@ pub fn inspect_store(store: &dyn RemoteStore, verify: bool) -> Result<StoreRepor
     let newest = match newest {
         None => None,
         Some((key, index)) => {
-            let loaded = crate::manifest::decode(
-                std::path::Path::new(&format!("{url}/{key}")),
-                &index.manifest,
-            )?;
+            // An empty manifest: a claim of a store that held no database.
+            let state = if index.manifest.is_empty() {
+                crate::manifest::ManifestState::default()
+            } else {
+                crate::manifest::decode(
+                    std::path::Path::new(&format!("{url}/{key}")),
+                    &index.manifest,
+                )?
+                .state
+            };
             if verify {
                 for o in &index.objects {
                     if missing.contains(&o.key) {
@@ -127,9 +133,9 @@ pub fn inspect_store(store: &dyn RemoteStore, verify: bool) -> Result<StoreRepor
                         bytes: o.bytes,
                     })
                     .collect(),
-                layers: loaded.state.layers.len(),
-                value_files: loaded.state.value_files.len(),
-                gc_lsn: loaded.state.gc_lsn,
+                layers: state.layers.len(),
+                value_files: state.value_files.len(),
+                gc_lsn: state.gc_lsn,
             })
         }
     };

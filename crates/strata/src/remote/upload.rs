@@ -10,11 +10,12 @@
 //!    under `layers/` or `values/`, the writer's generation in the key; an
 //!    `AlreadyExists` on such a key is this writer's own earlier attempt,
 //!    whose answer was lost: same name, same immutable bytes);
-//! 2. checks that its generation is still the newest (else it is fenced:
-//!    it stops for good, and says so, uploading nothing more);
-//! 3. uploads the index listing exactly those files (create-only, a new
-//!    sequence number for every attempt), after every file it lists;
-//! 4. raises the remote-consistent LSN to the snapshot's.
+//! 2. uploads the index listing exactly those files, after every file it
+//!    lists: the next number of the store's one index sequence,
+//!    create-only (`index::put_next`); an index of another generation in
+//!    its place means a newer writer claimed the store: this one is
+//!    fenced, stops for good and says so, uploading nothing more;
+//! 3. raises the remote-consistent LSN to the snapshot's.
 //!
 //! A layer file's bytes are checked as a whole layer before they are
 //! uploaded (a damaged file is never uploaded; the error stays in the
@@ -27,8 +28,8 @@
 //! writer restored from an index that lists it, which this step does not
 //! give.
 
-use super::generation::{check_current, object_key};
-use super::index::{index_key, IndexedObject, RemoteIndex};
+use super::generation::object_key;
+use super::index::{put_next, IndexedObject, RemoteIndex};
 use super::{PutMode, RemoteStore};
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::io::{FileOptions, IoStats, Storage};
@@ -108,10 +109,10 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 impl Uploader {
-    /// Starts the thread of `target`'s uploads. `held`: the objects the
-    /// index this database was opened from lists (uploaded already, under
-    /// whatever generation wrote them).
-    pub(crate) fn start(target: UploadTarget, held: Vec<IndexedObject>) -> Result<Uploader> {
+    /// Starts the thread of `target`'s uploads. `claimed`: the index this
+    /// writer claimed the store with (its objects are uploaded already,
+    /// under whatever generation wrote them; the next index follows it).
+    pub(crate) fn start(target: UploadTarget, claimed: RemoteIndex) -> Result<Uploader> {
         let dir = target.dir.clone();
         let generation = target.generation;
         let shared = Arc::new(Shared {
@@ -129,7 +130,7 @@ impl Uploader {
         let bg = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("strata-upload".into())
-            .spawn(move || bg.run(held))
+            .spawn(move || bg.run(claimed))
             .map_err(|e| Error::io(&dir, "spawn upload thread", e))?;
         Ok(Uploader {
             shared,
@@ -206,10 +207,13 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn run(&self, held: Vec<IndexedObject>) {
-        let mut uploaded: HashMap<String, IndexedObject> =
-            held.into_iter().map(|o| (o.name.clone(), o)).collect();
-        let mut seq = 0u64;
+    fn run(&self, claimed: RemoteIndex) {
+        let mut seq = claimed.seq + 1;
+        let mut uploaded: HashMap<String, IndexedObject> = claimed
+            .objects
+            .into_iter()
+            .map(|o| (o.name.clone(), o))
+            .collect();
         let mut failures = 0u32;
         // What the last index uploaded says: a snapshot that says the same
         // (a freeze's edit changes no file) uploads nothing.
@@ -312,9 +316,7 @@ impl Shared {
             let mut s = self.lock();
             s.status.backlog_bytes = s.status.backlog_bytes.saturating_sub(f.bytes);
         }
-        check_current(&*self.target.store, self.target.generation)?;
-        *seq += 1;
-        let index = RemoteIndex {
+        let mut index = RemoteIndex {
             generation: self.target.generation,
             seq: *seq,
             lsn: snap.lsn,
@@ -325,8 +327,9 @@ impl Shared {
                 .collect(),
             manifest: snap.manifest.clone(),
         };
-        let key = index_key(self.target.generation, *seq);
-        put_own(&*self.target.store, &key, index.encode())
+        put_next(&*self.target.store, &mut index)?;
+        *seq = index.seq + 1;
+        Ok(())
     }
 
     /// Uploads one local file; the object it became.
