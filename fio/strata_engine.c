@@ -17,7 +17,7 @@
  *  - Each fio file is a key space: key = FNV-1a-64(file name) ++ big-endian
  *    block number, 16 bytes. The block size is the job's smallest block size
  *    (td_min_bs); an I/O unit of N blocks is one write batch of N puts, or N
- *    gets in the job's read queue (below). A
+ *    gets (the job's read queue, or one strata_multi_get: below). A
  *    block never written reads as zeros; a trim deletes its blocks.
  *  - fsync=/fdatasync= (DDIR_SYNC, DDIR_DATASYNC, sync_file_range) call
  *    strata_sync; sync=1 makes every write batch synchronous.
@@ -39,10 +39,11 @@
  *
  * Queue: every job reads through one strata read queue (strata_read_queue_*),
  * owned by its fio thread, with no reader threads. With iodepth=1 the engine
- * is synchronous (FIO_SYNCIO): ->queue submits the io_u's gets and reaps them
- * before it returns (a read on the queue's io_uring with a registered buffer,
- * measured faster at QD1 than the pread a strata_get makes). With iodepth>1,
- * ->queue submits one
+ * is synchronous (FIO_SYNCIO): ->queue submits an io_u of at most 16 KiB as
+ * gets and reaps them before it returns (a read on the queue's io_uring with
+ * a registered buffer, measured faster at QD1 than the pread a strata_get
+ * makes); a larger one is one strata_multi_get. With iodepth>1, ->queue
+ * submits one
  * get per block of the io_u (tag = the io_u's index and the block), ->commit
  * hands them to the kernel, and ->getevents reaps them; an io_u completes when
  * its last block is reaped. The queue's depth is iodepth x the most blocks an
@@ -86,6 +87,17 @@
 /* Blocks per batch while laying a file out. */
 #define STRATA_FIO_LAYOUT_BATCH_BYTES (1024 * 1024)
 #define STRATA_FIO_PATH_BYTES_MAX 4096
+/*
+ * Most blocks one strata_multi_get reads on the synchronous path (an io_u of
+ * several blocks at iodepth=1): strata's io_uring ring has 64 entries, its
+ * largest single submission. An io_u of more blocks is read in several calls.
+ */
+#define STRATA_FIO_MULTI_GET_BLOCKS 64
+/*
+ * The largest io_u the synchronous path reads through the read queue: one
+ * slot's registered buffer (see strata_fio_read).
+ */
+#define STRATA_FIO_QUEUE_READ_BYTES_MAX (16 * 1024)
 /* Most gets a read queue holds (strata_read_queue_create's bound). */
 #define STRATA_FIO_QUEUE_DEPTH_MAX 4096U
 /*
@@ -175,6 +187,22 @@ struct strata_fio_ring {
 };
 
 /*
+ * Scratch space for strata_multi_get, the synchronous path's (iodepth=1): up
+ * to STRATA_FIO_MULTI_GET_BLOCKS keys (one per block) and their answers.
+ */
+struct strata_fio_mget {
+	unsigned char keys[STRATA_FIO_MULTI_GET_BLOCKS][STRATA_FIO_KEY_BYTES];
+	const char *key_ptrs[STRATA_FIO_MULTI_GET_BLOCKS];
+	size_t key_lens[STRATA_FIO_MULTI_GET_BLOCKS];
+	char *bufs[STRATA_FIO_MULTI_GET_BLOCKS];
+	size_t buf_lens[STRATA_FIO_MULTI_GET_BLOCKS];
+	size_t value_lens[STRATA_FIO_MULTI_GET_BLOCKS];
+	int statuses[STRATA_FIO_MULTI_GET_BLOCKS];
+	unsigned int owner[STRATA_FIO_MULTI_GET_BLOCKS]; /* index of the key's io_u in the caller's list */
+	unsigned int n;
+};
+
+/*
  * The writer of a job with iodepth > 1: a single thread takes every write and
  * trim queued at that moment as one write batch (strata serializes writers
  * anyway, and one writer lets the queue build up into a group commit). Fields
@@ -230,6 +258,7 @@ struct strata_fio_data {
 	int sync_writes;
 	unsigned int errors_logged; /* atomic: the writer logs too */
 	struct strata_fio_pool *pool;   /* NULL: synchronous */
+	struct strata_fio_mget *mget;   /* the synchronous path's multi_get space */
 	struct strata_fio_reads *reads; /* the job's read queue */
 	char *ramp_stats;               /* strata_stats_json when the ramp ended; NULL before */
 };
@@ -437,6 +466,11 @@ static int fio_strata_init(struct thread_data *td)
 	sd = calloc(1, sizeof(*sd));
 	if (!sd)
 		return ENOMEM;
+	sd->mget = malloc(sizeof(*sd->mget));
+	if (!sd->mget) {
+		free(sd);
+		return ENOMEM;
+	}
 	sd->block_bytes = strata_fio_block_bytes(td);
 	sd->sync_writes = !eo->disrespect_options && td->o.sync_io;
 
@@ -498,6 +532,7 @@ fail_config:
 	strata_error_free(err);
 fail:
 	strata_options_destroy(opts);
+	free(sd->mget);
 	free(sd);
 	return EINVAL;
 }
@@ -550,6 +585,7 @@ static void fio_strata_cleanup(struct thread_data *td)
 	if (sd->shared)
 		shared_close(sd->shared);
 	strata_writebatch_destroy(sd->batch);
+	free(sd->mget);
 	free(sd);
 	td->io_ops_data = NULL;
 }
@@ -666,6 +702,88 @@ static int fio_strata_close_file(struct thread_data *td, struct fio_file *f)
 static int fio_strata_unlink_file(struct thread_data *td, struct fio_file *f)
 {
 	return 0; /* the database directory stays; its keys are overwritten */
+}
+
+/*
+ * Runs the keys gathered in m as one strata_multi_get and fills their blocks:
+ * a value shorter than a block is padded with zeros, a never-written block
+ * reads as zeros. A failure sets errs[] of the io_us concerned (the first
+ * error of each io_u wins).
+ */
+static void strata_fio_mget_run(struct thread_data *td, struct strata_fio_data *sd, struct strata_fio_mget *m,
+				int *errs)
+{
+	unsigned long long bs = sd->block_bytes;
+	strata_error_t *err = NULL;
+	unsigned int i;
+	int rc;
+
+	if (!m->n)
+		return;
+	rc = strata_multi_get(sd->shared->db, m->n, m->key_ptrs, m->key_lens, m->bufs, m->buf_lens, m->value_lens,
+			      m->statuses, &err);
+	if (rc != STRATA_OK) {
+		int e = strata_fio_fail(td, "multi_get", err);
+
+		for (i = 0; i < m->n; i++)
+			if (!errs[m->owner[i]])
+				errs[m->owner[i]] = e;
+		m->n = 0;
+		return;
+	}
+	for (i = 0; i < m->n; i++) {
+		switch (m->statuses[i]) {
+		case STRATA_OK:
+			if (m->value_lens[i] < bs)
+				memset(m->bufs[i] + m->value_lens[i], 0, bs - m->value_lens[i]);
+			break;
+		case STRATA_NOT_FOUND:
+			memset(m->bufs[i], 0, bs);
+			break;
+		default:
+			/* STRATA_BUFFER_TOO_SMALL: a value longer than a block is not fio's. */
+			if (__atomic_fetch_add(&sd->errors_logged, 1, __ATOMIC_RELAXED) < 5)
+				log_err("fio: strata: multi_get: the value of a block is %zu bytes, larger than the "
+					"block size %llu (status %d)\n",
+					m->value_lens[i], bs, m->statuses[i]);
+			if (!errs[m->owner[i]])
+				errs[m->owner[i]] = EIO;
+		}
+	}
+	m->n = 0;
+}
+
+/*
+ * Reads io_us[0..n) (reads; an io_u covers one or more blocks) with as few
+ * strata_multi_get calls as STRATA_FIO_MULTI_GET_BLOCKS allows, and sets each
+ * io_u's errs[i] (an errno, 0 on success).
+ */
+static void strata_fio_read_many(struct thread_data *td, struct strata_fio_data *sd, struct strata_fio_mget *m,
+				 struct io_u **io_us, unsigned int n, int *errs)
+{
+	unsigned long long bs = sd->block_bytes;
+	unsigned int u;
+
+	m->n = 0;
+	for (u = 0; u < n; u++) {
+		struct io_u *io_u = io_us[u];
+		uint64_t first = io_u->offset / bs, count = io_u->xfer_buflen / bs, b;
+
+		errs[u] = 0;
+		for (b = 0; b < count; b++) {
+			unsigned int k = m->n++;
+
+			make_key(m->keys[k], io_u->file, first + b);
+			m->key_ptrs[k] = (const char *)m->keys[k];
+			m->key_lens[k] = STRATA_FIO_KEY_BYTES;
+			m->bufs[k] = (char *)io_u->xfer_buf + b * bs;
+			m->buf_lens[k] = bs;
+			m->owner[k] = u;
+			if (m->n == STRATA_FIO_MULTI_GET_BLOCKS)
+				strata_fio_mget_run(td, sd, m, errs);
+		}
+	}
+	strata_fio_mget_run(td, sd, m, errs);
 }
 
 /* Adds io_u's blocks to `batch`: puts for a write, deletes for a trim. */
@@ -1030,15 +1148,28 @@ static void reads_submit(struct thread_data *td, struct strata_fio_data *sd, str
 }
 
 /*
- * Reads one io_u on the synchronous path (iodepth=1): its gets submitted,
- * then reaped until it is done. Returns an errno. After a failure of the
+ * Reads one io_u on the synchronous path (iodepth=1): a block's get submitted
+ * to the read queue, then reaped; several blocks with strata_multi_get.
+ * Returns an errno. After a failure of the
  * queue itself (not of a get), every read fails with that error: what the
  * queue still holds can no longer be told apart from the next io_u's.
  */
 static int strata_fio_read(struct thread_data *td, struct strata_fio_data *sd, struct io_u *io_u)
 {
 	struct strata_fio_reads *r = sd->reads;
+	int err = 0;
 
+	/*
+	 * The queue for small reads only: its ring reads a value of more than a
+	 * slot's registered buffer (16 KiB) into a buffer of its own, allocated
+	 * for the read; strata_multi_get reads large values and the blocks of a
+	 * multi-block io_u better (1 MiB blocks at iodepth=1: 0.72-0.79 GiB/s
+	 * through the queue, 1.06-1.63 GiB/s with multi_get, 3 pairs in turn).
+	 */
+	if (io_u->xfer_buflen > STRATA_FIO_QUEUE_READ_BYTES_MAX) {
+		strata_fio_read_many(td, sd, sd->mget, &io_u, 1, &err);
+		return err;
+	}
 	if (r->failed)
 		return r->failed;
 	reads_submit(td, sd, io_u);
