@@ -2,7 +2,8 @@
 //! from the store, claiming a generation, starting the uploader, and
 //! `Db::sync_remote`.
 //!
-//! At open, under the directory lock, before the manifest is read:
+//! At open, under the directory lock, before the manifest is read (the
+//! steps numbered as they are checked; the restore comes last):
 //! 1. (after the claim, step 3) a directory without a manifest is
 //!    restored from the claimed index: every object it lists downloaded,
 //!    its length and crc32c checked against the index (a mismatch is a

@@ -20,13 +20,14 @@
 //! A layer file's bytes are checked as a whole layer before they are
 //! uploaded (a damaged file is never uploaded; the error stays in the
 //! status, retried). A failed step is retried with backoff (100 ms
-//! doubling to 5 s), with the newest snapshot by then. Memory: one file at a time (read whole: layer
-//! files are at most `LAYER_BYTES_MAX`; a value file is a sealed log).
+//! doubling to 5 s), with the newest snapshot by then. Memory: one file at
+//! a time (read whole: layer files are at most `LAYER_BYTES_MAX`; a value
+//! file is a sealed log).
 //!
 //! Not yet: deletions. An object no index lists any more stays in the
-//! store (an orphan): deleting one safely needs proof that no newer
-//! writer restored from an index that lists it, which this step does not
-//! give.
+//! store (an orphan, which `strata inspect --remote` shows): deleting one
+//! safely needs a check, at the index put that drops it, that this writer
+//! still owns the store, which this step does not make.
 
 use super::generation::object_key;
 use super::index::{put_next, IndexedObject, RemoteIndex};
