@@ -57,6 +57,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "most frozen layers waiting for their flush before writers stall (1 ..= 1024)",
     ),
     ("create_if_missing", "true | false"),
+    (
+        "remote",
+        "remote store URL: s3://bucket/prefix (a build with the s3 feature), file:///dir or a path; null or \"none\" = local only",
+    ),
 ];
 
 /// Engine options plus the database path a configuration may carry.
@@ -134,6 +138,16 @@ impl Config {
             "background_flush" => o.background_flush = as_bool(key, value)?,
             "frozen_layers_max" => o.frozen_layers_max = as_usize(key, value)?,
             "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
+            "remote" => {
+                o.remote = if as_none(value) {
+                    None
+                } else {
+                    Some(
+                        strata::remote::Remote::from_url(as_str(key, value)?)
+                            .map_err(|e| format!("key `{key}`: {e}"))?,
+                    )
+                }
+            }
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
                 return Err(format!(
@@ -162,6 +176,7 @@ impl Config {
             "background_flush": o.background_flush,
             "frozen_layers_max": o.frozen_layers_max,
             "create_if_missing": o.create_if_missing,
+            "remote": o.remote.as_ref().map(|r| r.0.url().to_string()),
         })
     }
 }

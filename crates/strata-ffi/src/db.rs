@@ -449,6 +449,22 @@ pub unsafe extern "C" fn strata_sync(
     })
 }
 
+/// Waits until the database's remote store (config key `remote`) holds
+/// every write made so far (`Db::sync_remote`).
+///
+/// # Safety
+/// `db` a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_sync_remote(
+    db: *const strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        handle("db", db)?.db.sync_remote()?;
+        Ok(STRATA_OK)
+    })
+}
+
 /// Flushes the in-memory layer to a layer file.
 ///
 /// # Safety

@@ -421,6 +421,59 @@ static void test_config_errors(const char *dir)
 	strata_options_destroy(opts);
 }
 
+/*
+ * A remote store through the config key "remote" (a directory store beside
+ * `dir`): written, synced to the store, then restored into an empty
+ * directory from the store alone.
+ */
+static void test_remote(const char *dir)
+{
+	char config[4096], restored[4096];
+	strata_error_t *err = NULL;
+	strata_db_t *db;
+	char buf[16];
+	size_t len = 0;
+
+	snprintf(config, sizeof(config), "{\"io_mode\": \"buffered\", \"remote\": \"%s.bucket\"}", dir);
+	snprintf(restored, sizeof(restored), "%s.restored", dir);
+	db = strata_open(NULL, "{\"remote\": \"ftp://nope\", \"path\": \"/nonexistent\"}", &err);
+	CHECK(db == NULL && err && strata_error_code(err) == STRATA_CONFIG_ERROR &&
+		      strstr(strata_error_message(err), "ftp://nope"),
+	      "a remote URL no store has refuses to open, naming it");
+	strata_error_free(err);
+	err = NULL;
+	{
+		char written[4096];
+
+		snprintf(written, sizeof(written), "%s.written", dir);
+		db = strata_open(written, config, &err);
+		CHECK(db != NULL, "open with a remote store");
+		if (!db) {
+			fprintf(stderr, "  %s\n", strata_error_message(err));
+			strata_error_free(err);
+			return;
+		}
+	}
+	CHECK(strata_put(db, "far", 3, "away", 4, 0, &err) == STRATA_OK, "put");
+	CHECK(strata_sync_remote(db, &err) == STRATA_OK, "sync_remote");
+	CHECK(strata_close(db, &err) == STRATA_OK, "close");
+	db = strata_open(restored, config, &err);
+	CHECK(db != NULL, "open an empty directory from the store");
+	if (!db)
+		return;
+	CHECK(strata_get(db, "far", 3, buf, sizeof(buf), &len, &err) == STRATA_OK && len == 4 &&
+		      memcmp(buf, "away", 4) == 0,
+	      "the restored database holds what was synced to the store");
+	CHECK(strata_close(db, &err) == STRATA_OK, "close the restored one");
+	/* Without a remote store, sync_remote is an error, not a crash. */
+	db = open_db(restored);
+	CHECK(db != NULL, "reopen without the store");
+	if (db) {
+		expect_error(&err, strata_sync_remote(db, &err), STRATA_INVALID_ARGUMENT, "sync_remote without a store");
+		CHECK(strata_close(db, &err) == STRATA_OK, "close");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	strata_error_t *err = NULL;
@@ -434,6 +487,7 @@ int main(int argc, char **argv)
 	}
 	CHECK(strata_version() && strlen(strata_version()) > 0, "version string");
 	test_config_errors(argv[1]);
+	test_remote(argv[1]);
 
 	db = open_db(argv[1]);
 	CHECK(db != NULL, "open");
