@@ -381,10 +381,12 @@ fn layer_file(out: &mut impl Write, path: &Path, verify: bool, dump: bool) -> Re
                         file_id,
                         offset,
                         value_len,
+                        out_of_line,
                         ..
                     } => format!(
-                        "{}\t{lsn}\t({value_len} bytes in value file {file_id:016x}.log at {offset})",
-                        show(k)
+                        "{}\t{lsn}\t({value_len} bytes in value file {file_id:016x}.log at {offset}{})",
+                        show(k),
+                        if out_of_line { ", out of line" } else { "" }
                     ),
                 });
             }

@@ -62,6 +62,20 @@ impl Corruption {
             found: Some(found),
         }
     }
+
+    /// A failed check of a value read back (`sums`: a checksum's expected
+    /// and found crc32c, if that is what failed).
+    pub(crate) fn of_check(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        what: impl Into<String>,
+        sums: Option<(u32, u32)>,
+    ) -> Self {
+        match sums {
+            Some((expected, found)) => Self::checksum(file, offset, what, expected, found),
+            None => Self::new(file, offset, what),
+        }
+    }
 }
 
 /// A caller's input that breaks a limit or a rule. Nothing was written.

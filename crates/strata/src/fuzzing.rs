@@ -569,7 +569,20 @@ fn check_batch_round_trip(entries: &[EntryRef<'_>], payload: &[u8], count: u32) 
     }
     assert_eq!(batch.invalid, None, "the batch refuses decoded entries");
     assert_eq!(batch.count, count);
-    assert_eq!(batch.data, payload, "the batch re-encodes to other bytes");
+    // A put of whole pages laid out inline (as logs before format 4 hold
+    // them) re-encodes out of line: other bytes, the same entries.
+    let older = entries.iter().any(|e| {
+        !e.out_of_line
+            && e.kind == ValueKind::Put
+            && crate::batch::is_out_of_line_len(e.value.len())
+    });
+    if !older {
+        assert_eq!(
+            batch.payload(),
+            payload,
+            "the batch re-encodes to other bytes"
+        );
+    }
 }
 
 /// Delta entries are strictly ascending by (key, lsn) and within the limits.
@@ -723,9 +736,9 @@ fn log_seeds() -> Vec<(String, Vec<u8>)> {
         let lsn = 1 + 3 * lsn as u64;
         // Each record claims the log was durable up to the end of the one before.
         let synced_through = ends.last().copied().unwrap_or(0);
-        let header = RecordHeader::for_payload(&batch.data, lsn, batch.count, synced_through);
+        let header = RecordHeader::for_payload(&batch.payload(), lsn, batch.count, synced_through);
         log.extend_from_slice(&header.encode());
-        log.extend_from_slice(&batch.data);
+        log.extend_from_slice(&batch.payload());
         ends.push(len_u64(&log));
         seeds.push((format!("records-{}", ends.len()), log.clone()));
     }
@@ -745,9 +758,10 @@ fn log_seeds() -> Vec<(String, Vec<u8>)> {
     let mut synced = encode_log_header(2, Some(prev)).to_vec();
     let mut durable = 0;
     for (lsn, batch) in sample_batches().into_iter().enumerate() {
-        let header = RecordHeader::for_payload(&batch.data, 8 + lsn as u64, batch.count, durable);
+        let header =
+            RecordHeader::for_payload(&batch.payload(), 8 + lsn as u64, batch.count, durable);
         synced.extend_from_slice(&header.encode());
-        synced.extend_from_slice(&batch.data);
+        synced.extend_from_slice(&batch.payload());
         if let Some(pad) = pad_record(len_u64(&synced), durable, false) {
             synced.extend_from_slice(&pad.to_vec());
         }
@@ -776,6 +790,12 @@ fn sample_batches() -> Vec<WriteBatch> {
     }
     b.delete(b"k0003");
     batches.push(b);
+    // Log format 4: values of whole pages in the record's value run.
+    let mut b = WriteBatch::new();
+    b.put(b"page-1", vec![0x11u8; 4096]);
+    b.put(b"small", b"inline");
+    b.put(b"page-2", vec![0x22u8; 8192]);
+    batches.push(b);
     batches
 }
 
@@ -786,7 +806,7 @@ fn batch_seeds() -> Vec<(String, Vec<u8>)> {
         .map(|(i, b)| {
             let mut input = Vec::new();
             put_u32(&mut input, b.count);
-            input.extend_from_slice(&b.data);
+            input.extend_from_slice(&b.payload());
             (format!("batch-{i}"), input)
         })
         .collect()
@@ -1000,6 +1020,7 @@ fn sample_layers() -> Vec<(&'static str, Vec<u8>)> {
             offset,
             value_len: 8192,
             crc: 0x1234_5678,
+            out_of_line: offset % 4096 == 0,
         }
         .encode()
         .to_vec()

@@ -65,12 +65,14 @@ pub enum EntryValue<'a> {
     Put(&'a [u8]),
     Delete,
     /// The value lies in value file `file_id`, in the log entry at
-    /// `offset`, whose crc32c is `crc`.
+    /// `offset`, whose crc32c is `crc`; with `out_of_line`, `offset` is the
+    /// value's own, in its record's value run (log format 4).
     Pointer {
         file_id: u64,
         offset: u64,
         value_len: u32,
         crc: u32,
+        out_of_line: bool,
     },
 }
 
@@ -271,6 +273,7 @@ fn scan_layer<R: crate::layer::delta::ReadAt>(
                     offset: p.offset,
                     value_len: p.value_len,
                     crc: p.crc,
+                    out_of_line: p.out_of_line,
                 }
             }
         };
@@ -309,6 +312,7 @@ pub fn verify_layer_values(
             offset,
             value_len,
             crc,
+            out_of_line,
         } = entry
         else {
             return Ok(());
@@ -339,6 +343,7 @@ pub fn verify_layer_values(
             offset,
             value_len,
             crc,
+            out_of_line,
         };
         file.read(key, &p)?;
         checked += 1;

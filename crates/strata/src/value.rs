@@ -18,13 +18,18 @@
 //! the entry, value length) and carries the entry's crc32c as the write
 //! path computed it in memory, so a read checks the bytes it gets against
 //! the pointer, not only against themselves: the entry's own crc32c, its
-//! kind, lengths and key, and that crc32c equals the pointer's. A value
+//! kind, lengths and key, and that crc32c equals the pointer's. A pointer
+//! to an out-of-line value (log format 4: a value of whole pages, in its
+//! record's value run) names the value itself, which is read alone (a 4
+//! KiB value on a page: one page) and checked against the pointer's
+//! crc32c with the entry's header and key rebuilt from what the reader
+//! knows (`batch::check_out_of_line`). A value
 //! that fails is read once more (`io::read_verified`); a second failure is
 //! a `Corruption` naming the value file and the entry's offset. A pointer
 //! into a file the version does not hold, or past its end, is corruption
 //! naming the file, never a wrong value.
 
-use crate::batch::{check_entry, ENTRY_CRC_OFFSET, ENTRY_HEADER_BYTES};
+use crate::batch::{check_entry, check_out_of_line, ENTRY_CRC_OFFSET, ENTRY_HEADER_BYTES};
 use crate::codec::{put_u32, put_u64, u32_at, Decoder};
 use crate::error::{Corruption, Result};
 use crate::io::{read_range_with, read_verified, IoStats, Storage, StorageFile};
@@ -38,24 +43,36 @@ use std::sync::Arc;
 /// length u32 | entry crc32c u32`.
 pub(crate) const POINTER_BYTES: usize = 24;
 
+/// The bit of a pointer's offset field that says the value is out of line:
+/// the offset is the value's, not its entry's (no file is 2^63 bytes long).
+const POINTER_OUT_OF_LINE: u64 = 1 << 63;
+
 /// Where a large value lies: the log entry that holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ValuePointer {
     /// The value file (the log's file id).
     pub file_id: u64,
-    /// Offset of the entry (its header) in the file.
+    /// Offset of the entry (its header) in the file; of the value itself
+    /// when it is out of line.
     pub offset: u64,
     /// Length of the value.
     pub value_len: u32,
     /// The entry's crc32c, as written.
     pub crc: u32,
+    /// The value lies out of line, in its record's value run.
+    pub out_of_line: bool,
 }
 
 impl ValuePointer {
     pub(crate) fn encode(&self) -> [u8; POINTER_BYTES] {
         let mut out = Vec::with_capacity(POINTER_BYTES);
         put_u64(&mut out, self.file_id);
-        put_u64(&mut out, self.offset);
+        let flag = if self.out_of_line {
+            POINTER_OUT_OF_LINE
+        } else {
+            0
+        };
+        put_u64(&mut out, self.offset | flag);
         put_u32(&mut out, self.value_len);
         put_u32(&mut out, self.crc);
         out.try_into().expect("pointer length")
@@ -68,12 +85,24 @@ impl ValuePointer {
             return None;
         }
         let mut d = Decoder::new(bytes);
+        let file_id = d.u64().ok()?;
+        let offset = d.u64().ok()?;
         Some(ValuePointer {
-            file_id: d.u64().ok()?,
-            offset: d.u64().ok()?,
+            file_id,
+            offset: offset & !POINTER_OUT_OF_LINE,
             value_len: d.u32().ok()?,
             crc: d.u32().ok()?,
+            out_of_line: offset & POINTER_OUT_OF_LINE != 0,
         })
+    }
+
+    /// Bytes a read of the value takes from `offset`: its entry (header,
+    /// key, value), or the value alone when it is out of line.
+    pub(crate) fn read_bytes(&self, key_len: usize) -> u64 {
+        match self.out_of_line {
+            true => u64::from(self.value_len),
+            false => self.entry_bytes(key_len),
+        }
     }
 
     /// Bytes of the entry it points at, for a key of `key_len` bytes: what
@@ -169,7 +198,7 @@ impl ValueFile {
     /// The value `p` points at under `key`, read (header, key and value in
     /// one read) and checked against the pointer before it is returned.
     pub(crate) fn read(&self, key: &[u8], p: &ValuePointer) -> Result<Vec<u8>> {
-        let len = p.entry_bytes(key.len());
+        let len = p.read_bytes(key.len());
         read_verified(&*self.file, &self.stats, p.offset, len, || {
             self.read_once(key, p, len)
         })
@@ -181,7 +210,7 @@ impl ValueFile {
                 self.path(),
                 p.offset,
                 format!(
-                    "a pointer to a {len}-byte entry past the end of the value file ({} bytes)",
+                    "a pointer to {len} bytes past the end of the value file ({} bytes)",
                     self.bytes
                 ),
             )
@@ -203,7 +232,7 @@ impl ValueFile {
         key: &[u8],
         p: &ValuePointer,
     ) -> Option<crate::io::ReadRequest<'_>> {
-        let len = p.entry_bytes(key.len());
+        let len = p.read_bytes(key.len());
         let end = p.offset.checked_add(len)?;
         (end <= self.bytes).then_some((&*self.file as &dyn StorageFile, p.offset, len as usize))
     }
@@ -212,7 +241,7 @@ impl ValueFile {
     /// failed its check: counted as a read made again, the cached copies
     /// forgotten first; this reading stands.
     pub(crate) fn read_again(&self, key: &[u8], p: &ValuePointer) -> Result<Vec<u8>> {
-        let len = p.entry_bytes(key.len());
+        let len = p.read_bytes(key.len());
         self.stats.record_read_retry(self.file.class());
         self.file.forget_cached(p.offset, len);
         self.read_once(key, p, len)
@@ -226,6 +255,17 @@ impl ValueFile {
         key: &[u8],
         p: &ValuePointer,
     ) -> Result<&'e [u8]> {
+        if p.out_of_line {
+            if entry.len() != p.value_len as usize {
+                return Err(Corruption::new(self.path(), p.offset, "short read of a value").into());
+            }
+            return match check_out_of_line(entry, key, p.crc) {
+                Ok(()) => Ok(entry),
+                Err((_, what, sums)) => {
+                    Err(Corruption::of_check(self.path(), p.offset, what, sums).into())
+                }
+            };
+        }
         let value = match check_entry(entry, ValueKind::Put, key) {
             Ok(value) => value,
             Err((at, what, Some((expected, found)))) => {
@@ -331,6 +371,7 @@ mod tests {
             offset: i * entry,
             value_len: 1000,
             crc: crc((i * entry) as usize),
+            out_of_line: false,
         };
         let pointers = [p(0), p(1)];
         let file = ValueFile::new(5, 2 * entry, file, IoStats::new(), Arc::new(storage));
@@ -377,8 +418,18 @@ mod tests {
             offset: 4096 + 11,
             value_len: 8192,
             crc: 0xdead_beef,
+            out_of_line: false,
         };
         assert_eq!(ValuePointer::decode(&p.encode()), Some(p));
+        let out = ValuePointer {
+            out_of_line: true,
+            ..p
+        };
+        assert_eq!(ValuePointer::decode(&out.encode()), Some(out));
+        assert_eq!(
+            (out.read_bytes(16), p.read_bytes(16)),
+            (8192, 11 + 16 + 8192)
+        );
         assert_eq!(ValuePointer::decode(&p.encode()[..23]), None);
         assert_eq!(p.entry_bytes(16), 11 + 16 + 8192);
         let mut refs = ValueRefs::default();

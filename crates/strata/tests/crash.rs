@@ -58,11 +58,15 @@ fn shared_key(j: usize) -> Vec<u8> {
 }
 
 /// A shared key's value in batch `lsn`: the LSN, padded to 600 bytes for
-/// even `j` (a large value, overwritten by every batch: garbage in the
-/// value files, which compaction then moves values out of).
+/// even `j` and to a whole page for `j` a multiple of 4 (large values,
+/// overwritten by every batch: garbage in the value files, which
+/// compaction then moves values out of; the page-sized ones out of line in
+/// their records, log format 4).
 fn shared_value(lsn: u64, j: usize) -> Vec<u8> {
     let mut v = lsn.to_le_bytes().to_vec();
-    if j.is_multiple_of(2) {
+    if j.is_multiple_of(4) {
+        v.resize(4096, j as u8);
+    } else if j.is_multiple_of(2) {
         v.resize(600, j as u8);
     }
     v

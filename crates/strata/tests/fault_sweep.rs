@@ -58,7 +58,12 @@ fn key(i: u32) -> Vec<u8> {
 
 fn value(i: u32) -> Vec<u8> {
     let mut v = format!("v{i}-").into_bytes();
-    v.resize(10 + (i as usize * 97) % 1500, i as u8);
+    // Every fifth a whole page: out of line in its record (log format 4).
+    let len = match i % 5 {
+        3 => 4096,
+        _ => 10 + (i as usize * 97) % 1500,
+    };
+    v.resize(len, i as u8);
     v
 }
 

@@ -56,7 +56,8 @@ fn value(seed: usize, len: usize) -> Vec<u8> {
 }
 
 fn value_len() -> impl Strategy<Value = usize> {
-    prop_oneof![8 => 0usize..200, 1 => 1000usize..3000, 1 => 9000usize..20_000]
+    // Whole pages too: out of line in the log (format 4).
+    prop_oneof![8 => 0usize..200, 1 => 1000usize..3000, 1 => 9000usize..20_000, 1 => (1usize..3).prop_map(|p| p * 4096)]
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -648,10 +648,12 @@ impl DbInner {
             let (i, f, p) = &batch[r];
             let key = keys[*i].as_ref();
             match f.check(&bytes, key, p) {
-                Ok(_) => {
-                    // The value is the entry's tail: moved to the front
-                    // in place, not copied into a second allocation.
-                    bytes.drain(..crate::batch::ENTRY_HEADER_BYTES + key.len());
+                Ok(value) => {
+                    // The value is the bytes' tail (all of them, out of
+                    // line): moved to the front in place, not copied into
+                    // a second allocation.
+                    let head = bytes.len() - value.len();
+                    bytes.drain(..head);
                     found(*i, Some(bytes))
                 }
                 Err(e) if e.is_corruption() => {

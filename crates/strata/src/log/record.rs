@@ -21,8 +21,10 @@ use std::path::Path;
 pub(crate) const LOG_MAGIC: [u8; 8] = *b"STRATLOG";
 /// Log format version this build writes: 3 adds the predecessor claim to
 /// the file header and pad records that start every sync's records on a
-/// fresh sector.
-pub(crate) const LOG_FORMAT_VERSION: u32 = 3;
+/// fresh sector; 4 lays a put's value of whole pages out of line, in its
+/// record's value run (`batch::ENTRY_OUT_OF_LINE`), which a pad record
+/// before the record may start on a page boundary.
+pub(crate) const LOG_FORMAT_VERSION: u32 = 4;
 /// The oldest log format version this build reads (2: the same records,
 /// without pad records or predecessor claims).
 pub(crate) const LOG_FORMAT_VERSION_MIN: u32 = 2;
@@ -147,8 +149,14 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogH
     })
 }
 
-/// Zeros for pad record payloads (at most a sector and a header).
-static PAD_ZEROS: [u8; 2 * LOG_SECTOR_BYTES as usize] = [0; 2 * LOG_SECTOR_BYTES as usize];
+/// The unit a record's value run is aligned to (when the writer pads for
+/// it): the device's page, `batch::OUT_OF_LINE_UNIT`.
+pub(crate) const LOG_PAGE_BYTES: u64 = crate::batch::OUT_OF_LINE_UNIT as u64;
+
+/// Zeros for pad record payloads: a sector pad's (at most a sector and a
+/// header) or an alignment pad's (less than a page).
+static PAD_ZEROS: [u8; LOG_PAGE_BYTES as usize] = [0; LOG_PAGE_BYTES as usize];
+const _: () = assert!(LOG_PAGE_BYTES >= 2 * LOG_SECTOR_BYTES);
 
 /// A pad record: its header, and its payload of zeros (borrowed, so the
 /// sync path writes it without an allocation).
@@ -186,6 +194,35 @@ pub(crate) fn pad_record(end: u64, synced_through: u64, seal: bool) -> Option<Pa
     })
 }
 
+/// The pad record to write at `end` so that a record whose value run
+/// starts `run_at` bytes after the record's start (header and entries)
+/// has that run on a page boundary, if that pad is at most `bytes_max`
+/// long; `None` when the run would start on one anyway or the pad would
+/// cost more. Its `synced_through` is `synced_through`.
+pub(crate) fn alignment_pad(
+    end: u64,
+    run_at: u64,
+    bytes_max: u64,
+    synced_through: u64,
+) -> Option<PadRecord> {
+    let mut gap = (LOG_PAGE_BYTES - (end + run_at) % LOG_PAGE_BYTES) % LOG_PAGE_BYTES;
+    if gap == 0 {
+        return None;
+    }
+    if gap < RECORD_HEADER_BYTES as u64 {
+        gap += LOG_PAGE_BYTES;
+    }
+    if gap > bytes_max {
+        return None;
+    }
+    let payload = &PAD_ZEROS[..gap as usize - RECORD_HEADER_BYTES];
+    let header = RecordHeader::for_payload(payload, PAD_LSN, 0, synced_through);
+    Some(PadRecord {
+        header: header.encode(),
+        payload,
+    })
+}
+
 /// A decoded record header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RecordHeader {
@@ -199,12 +236,24 @@ pub(crate) struct RecordHeader {
 impl RecordHeader {
     /// A header for `payload`.
     pub(crate) fn for_payload(payload: &[u8], lsn: u64, count: u32, synced_through: u64) -> Self {
+        Self::for_parts(payload, &[], lsn, count, synced_through)
+    }
+
+    /// A header for the payload `entries` then `run` (a batch's entries and
+    /// its value run).
+    pub(crate) fn for_parts(
+        entries: &[u8],
+        run: &[u8],
+        lsn: u64,
+        count: u32,
+        synced_through: u64,
+    ) -> Self {
         RecordHeader {
-            payload_len: u32::try_from(payload.len())
+            payload_len: u32::try_from(entries.len() + run.len())
                 .expect("batch size is bounded by BATCH_BYTES_MAX"),
             lsn,
             count,
-            payload_crc: crc32c::crc32c(payload),
+            payload_crc: crc32c::crc32c_append(crc32c::crc32c(entries), run),
             synced_through,
         }
     }
@@ -316,6 +365,30 @@ mod tests {
             assert_eq!(cell, offset, "docs/format.md gives {name} the wrong offset");
         }
         assert!(section.contains(&format!("`LOG_FORMAT_VERSION` = {LOG_FORMAT_VERSION}")));
+    }
+
+    #[test]
+    fn alignment_pads_start_the_value_run_on_a_page() {
+        for end in [64u64, 500, 4000, 4064, 4090, 4096, 5000, 8191] {
+            for run_at in [32u64, 59, 4096, 4100] {
+                match alignment_pad(end, run_at, u64::MAX, 9) {
+                    None => assert_eq!((end + run_at) % LOG_PAGE_BYTES, 0),
+                    Some(pad) => {
+                        let pad = pad.to_vec();
+                        assert_eq!((end + pad.len() as u64 + run_at) % LOG_PAGE_BYTES, 0);
+                        assert!(pad.len() >= RECORD_HEADER_BYTES);
+                        assert!(pad.len() < LOG_PAGE_BYTES as usize + RECORD_HEADER_BYTES);
+                        let h =
+                            RecordHeader::decode(pad[..RECORD_HEADER_BYTES].try_into().unwrap())
+                                .unwrap();
+                        assert_eq!((h.lsn, h.count, h.synced_through), (PAD_LSN, 0, 9));
+                    }
+                }
+            }
+        }
+        // A pad longer than allowed is not made.
+        assert!(alignment_pad(64, 32, 100, 0).is_none());
+        assert!(alignment_pad(4000, 32, 100, 0).is_some());
     }
 
     #[test]

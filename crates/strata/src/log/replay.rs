@@ -527,10 +527,10 @@ mod tests {
     fn record(lsn: u64, synced: u64, value_len: usize) -> Vec<u8> {
         let mut b = WriteBatch::new();
         b.put(format!("key{lsn}"), vec![lsn as u8 | 1; value_len]);
-        let mut r = RecordHeader::for_payload(&b.data, lsn, b.count, synced)
+        let mut r = RecordHeader::for_payload(&b.payload(), lsn, b.count, synced)
             .encode()
             .to_vec();
-        r.extend_from_slice(&b.data);
+        r.extend_from_slice(&b.payload());
         r
     }
 

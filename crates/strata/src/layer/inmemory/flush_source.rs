@@ -16,7 +16,11 @@
 //! log, which is read about (entry bytes / window) times: reads traded for
 //! memory. An in-order entry that lies in a stretch whose records the log
 //! check took whole from the same read request skips its own crc32c (its
-//! record's covers it); its header and key are still matched.
+//! record's covers it); its header and key are still matched. An
+//! out-of-line value (log format 4, in its record's value run) is read
+//! alone, its bytes only, and always checked against the entry crc32c the
+//! index keeps for it (`batch::check_out_of_line`); a pointer to it names
+//! the value itself.
 //!
 //! The log as a whole is checked as its bytes go past (`SealedCheck`: the
 //! same rules as the replay before a flush always kept: every record intact
@@ -38,7 +42,7 @@
 //! request, and one record the check holds across two requests.
 
 use super::{InMemoryLayer, Index, LogVersion};
-use crate::batch::{check_entry, check_entry_with, ENTRY_HEADER_BYTES};
+use crate::batch::{check_entry_with, check_out_of_line, ENTRY_HEADER_BYTES};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{align_down, align_up, AlignedBuf, IoStats, StorageFile};
 use crate::log::replay::SealedCheck;
@@ -78,15 +82,48 @@ impl FlushRead {
     }
 }
 
-/// The bytes of `v`'s entry in the log (header, key, value), or 0 for a
-/// version whose value is empty (a delete) or stays in the log (at least
-/// `large` bytes): nothing to read.
+/// The bytes of `v`'s entry in the log that a flush reads (header, key,
+/// value; or the value alone, out of line), or 0 for a version whose value
+/// is empty (a delete) or stays in the log (at least `large` bytes):
+/// nothing to read.
 fn entry_bytes(key: &[u8], v: LogVersion, large: usize) -> usize {
     if v.kind == ValueKind::Delete || v.len == 0 || v.len as usize >= large {
         0
+    } else if v.out_of_line {
+        v.len as usize
     } else {
         ENTRY_HEADER_BYTES + key.len() + v.len as usize
     }
+}
+
+/// Where the bytes [`entry_bytes`] counts start: the entry's header, or the
+/// value itself when it is out of line.
+fn entry_start(key: &[u8], v: LogVersion) -> Option<u64> {
+    match v.out_of_line {
+        true => Some(v.offset),
+        false => v
+            .offset
+            .checked_sub((ENTRY_HEADER_BYTES + key.len()) as u64),
+    }
+}
+
+/// The value in `bytes` (what [`entry_bytes`] counts of `key`'s version
+/// `v`, read), once checked: an entry against the index (its crc32c only
+/// when `crc`: see `check_entry_with`), an out-of-line value against the
+/// entry crc32c the index keeps (always).
+fn checked_value<'b>(
+    layer: &InMemoryLayer,
+    index: &Index,
+    bytes: &'b [u8],
+    key: &[u8],
+    v: LogVersion,
+    crc: bool,
+) -> Result<Option<&'b [u8]>> {
+    if v.out_of_line {
+        let kept = layer.kept_crc(index, v)?;
+        return Ok(check_out_of_line(bytes, key, kept).ok().map(|()| bytes));
+    }
+    Ok(check_entry_with(bytes, v.kind, key, crc).ok())
 }
 
 /// What a flush hands on for a version of at least `large` bytes: a
@@ -101,13 +138,13 @@ fn pointer(
     if v.kind != ValueKind::Put || (v.len as usize) < large {
         return Ok(None);
     }
-    let head = (ENTRY_HEADER_BYTES + key.len()) as u64;
-    match (index.crc_of(v.offset), v.offset.checked_sub(head)) {
+    match (index.crc_of(v.offset), entry_start(key, v)) {
         (Some(crc), Some(offset)) => Ok(Some(ValuePointer {
             file_id,
             offset,
             value_len: v.len,
             crc,
+            out_of_line: v.out_of_line,
         })),
         _ => Err(Error::Internal(format!(
             "log {file_id}: no entry crc kept for the {}-byte value at {}",
@@ -278,15 +315,21 @@ impl InMemoryLayer {
     /// policy, its cached copies forgotten first; the second reading stands.
     fn hand_on_read_again(
         &self,
+        index: &Index,
         key: &[u8],
         v: LogVersion,
         entry: usize,
         f: &mut impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
     ) -> Result<()> {
         self.stats.record_read_retry(self.file.class());
-        let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
+        let start = entry_start(key, v).unwrap_or(v.offset);
         self.file.forget_cached(start, entry as u64);
-        let value = self.read_value(key, v)?;
+        // The index is read-locked here: an out-of-line value's crc32c is
+        // taken from it, not through a second lock.
+        let value = match v.out_of_line {
+            true => self.read_out_of_line_with(key, v, self.kept_crc(index, v)?)?,
+            false => self.read_value(key, v)?,
+        };
         f(key, v, &value)
     }
 
@@ -354,11 +397,7 @@ impl InMemoryLayer {
                     break;
                 }
                 if entry > 0 {
-                    let head = (ENTRY_HEADER_BYTES + key.len()) as u64;
-                    let start = v
-                        .offset
-                        .checked_sub(head)
-                        .filter(|s| s + entry as u64 <= size);
+                    let start = entry_start(key, v).filter(|s| s + entry as u64 <= size);
                     let Some(start) = start else {
                         return Err(Corruption::new(
                             &self.path,
@@ -389,15 +428,15 @@ impl InMemoryLayer {
                         hand_on_unread(&index, self.file_id, key, v, large, &mut f)?;
                         continue;
                     }
-                    let start = v.offset - (ENTRY_HEADER_BYTES + key.len()) as u64;
+                    let start = entry_start(key, v).unwrap_or(v.offset);
                     let (bytes, checked) = reader.entry(start, entry, &mut check, &mut scratch)?;
                     // An entry whose record the check took whole from the
                     // same bytes is covered by the record's crc32c (the
                     // entry's own was a tenth of a 100 B ingest's CPU);
                     // its header and key are matched with the index anyway.
-                    match check_entry_with(bytes, v.kind, key, !checked) {
-                        Ok(value) => f(key, v, value)?,
-                        Err(_) => self.hand_on_read_again(key, v, entry, &mut f)?,
+                    match checked_value(self, &index, bytes, key, v, !checked)? {
+                        Some(value) => f(key, v, value)?,
+                        None => self.hand_on_read_again(&index, key, v, entry, &mut f)?,
                     }
                 }
                 read.held(
@@ -434,9 +473,9 @@ impl InMemoryLayer {
                 }
                 let bytes = &window[at..at + entry];
                 at += entry;
-                match check_entry(bytes, v.kind, key) {
-                    Ok(value) => f(key, v, value)?,
-                    Err(_) => self.hand_on_read_again(key, v, entry, &mut f)?,
+                match checked_value(self, &index, bytes, key, v, true)? {
+                    Some(value) => f(key, v, value)?,
+                    None => self.hand_on_read_again(&index, key, v, entry, &mut f)?,
                 }
             }
         }

@@ -513,7 +513,7 @@ mod tests {
             let mut model: BTreeMap<Vec<u8>, Vec<LogVersion>> = BTreeMap::new();
             let mut chunk_bytes = 0;
             for (lsn, key) in all.iter().enumerate() {
-                let v = LogVersion { lsn: lsn as u64 + 1, offset: lsn as u64, len: 1, kind: ValueKind::Put };
+                let v = LogVersion { lsn: lsn as u64 + 1, offset: lsn as u64, len: 1, kind: ValueKind::Put, out_of_line: false };
                 let chunks = index.run.len();
                 let inserted = index.insert(IndexKey::new(key), v);
                 if index.run.len() > chunks {
