@@ -4,7 +4,9 @@
 //! default options (background flush, default layer sizes) as the lab's
 //! ingest runs it; without (any other word, e.g. `inline`), the flush runs
 //! inline at the end, in one layer. Puts go in batches of `batch puts` (16,
-//! the lab's, unless given).
+//! the lab's, unless given). With a seventh argument `reader`, a second
+//! thread reads the last 32 keys written, over and over, as the lab's
+//! ingest `+reader` row does, and its gets per second are printed.
 //!
 //! The database goes in `target/ingest-profile`, or under
 //! `$STRATA_PROFILE_DIR` when set.
@@ -13,6 +15,7 @@
 //! puts per CPU second of that thread (the CPU-only figure: the log's
 //! background writes and the flush run on other threads).
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 use strata::{Db, IoMode, Options, WriteBatch, WriteOptions};
 
@@ -35,6 +38,9 @@ fn thread_cpu_secs() -> f64 {
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
+
+/// Keys the reader re-reads (the lab's `READER_WINDOW_KEYS`).
+const READER_WINDOW_KEYS: usize = 32;
 
 fn main() -> strata::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -77,22 +83,55 @@ fn main() -> strata::Result<()> {
         }
     }
     .with_env_overrides()?;
+    let reader = args.get(7).is_some_and(|v| v == "reader");
     let db = Db::open(&dir, opts)?;
     let puts = (mib << 20) / value_bytes;
     let value = vec![0xa5u8; value_bytes];
-    let mut batch = WriteBatch::new();
-    let started = Instant::now();
-    let cpu_started = thread_cpu_secs();
-    for i in (0..puts).step_by(batch_puts) {
-        batch.clear();
-        for j in i..(i + batch_puts).min(puts) {
-            let k = if random { fmix64(j as u64) } else { j as u64 };
-            batch.put((k as u128).to_be_bytes(), &value);
+    let key = |j: usize| {
+        let k = if random { fmix64(j as u64) } else { j as u64 };
+        (k as u128).to_be_bytes()
+    };
+    let written = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let (ingest, ingest_cpu_secs, gets) = std::thread::scope(|s| -> strata::Result<_> {
+        let gets = reader.then(|| {
+            s.spawn(|| -> strata::Result<u64> {
+                let mut gets = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let last = written.load(Ordering::Acquire);
+                    for j in last.saturating_sub(READER_WINDOW_KEYS)..last {
+                        assert!(db.get(key(j))?.is_some(), "key {j} written, not found");
+                        gets += 1;
+                    }
+                    if last == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                Ok(gets)
+            })
+        });
+        let mut batch = WriteBatch::new();
+        let started = Instant::now();
+        let cpu_started = thread_cpu_secs();
+        for i in (0..puts).step_by(batch_puts) {
+            batch.clear();
+            let end = (i + batch_puts).min(puts);
+            for j in i..end {
+                batch.put(key(j), &value);
+            }
+            db.write(&batch, WriteOptions::default())?;
+            written.store(end, Ordering::Release);
         }
-        db.write(&batch, WriteOptions::default())?;
-    }
-    let ingest = started.elapsed();
-    let ingest_cpu_secs = thread_cpu_secs() - cpu_started;
+        let ingest = started.elapsed();
+        let cpu = thread_cpu_secs() - cpu_started;
+        done.store(true, Ordering::Release);
+        let gets = match gets {
+            Some(h) => h.join().expect("the reader panicked")?,
+            None => 0,
+        };
+        Ok((ingest, cpu, gets))
+    })?;
+    let started = Instant::now() - ingest;
     if delta {
         db.flush()?;
     } else {
@@ -110,6 +149,12 @@ fn main() -> strata::Result<()> {
         "writer thread CPU {ingest_cpu_secs:.3}s: {:.0} puts per CPU second (batches of {batch_puts})",
         puts as f64 / ingest_cpu_secs
     );
+    if reader {
+        println!(
+            "reader: {gets} gets of the last {READER_WINDOW_KEYS} keys written, {:.0} gets/s",
+            gets as f64 / ingest.as_secs_f64()
+        );
+    }
     drop(db);
     std::fs::remove_dir_all(&dir).ok();
     Ok(())
