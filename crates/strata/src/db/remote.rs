@@ -266,6 +266,7 @@ impl DbInner {
             backlog_bytes,
             error,
             fenced,
+            ..
         } = up.status();
         Some(RemoteStats {
             url: self
@@ -287,8 +288,9 @@ impl Db {
     /// Waits until the remote store holds every write made so far: the
     /// open layer is frozen and flushed, then the uploads of the version
     /// that holds it are waited for (its files, then its index). An error
-    /// without a remote store, when this writer was fenced, or when the
-    /// uploads keep failing for 30 s (the last failure).
+    /// without a remote store, when this writer was fenced
+    /// (`Error::Fenced`, naming the newer generation), or when the uploads
+    /// keep failing for 30 s (the last failure).
     pub fn sync_remote(&self) -> Result<()> {
         self.sync_remote_within(SYNC_PATIENCE)
     }

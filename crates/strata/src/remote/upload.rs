@@ -72,6 +72,9 @@ pub(crate) struct UploadStatus {
     pub error: Option<String>,
     /// Fenced: a newer writer took the store; nothing more is uploaded.
     pub fenced: bool,
+    /// What fenced it: the store, this writer's generation and the newer
+    /// one (`Error::Fenced`, returned again by every later wait).
+    pub fence: Option<(String, u64, u64)>,
 }
 
 struct State {
@@ -186,10 +189,16 @@ impl Uploader {
     }
 }
 
+/// Why a wait ends for good: fenced (the typed error the fence was), or
+/// the uploader stopped (the database closed).
 fn stopped_error(status: &UploadStatus) -> Error {
-    match &status.error {
-        Some(e) if status.fenced => Error::Poisoned(format!("remote uploads stopped: {e}")),
-        _ => Error::Closed,
+    match &status.fence {
+        Some((store, generation, newer)) => Error::Fenced {
+            store: store.clone(),
+            generation: *generation,
+            newer: *newer,
+        },
+        None => Error::Closed,
     }
 }
 
@@ -257,10 +266,19 @@ impl Shared {
                     self.changed.notify_all();
                 }
                 Err(e) => {
-                    let fenced = matches!(e, Error::Fenced { .. });
+                    let fence = match &e {
+                        Error::Fenced {
+                            store,
+                            generation,
+                            newer,
+                        } => Some((store.clone(), *generation, *newer)),
+                        _ => None,
+                    };
+                    let fenced = fence.is_some();
                     let mut s = self.lock();
                     s.status.error = Some(e.to_string());
                     s.status.fenced = fenced;
+                    s.status.fence = fence;
                     self.changed.notify_all();
                     if fenced {
                         return;
