@@ -124,6 +124,14 @@ fn main() -> strata::Result<()> {
         }
         let ingest = started.elapsed();
         let cpu = thread_cpu_secs() - cpu_started;
+        // The writer's context switches: waits (voluntary) and preemptions.
+        if let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") {
+            let switches: Vec<&str> = status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .collect();
+            println!("writer thread: {}", switches.join(", ").replace('\t', " "));
+        }
         done.store(true, Ordering::Release);
         let gets = match gets {
             Some(h) => h.join().expect("the reader panicked")?,
