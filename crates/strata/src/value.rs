@@ -266,22 +266,9 @@ impl ValueFile {
                 }
             };
         }
-        let value = match check_entry(entry, ValueKind::Put, key) {
-            Ok(value) => value,
-            Err((at, what, Some((expected, found)))) => {
-                return Err(Corruption::checksum(
-                    self.path(),
-                    p.offset + at as u64,
-                    what,
-                    expected,
-                    found,
-                )
-                .into())
-            }
-            Err((at, what, None)) => {
-                return Err(Corruption::new(self.path(), p.offset + at as u64, what).into())
-            }
-        };
+        let value = check_entry(entry, ValueKind::Put, key).map_err(|(at, what, sums)| {
+            Corruption::of_check(self.path(), p.offset + at as u64, what, sums)
+        })?;
         let stored = u32_at(entry, ENTRY_CRC_OFFSET).unwrap_or(0);
         if stored != p.crc {
             return Err(Corruption::checksum(

@@ -265,8 +265,7 @@ impl DbInner {
             remote_lsn,
             backlog_bytes,
             error,
-            fenced,
-            ..
+            fence,
         } = up.status();
         Some(RemoteStats {
             url: self
@@ -279,7 +278,7 @@ impl DbInner {
             consistent_lsn: remote_lsn,
             backlog_bytes,
             error,
-            fenced,
+            fenced: fence.is_some(),
         })
     }
 }

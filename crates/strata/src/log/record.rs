@@ -186,12 +186,18 @@ pub(crate) fn pad_record(end: u64, synced_through: u64, seal: bool) -> Option<Pa
     while gap < RECORD_HEADER_BYTES as u64 {
         gap += LOG_SECTOR_BYTES;
     }
-    let payload = &PAD_ZEROS[..gap as usize - RECORD_HEADER_BYTES];
+    Some(pad_of(gap, synced_through))
+}
+
+/// A pad record `bytes` long in all (at least a header, less than a header
+/// and a page) claiming `synced_through`.
+fn pad_of(bytes: u64, synced_through: u64) -> PadRecord {
+    let payload = &PAD_ZEROS[..bytes as usize - RECORD_HEADER_BYTES];
     let header = RecordHeader::for_payload(payload, PAD_LSN, 0, synced_through);
-    Some(PadRecord {
+    PadRecord {
         header: header.encode(),
         payload,
-    })
+    }
 }
 
 /// The pad record to write at `end` so that a record whose value run
@@ -212,15 +218,7 @@ pub(crate) fn alignment_pad(
     if gap < RECORD_HEADER_BYTES as u64 {
         gap += LOG_PAGE_BYTES;
     }
-    if gap > bytes_max {
-        return None;
-    }
-    let payload = &PAD_ZEROS[..gap as usize - RECORD_HEADER_BYTES];
-    let header = RecordHeader::for_payload(payload, PAD_LSN, 0, synced_through);
-    Some(PadRecord {
-        header: header.encode(),
-        payload,
-    })
+    (gap <= bytes_max).then(|| pad_of(gap, synced_through))
 }
 
 /// A decoded record header.

@@ -71,7 +71,6 @@ pub(crate) struct UploadStatus {
     /// The last failure, while the uploader has not yet succeeded since.
     pub error: Option<String>,
     /// Fenced: a newer writer took the store; nothing more is uploaded.
-    pub fenced: bool,
     /// What fenced it: the store, this writer's generation and the newer
     /// one (`Error::Fenced`, returned again by every later wait).
     pub fence: Option<(String, u64, u64)>,
@@ -163,7 +162,7 @@ impl Uploader {
             if s.status.remote_lsn >= lsn {
                 return Ok(());
             }
-            if s.status.fenced || s.stop {
+            if s.status.fence.is_some() || s.stop {
                 return Err(stopped_error(&s.status));
             }
             if let Some(e) = &s.status.error {
@@ -277,7 +276,6 @@ impl Shared {
                     let fenced = fence.is_some();
                     let mut s = self.lock();
                     s.status.error = Some(e.to_string());
-                    s.status.fenced = fenced;
                     s.status.fence = fence;
                     self.changed.notify_all();
                     if fenced {

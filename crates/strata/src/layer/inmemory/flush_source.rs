@@ -119,8 +119,7 @@ fn checked_value<'b>(
     v: LogVersion,
     crc: bool,
 ) -> Result<Option<&'b [u8]>> {
-    if v.out_of_line {
-        let kept = layer.kept_crc(index, v)?;
+    if let Some(kept) = layer.kept_crc(index, v)? {
         return Ok(check_out_of_line(bytes, key, kept).ok().map(|()| bytes));
     }
     Ok(check_entry_with(bytes, v.kind, key, crc).ok())
@@ -324,12 +323,7 @@ impl InMemoryLayer {
         self.stats.record_read_retry(self.file.class());
         let start = entry_start(key, v).unwrap_or(v.offset);
         self.file.forget_cached(start, entry as u64);
-        // The index is read-locked here: an out-of-line value's crc32c is
-        // taken from it, not through a second lock.
-        let value = match v.out_of_line {
-            true => self.read_out_of_line_with(key, v, self.kept_crc(index, v)?)?,
-            false => self.read_value(key, v)?,
-        };
+        let value = self.read_value(key, v, self.kept_crc(index, v)?)?;
         f(key, v, &value)
     }
 

@@ -447,13 +447,16 @@ impl InMemoryLayer {
     /// (entry crc, kind, lengths and key) before it is returned: bytes read
     /// back from a log are never trusted. An entry that fails is read again
     /// once (its cached pages dropped first), through the storage's policy
-    /// for bytes that fail their check; the second result stands.
-    fn read_value(&self, key: &[u8], v: LogVersion) -> Result<Vec<u8>> {
+    /// for bytes that fail their check; the second result stands. `kept`
+    /// is [`Self::kept_crc`] of `v`, taken under the index lock the caller
+    /// found `v` under (an out-of-line value is checked against it).
+    fn read_value(&self, key: &[u8], v: LogVersion, kept: Option<u32>) -> Result<Vec<u8>> {
         if v.kind == ValueKind::Delete || v.len == 0 {
             return Ok(Vec::new());
         }
         if v.out_of_line {
-            return self.read_out_of_line(key, v);
+            let crc = kept.ok_or_else(|| self.no_crc(v))?;
+            return self.read_out_of_line(key, v, crc);
         }
         let head = (ENTRY_HEADER_BYTES + key.len()) as u64;
         let start = v.offset.checked_sub(head).ok_or_else(|| {
@@ -465,33 +468,33 @@ impl InMemoryLayer {
         })
     }
 
+    /// The entry crc32c `index` keeps for `v`'s value when it is out of
+    /// line (what [`Self::read_value`] checks it against); `None` for a
+    /// value in its entry, which carries its own.
+    fn kept_crc(&self, index: &Index, v: LogVersion) -> Result<Option<u32>> {
+        if !v.out_of_line {
+            return Ok(None);
+        }
+        index
+            .crc_of(v.offset)
+            .map(Some)
+            .ok_or_else(|| self.no_crc(v))
+    }
+
+    /// A value of at least `POINTER_VALUE_BYTES_MIN` without the crc32c the
+    /// index keeps for every such value: a defect, not a damaged file.
+    fn no_crc(&self, v: LogVersion) -> Error {
+        Error::Internal(format!(
+            "log {}: no entry crc kept for the {}-byte value at {}",
+            self.file_id, v.len, v.offset
+        ))
+    }
+
     /// The out-of-line value of `key`'s version `v`: its bytes alone (a 4
-    /// KiB value on a page is one page), checked against the entry crc32c
-    /// the index kept for it, with its header and key rebuilt
+    /// KiB value on a page is one page), checked against its entry's
+    /// crc32c `crc` with its header and key rebuilt
     /// (`batch::check_out_of_line`); read again once if that fails.
-    fn read_out_of_line(&self, key: &[u8], v: LogVersion) -> Result<Vec<u8>> {
-        let index = self
-            .index
-            .read()
-            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
-        let crc = self.kept_crc(&index, v)?;
-        drop(index);
-        self.read_out_of_line_with(key, v, crc)
-    }
-
-    /// The entry crc32c `index` keeps for `v`'s value (every value of at
-    /// least `POINTER_VALUE_BYTES_MIN` has one).
-    fn kept_crc(&self, index: &Index, v: LogVersion) -> Result<u32> {
-        index.crc_of(v.offset).ok_or_else(|| {
-            Error::Internal(format!(
-                "log {}: no entry crc kept for the {}-byte value at {}",
-                self.file_id, v.len, v.offset
-            ))
-        })
-    }
-
-    /// [`Self::read_out_of_line`] with the value's entry crc32c `crc`.
-    fn read_out_of_line_with(&self, key: &[u8], v: LogVersion, crc: u32) -> Result<Vec<u8>> {
+    fn read_out_of_line(&self, key: &[u8], v: LogVersion, crc: u32) -> Result<Vec<u8>> {
         let len = u64::from(v.len);
         read_verified(&*self.file, &self.stats, v.offset, len, || {
             let value = self.read_log_range(v.offset, v.len as usize)?;
@@ -658,20 +661,20 @@ impl InMemoryLayer {
             if !index.filter.may_contain_hash(point.hash) {
                 return Ok(None);
             }
-            let index = &index.map;
             // A short key is looked up as an index key (on the stack): the
             // search compares words, not slices behind pointers.
             let versions = if key.len() <= INLINE_KEY_BYTES {
-                index.get(&IndexKey::new(key))
+                index.map.get(&IndexKey::new(key))
             } else {
-                index.get(key)
+                index.map.get(key)
             };
-            versions.and_then(|vs| vs.at(lsn))
+            match versions.and_then(|vs| vs.at(lsn)) {
+                Some(v) => (v, self.kept_crc(&index, v)?),
+                None => return Ok(None),
+            }
         };
-        match found {
-            None => Ok(None),
-            Some(v) => Ok(Some((v.lsn, v.kind, self.read_value(key, v)?))),
-        }
+        let (v, kept) = found;
+        Ok(Some((v.lsn, v.kind, self.read_value(key, v, kept)?)))
     }
 
     /// For each key in the range, its newest version with lsn <= `lsn`, with
@@ -682,7 +685,7 @@ impl InMemoryLayer {
         end: Bound<&[u8]>,
         lsn: Lsn,
     ) -> Result<Vec<Item>> {
-        let picked: Vec<(Vec<u8>, LogVersion)> = {
+        let picked: Vec<(Vec<u8>, LogVersion, Option<u32>)> = {
             let index = self
                 .index
                 .read()
@@ -690,13 +693,14 @@ impl InMemoryLayer {
             index
                 .map
                 .range(start, end)
-                .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k.as_slice().to_vec(), v)))
-                .collect()
+                .filter_map(|(k, vs)| vs.at(lsn).map(|v| (k, v)))
+                .map(|(k, v)| Ok((k.as_slice().to_vec(), v, self.kept_crc(&index, v)?)))
+                .collect::<Result<_>>()?
         };
         picked
             .into_iter()
-            .map(|(k, v)| {
-                let value = self.read_value(&k, v)?;
+            .map(|(k, v, kept)| {
+                let value = self.read_value(&k, v, kept)?;
                 Ok((k, v.kind, value))
             })
             .collect()
