@@ -55,6 +55,8 @@ pub(crate) struct BlockIndex {
     /// The layer's largest key (the key range section's); empty until
     /// `set_key_max`, and for a layer without entries.
     key_max: Vec<u8>,
+    /// The layer's data blocks end with restart points (format version 6).
+    restarts: bool,
 }
 
 impl BlockIndex {
@@ -76,6 +78,7 @@ impl BlockIndex {
             lsn_min,
             lsn_max,
             key_max: Vec::new(),
+            restarts: false,
         }
     }
 
@@ -84,6 +87,17 @@ impl BlockIndex {
     pub(crate) fn set_key_max(&mut self, key_max: &[u8]) {
         debug_assert!(self.last().is_none_or(|l| l.first_key <= key_max));
         self.key_max = key_max.to_vec();
+    }
+
+    /// Says whether the layer's data blocks end with restart points (its
+    /// format version is `RESTARTS_FORMAT_VERSION` or later).
+    pub(crate) fn set_restarts(&mut self, restarts: bool) {
+        self.restarts = restarts;
+    }
+
+    /// Whether the layer's data blocks end with restart points.
+    pub(crate) fn restarts(&self) -> bool {
+        self.restarts
     }
 
     /// The LSNs of the layer's entries, inclusive.

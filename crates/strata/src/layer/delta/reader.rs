@@ -17,11 +17,13 @@
 //! them where they are used: every entry's LSN within the footer's
 //! `lsn_min..=lsn_max`, and its key at most the layer's key_max (compared in
 //! the last block only: the others lie below its first key, which open
-//! checks). A point read walks over the entries before its key with the
-//! checks a walk needs (lengths within the block, ascending order, the
-//! first entry) and makes the rest (kind, value length, LSN, the next
-//! block's bound) of the entry it returns: about a fifth of a get's
-//! instructions. A scan of the whole layer (unbounded both ways, as
+//! checks). A point read binary-searches the block's restart points
+//! (format version 6) and walks from the last one at or before its key
+//! over at most `RESTART_INTERVAL` entries with the checks a walk needs
+//! (lengths within the block, ascending order, the restart point sorting
+//! above the first entry) and makes the rest (kind, value length, LSN,
+//! the next block's bound) of the entry it returns. A walk over every
+//! entry checks each restart point against the restart array. A scan of the whole layer (unbounded both ways, as
 //! compaction and images read their inputs) checks at its end that it saw
 //! as many entries and distinct keys as the footer counts.
 //!
@@ -61,6 +63,10 @@ use super::{
     HEADER_VERSION_OFFSET, INDEX_BLOCK_LEN_OFFSET, INDEX_BLOCK_OFFSET_OFFSET,
     INDEX_ENTRY_HEADER_BYTES, INDEX_FIRST_KEY_LEN_OFFSET, INDEX_FIRST_LSN_OFFSET,
     KEYS_HEADER_BYTES, KEYS_MAX_LEN_OFFSET, KEYS_MIN_LEN_OFFSET, KEY_BYTES_MAX, VALUE_BYTES_MAX,
+};
+use super::{
+    restarts_after_first, RESTARTS_FORMAT_VERSION, RESTART_COUNT_BYTES, RESTART_INTERVAL,
+    RESTART_OFFSET_BYTES,
 };
 use super::{
     value_block_crc, BLOCK_ALIGN_BYTES, BLOCK_PAD_BEFORE_VALUE_BLOCK_MAX, DELTA_FORMAT_VERSION_MIN,
@@ -834,6 +840,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         // Entries before the key are walked over with the checks a walk
         // needs (`BlockCursor::advance`); a version it returns is checked
         // in full first.
+        block.seek_restart(key, lsn)?;
         let mut found: Option<(Lsn, ValueKind, Range<usize>)> = None;
         while let Some(raw) = block.advance()? {
             match block.key().cmp(key) {
@@ -1027,7 +1034,41 @@ fn parse_block(
             "nonzero byte in a data block's padding",
         ));
     }
-    if entry_count == 0 || entry_count as usize > payload_len / ENTRY_HEADER_BYTES {
+    // Version 6: the payload ends with the restart array (its offsets are
+    // checked where they are used: by a search that jumps to one, and
+    // against each restart point a walk passes).
+    let (entries_end, restarts) = if index.restarts() {
+        let count_at = end
+            .checked_sub(RESTART_COUNT_BYTES)
+            .filter(|&at| at >= BLOCK_HEADER_BYTES);
+        let count = count_at.and_then(|at| u32_at(&bytes, at));
+        let expected = restarts_after_first(entry_count);
+        let array_bytes = expected as usize * RESTART_OFFSET_BYTES;
+        match (count_at, count) {
+            (Some(at), Some(count))
+                if count == expected
+                    && entry_count > 0
+                    && at - BLOCK_HEADER_BYTES >= array_bytes =>
+            {
+                (at - array_bytes, at - array_bytes..at)
+            }
+            _ => {
+                return Err(corrupt(
+                    path,
+                    handle.offset,
+                    format!(
+                        "restart count {} disagrees with the block's {entry_count} entries",
+                        count.map_or("missing".to_string(), |c| c.to_string())
+                    ),
+                ))
+            }
+        }
+    } else {
+        (end, end..end)
+    };
+    if entry_count == 0
+        || entry_count as usize > (entries_end - BLOCK_HEADER_BYTES) / ENTRY_HEADER_BYTES
+    {
         return Err(corrupt(
             path,
             handle.offset,
@@ -1036,7 +1077,9 @@ fn parse_block(
     }
     Ok(BlockCursor {
         bytes,
-        end,
+        end: entries_end,
+        restarts,
+        entry_count,
         path: Arc::clone(path),
         block_offset: handle.offset,
         pos: BLOCK_HEADER_BYTES,
@@ -1079,6 +1122,8 @@ fn parse_value_block(
     }
     Ok(BlockCursor {
         end: value_len.min(bytes.len()),
+        restarts: 0..0,
+        entry_count: 1,
         bytes,
         path: Arc::clone(path),
         block_offset: handle.offset,
@@ -1106,6 +1151,7 @@ pub(crate) fn decode_block(
 ) -> Result<Vec<DeltaEntry>> {
     // No bounds beyond the blocks' own: every LSN, every key.
     let mut index = BlockIndex::with_capacity(2, handle.first_key.len(), 0, Lsn::MAX);
+    index.set_restarts(true);
     index.push(handle);
     if let Some(next) = next {
         index.push(next);
@@ -1137,6 +1183,7 @@ pub(crate) fn decode_index(
         .len()
         .saturating_sub(count.saturating_mul(INDEX_ENTRY_HEADER_BYTES));
     let mut index = BlockIndex::with_capacity(count, key_bytes, lsn_min, lsn_max);
+    index.set_restarts(version >= RESTARTS_FORMAT_VERSION);
     let mut pos = 0usize;
     let mut next_block_offset = u64_from_usize(HEADER_BYTES);
     for block_index in 0..count {
@@ -1273,8 +1320,15 @@ struct EntryMeta {
 struct BlockCursor {
     /// The whole block, header (and padding) included; shared with the cache.
     bytes: Block,
-    /// The end of the payload in `bytes` (the padding follows).
+    /// The end of the entries in `bytes` (the restart array, then the
+    /// padding follow).
     end: usize,
+    /// Where the block's restart array is in `bytes` (format version 6;
+    /// empty before, and for a block of fewer than `RESTART_INTERVAL + 1`
+    /// entries).
+    restarts: Range<usize>,
+    /// The block's entry count.
+    entry_count: u32,
     path: Arc<Path>,
     block_offset: u64,
     /// Position of the next entry in `bytes`.
@@ -1302,6 +1356,95 @@ struct BlockCursor {
 impl BlockCursor {
     fn key(&self) -> &[u8] {
         &self.key
+    }
+
+    /// The block offset of restart point `number` (1 or more) from the
+    /// restart array, if the block has it.
+    fn restart_offset(&self, number: u32) -> Option<usize> {
+        let at = self.restarts.start + (number as usize - 1) * RESTART_OFFSET_BYTES;
+        if number == 0 || at >= self.restarts.end {
+            return None;
+        }
+        u32_at(&self.bytes, at).map(|o| o as usize)
+    }
+
+    /// The (key, LSN) of the entry at restart point `number` (1 or more),
+    /// checked as far as reading them needs: within the entries, `shared`
+    /// 0, a key length in range.
+    fn restart_key(&self, number: u32) -> Result<(&[u8], Lsn)> {
+        let pos = self.restart_offset(number).unwrap_or(0);
+        let at = self.block_offset + u64_from_usize(pos);
+        let bad = |what: &str| {
+            corrupt(
+                &self.path,
+                at,
+                format!("data block restart point {number}: {what}"),
+            )
+        };
+        if pos < BLOCK_HEADER_BYTES || pos + ENTRY_HEADER_BYTES > self.end {
+            return Err(bad("its offset is outside the block's entries"));
+        }
+        let header = &self.bytes[pos..pos + ENTRY_HEADER_BYTES];
+        let shared = u16_at(header, ENTRY_SHARED_LEN_OFFSET).unwrap_or(0);
+        let key_len = u16_at(header, ENTRY_SUFFIX_LEN_OFFSET).unwrap_or(0) as usize;
+        let lsn = u64_at(header, ENTRY_LSN_OFFSET).unwrap_or(0);
+        let key_start = pos + ENTRY_HEADER_BYTES;
+        if shared != 0 || key_len == 0 || key_len > KEY_BYTES_MAX || key_start + key_len > self.end
+        {
+            return Err(bad("its entry is not a whole key"));
+        }
+        Ok((&self.bytes[key_start..key_start + key_len], lsn))
+    }
+
+    /// Moves a cursor that has not stepped yet to the last restart point
+    /// whose (key, LSN) is at most (`key`, `lsn`), by binary search over
+    /// the restart array, so that [`Self::advance`] walks at most
+    /// `RESTART_INTERVAL` entries to the newest version of `key` at or
+    /// below `lsn`. Stays at the first entry when no later restart point
+    /// is at most the key, or the block has none. A restart point it
+    /// starts from must sort above the block's first entry (the index's).
+    fn seek_restart(&mut self, key: &[u8], lsn: Lsn) -> Result<()> {
+        if self.restarts.is_empty() || !self.first_pending {
+            return Ok(());
+        }
+        let points = 1 + (self.restarts.len() / RESTART_OFFSET_BYTES) as u32;
+        // Restart `lo` is at most the key (0: assumed), `hi` above it.
+        let (mut lo, mut hi) = (0u32, points);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.restart_key(mid)? <= (key, lsn) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            return Ok(());
+        }
+        let start = self.restart_key(lo)?;
+        if self
+            .index
+            .first_entry(self.block)
+            .is_none_or(|first| start <= first)
+        {
+            let at = self.block_offset + u64_from_usize(self.restart_offset(lo).unwrap_or(0));
+            return Err(corrupt(
+                &self.path,
+                at,
+                format!(
+                    "data block restart point {lo} does not sort above the block's first entry"
+                ),
+            ));
+        }
+        // From here the walk is the block's from entry lo × RESTART_INTERVAL:
+        // no key before it (a restart point shares none), its order then
+        // checked entry by entry.
+        self.pos = self.restart_offset(lo).unwrap_or(0);
+        self.remaining = self.entry_count - lo * RESTART_INTERVAL;
+        self.key.clear();
+        self.lsn = 0;
+        self.first_pending = false;
+        Ok(())
     }
 
     /// The next entry, every check made (see [`Self::advance`] and
@@ -1366,6 +1509,15 @@ impl BlockCursor {
             return Err(bad(format!(
                 "shared prefix {shared} longer than the previous key"
             )));
+        }
+        let number = self.entry_count - self.remaining;
+        if number > 0 && number.is_multiple_of(RESTART_INTERVAL) && self.index.restarts() {
+            let listed = self.restart_offset(number / RESTART_INTERVAL);
+            if shared != 0 || listed != Some(self.pos) {
+                return Err(bad(format!(
+                    "entry {number} is a restart point, yet shares {shared} bytes or is not where the restart array says"
+                )));
+            }
         }
         let key_len = shared + suffix_len;
         if key_len == 0 || key_len > KEY_BYTES_MAX {

@@ -1047,7 +1047,9 @@ fn an_entry_that_sorts_after_the_next_blocks_first_is_corruption() {
     assert_eq!(blocks.len(), 2, "the test needs [a@1, b@5] [b@9]");
     // Raise b@5, the last entry of block 0, to b@10.
     let (offset, len) = blocks[0];
-    let last_lsn_at = offset + len - ENTRY_HEADER_BYTES - 1 + ENTRY_LSN_OFFSET;
+    // The block ends with its restart array: a count of 0 alone.
+    let last_lsn_at =
+        offset + len - RESTART_COUNT_BYTES - ENTRY_HEADER_BYTES - 1 + ENTRY_LSN_OFFSET;
     assert_eq!(u64_at(&bytes, last_lsn_at), Some(5));
     bytes[last_lsn_at..last_lsn_at + 8].copy_from_slice(&10u64.to_le_bytes());
     let block = &bytes[offset..offset + len];
@@ -1756,5 +1758,205 @@ fn a_whole_layer_scan_refuses_footer_counts_that_disagree() {
         let bounded: Vec<DeltaEntry> =
             collect_range(&reader, Bound::Included(first), Bound::Unbounded);
         assert_eq!(bounded, expected);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Restart points (format version 6).
+
+/// 300 keys of four versions each under a shared prefix, in 4 KiB blocks
+/// of about 80 entries: every block has restart points.
+fn restart_model() -> Model {
+    let mut model = Model::new();
+    for i in 0..300u64 {
+        let key = format!("tenant-7/rel-3/page-{i:06}").into_bytes();
+        for v in 0..4u64 {
+            let lsn = 1 + v * 10 + i % 7;
+            if (i + v) % 9 == 4 {
+                model.insert((key.clone(), lsn), (ValueKind::Delete, Vec::new()));
+            } else {
+                put(&mut model, &key, lsn, &(i * 4 + v).to_le_bytes());
+            }
+        }
+    }
+    model
+}
+
+/// The restart count and the restart offsets of a version-6 block.
+fn restarts_of(block: &[u8]) -> (u32, Vec<u32>) {
+    let payload_len = u32_at(block, BLOCK_PAYLOAD_LEN_OFFSET).expect("payload") as usize;
+    let count_at = BLOCK_HEADER_BYTES + payload_len - RESTART_COUNT_BYTES;
+    let count = u32_at(block, count_at).expect("count");
+    let offsets = (0..count as usize)
+        .map(|i| {
+            let at = count_at - (count as usize - i) * RESTART_OFFSET_BYTES;
+            u32_at(block, at).expect("offset")
+        })
+        .collect();
+    (count, offsets)
+}
+
+/// Writes `bytes` back over block `offset..offset + len` with its crc32c
+/// recomputed (a block as a buggy writer would leave it, not a flipped bit).
+fn reseal_block(bytes: &mut [u8], offset: usize, len: usize) {
+    let block = &bytes[offset..offset + len];
+    let crc = block_crc(
+        offset as u64,
+        &block[..BLOCK_CRC_OFFSET],
+        &block[BLOCK_HEADER_BYTES..],
+    );
+    bytes[offset + BLOCK_CRC_OFFSET..offset + BLOCK_HEADER_BYTES]
+        .copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn point_reads_from_restart_points_find_every_version() {
+    let model = restart_model();
+    for block_bytes in [4096usize, 16 << 10] {
+        let (bytes, _) = build(&model, block_bytes);
+        let blocks = block_extents(&bytes);
+        for &(offset, len) in &blocks[..blocks.len() - 1] {
+            let entries = u32_at(&bytes, offset + BLOCK_ENTRY_COUNT_OFFSET).expect("count");
+            let (count, offsets) = restarts_of(&bytes[offset..offset + len]);
+            assert!(entries > 2 * RESTART_INTERVAL, "{entries} entries a block");
+            assert_eq!(count, (entries - 1) / RESTART_INTERVAL);
+            // Each restart point's key is whole: it shares nothing.
+            for o in offsets {
+                let at = offset + o as usize;
+                assert_eq!(u16_at(&bytes, at + ENTRY_SHARED_LEN_OFFSET), Some(0));
+            }
+        }
+        let reader = open_mem(bytes);
+        for (key, lsn) in model.keys() {
+            for probe in [lsn - 1, *lsn, lsn + 1, Lsn::MAX] {
+                assert_eq!(
+                    reader.get(key, probe).expect("get"),
+                    model_get(&model, key, probe),
+                    "get({}, {probe}) in {block_bytes}-byte blocks",
+                    String::from_utf8_lossy(key)
+                );
+            }
+        }
+        for absent in [
+            &b"tenant-7/rel-3/page-000100x"[..],
+            b"tenant-7/rel-3/page-0001",
+            b"tenant-7/rel-3/page-000299z",
+        ] {
+            assert_eq!(reader.get(absent, Lsn::MAX).expect("get"), None);
+        }
+        assert_eq!(
+            collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+            model_range(&model, Bound::Unbounded, Bound::Unbounded)
+        );
+    }
+}
+
+#[test]
+fn a_file_of_format_version_5_without_restart_points_reads_as_it_is() {
+    let model = restart_model();
+    let mut writer = DeltaLayerWriter::with_format_version(Vec::new(), 4096, 5).expect("writer");
+    for ((key, lsn), (kind, value)) in &model {
+        writer.add(key, *lsn, *kind, value).expect("add");
+    }
+    let (bytes, _) = writer.finish().expect("finish");
+    let reader = open_mem(bytes);
+    for (key, lsn) in model.keys() {
+        assert_eq!(
+            reader.get(key, *lsn).expect("get"),
+            model_get(&model, key, *lsn)
+        );
+    }
+    assert_eq!(
+        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
+        model_range(&model, Bound::Unbounded, Bound::Unbounded)
+    );
+}
+
+#[test]
+fn a_restart_point_out_of_place_is_corruption_naming_its_block() {
+    let model = restart_model();
+    let (good, _) = build(&model, 4096);
+    let (offset, len) = block_extents(&good)[1];
+    let (count, offsets) = restarts_of(&good[offset..offset + len]);
+    assert!(count >= 2, "the test needs a block of 3 restart points");
+    // Every key of the block, to find the ones whose search a bad restart
+    // point misleads.
+    let keys: Vec<(Vec<u8>, Lsn)> = open_mem(good.clone())
+        .range(Bound::Unbounded, Bound::Unbounded)
+        .expect("range")
+        .map(|e| e.map(|(k, l, _, _)| (k, l)))
+        .collect::<Result<_>>()
+        .expect("scan");
+    let payload_len = u32_at(&good, offset + BLOCK_PAYLOAD_LEN_OFFSET).expect("len") as usize;
+    let count_at = offset + BLOCK_HEADER_BYTES + payload_len - RESTART_COUNT_BYTES;
+    let first_slot = count_at - count as usize * RESTART_OFFSET_BYTES;
+    let entry_after = |o: u32| {
+        // The entry after the one at block offset `o`: it shares bytes.
+        let at = offset + o as usize;
+        let suffix = u16_at(&good, at + ENTRY_SUFFIX_LEN_OFFSET).expect("suffix") as usize;
+        let value = u32_at(&good, at + ENTRY_VALUE_LEN_OFFSET).expect("value") as usize;
+        o + (ENTRY_HEADER_BYTES + suffix + value) as u32
+    };
+    type Patch<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+    let cases: Vec<(&str, Patch)> = vec![
+        (
+            "a restart offset on an entry that shares its key",
+            Box::new(|b: &mut Vec<u8>| {
+                let o = entry_after(offsets[0]);
+                b[first_slot..first_slot + 4].copy_from_slice(&o.to_le_bytes());
+            }),
+        ),
+        (
+            "two restart offsets swapped",
+            Box::new(|b: &mut Vec<u8>| {
+                b[first_slot..first_slot + 4].copy_from_slice(&offsets[1].to_le_bytes());
+                b[first_slot + 4..first_slot + 8].copy_from_slice(&offsets[0].to_le_bytes());
+            }),
+        ),
+        (
+            "a restart offset past the entries",
+            Box::new(|b: &mut Vec<u8>| {
+                let o = (first_slot - offset) as u32;
+                b[first_slot..first_slot + 4].copy_from_slice(&o.to_le_bytes());
+            }),
+        ),
+        (
+            "a restart count that disagrees with the entries",
+            Box::new(|b: &mut Vec<u8>| {
+                b[count_at..count_at + 4].copy_from_slice(&(count - 1).to_le_bytes());
+            }),
+        ),
+    ];
+    for (what, patch) in cases {
+        let mut bad = good.clone();
+        patch(&mut bad);
+        reseal_block(&mut bad, offset, len);
+        let reader = open_mem(bad);
+        // No get answers wrong; those that reach the bad restart point fail
+        // naming the block's bytes.
+        let mut failed = 0;
+        for (key, lsn) in &keys {
+            match reader.get(key, *lsn) {
+                Ok(got) => assert_eq!(got, model_get(&model, key, *lsn), "{what}"),
+                Err(Error::Corruption(c)) => {
+                    assert!(
+                        (offset as u64..(offset + len) as u64).contains(&c.offset),
+                        "{what}: {c}"
+                    );
+                    failed += 1;
+                }
+                Err(other) => panic!("{what}: {other}"),
+            }
+        }
+        assert!(failed > 0, "{what}: no get noticed");
+        // A walk over every entry notices too.
+        let scan: Result<Vec<_>> = reader
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .expect("range")
+            .collect();
+        assert!(
+            matches!(scan, Err(Error::Corruption(_))),
+            "{what}: the scan passed"
+        );
     }
 }

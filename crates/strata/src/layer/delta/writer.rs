@@ -18,6 +18,9 @@
 //! as a value block (`value_block_saves_a_page`): the block before it is
 //! padded to the page boundary, so the value starts on one (except as the
 //! file's first entry, after the 24-byte header: that one is an entry).
+//! From format version 6, every `RESTART_INTERVAL`-th entry of a block is
+//! a restart point (its key whole, not prefix-compressed) and the block's
+//! payload ends with the restart array; a block's size counts it.
 //! After the sink fails, the writer refuses every further call (the file
 //! is incomplete and must be discarded).
 //!
@@ -32,8 +35,10 @@ use super::{
     BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET,
     BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAD_BYTES_MAX, BLOCK_PAYLOAD_LEN_OFFSET,
     DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC,
-    HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, INDEX_VALUE_BLOCK_FLAG, VALUE_BYTES_MAX,
+    HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, INDEX_VALUE_BLOCK_FLAG, RESTARTS_FORMAT_VERSION,
+    RESTART_INTERVAL, VALUE_BYTES_MAX,
 };
+use super::{restart_array_bytes, restarts_after_first};
 use crate::codec::{put_u16, put_u32, put_u64, write_u32_at};
 use crate::error::{Error, InvalidInput, Result};
 use crate::layer::bloom::{bloom_hash, BloomFilter, BloomLayout};
@@ -49,6 +54,11 @@ pub(crate) struct DeltaLayerWriter<S: LayerSink> {
     block: Vec<u8>,
     /// Entries in the open block.
     block_entries: u32,
+    /// Block offsets of the open block's restart points after its first
+    /// (format version 6, see `RESTART_INTERVAL`).
+    restarts: Vec<u32>,
+    /// The format version written has restart points.
+    restarts_on: bool,
     /// Set when the open (aligned) block takes the page after its first
     /// too (see `take_next_page`), or starts off a page boundary after an
     /// unpadded two-page block (see `finish_block`).
@@ -122,6 +132,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             offset: u64_from_usize(HEADER_BYTES),
             block,
             block_entries: 0,
+            restarts: Vec::new(),
+            restarts_on: format_version >= RESTARTS_FORMAT_VERSION,
             block_two_pages: false,
             block_full: false,
             block_first_key: Vec::new(),
@@ -224,7 +236,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             if self.block_full {
                 self.finish_block(false, None)?;
             } else if self.block_entries > 0
-                && self.block.len() + entry_bytes > self.block_bytes_limit()
+                && self.block.len() + entry_bytes + self.restart_array_bytes(self.block_entries + 1)
+                    > self.block_bytes_limit()
             {
                 if self.take_next_page(entry_bytes) {
                     self.block_two_pages = true;
@@ -340,9 +353,10 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         Ok(())
     }
 
-    /// Bytes `key` shares with the previous entry of the open block.
+    /// Bytes `key` shares with the previous entry of the open block (none
+    /// at a restart point).
     fn shared_prefix_bytes(&self, key: &[u8]) -> usize {
-        if self.block_entries == 0 {
+        if self.at_restart() {
             return 0;
         }
         key.iter()
@@ -351,8 +365,29 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             .count()
     }
 
+    /// Whether the next entry of the open block is a restart point: the
+    /// block's first, or (format version 6) every `RESTART_INTERVAL`-th.
+    fn at_restart(&self) -> bool {
+        self.block_entries == 0
+            || (self.restarts_on && self.block_entries.is_multiple_of(RESTART_INTERVAL))
+    }
+
+    /// Bytes of the restart array of a block of `entries` entries: none
+    /// before format version 6.
+    fn restart_array_bytes(&self, entries: u32) -> usize {
+        if self.restarts_on {
+            restart_array_bytes(entries)
+        } else {
+            0
+        }
+    }
+
     fn push_entry(&mut self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
         let shared = self.shared_prefix_bytes(key);
+        if self.block_entries > 0 && self.at_restart() {
+            // Blocks are far below 4 GiB (BLOCK_BYTES_MAX).
+            self.restarts.push(self.block.len() as u32);
+        }
         if self.block_entries == 0 {
             self.block_first_key.clear();
             self.block_first_key.extend_from_slice(key);
@@ -398,7 +433,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         let end = if self.block_entries == 0 {
             self.offset
         } else {
-            self.offset + u64_from_usize(self.block.len())
+            self.offset
+                + u64_from_usize(self.block.len() + self.restart_array_bytes(self.block_entries))
         };
         (end.next_multiple_of(u64_from_usize(BLOCK_ALIGN_BYTES)) - end) as usize
     }
@@ -419,7 +455,13 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             && value_len > 0
             && value_len.next_multiple_of(BLOCK_ALIGN_BYTES) - value_len <= BLOCK_PAD_BYTES_MAX
             && pages(value_len)
-                < pages(BLOCK_HEADER_BYTES + ENTRY_HEADER_BYTES + key_len + value_len)
+                < pages(
+                    BLOCK_HEADER_BYTES
+                        + ENTRY_HEADER_BYTES
+                        + key_len
+                        + value_len
+                        + self.restart_array_bytes(1),
+                )
     }
 
     /// Appends `value` as a value block at the (page-aligned) offset and
@@ -464,6 +506,17 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             return Ok(());
         }
         self.check_block_count()?;
+        if self.restarts_on {
+            debug_assert_eq!(
+                self.restarts.len(),
+                restarts_after_first(self.block_entries) as usize
+            );
+            for &restart in &self.restarts {
+                put_u32(&mut self.block, restart);
+            }
+            put_u32(&mut self.block, self.restarts.len() as u32);
+            self.restarts.clear();
+        }
         let payload_len = self.block.len() - BLOCK_HEADER_BYTES;
         debug_assert!(payload_len <= super::BLOCK_PAYLOAD_BYTES_MAX);
         let end = self.offset + u64_from_usize(self.block.len());
@@ -552,7 +605,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             return false;
         }
         let limit = self.block_bytes_limit();
-        two_pages_fill_better(limit.saturating_sub(self.block.len()), entry_bytes)
+        let used = self.block.len() + self.restart_array_bytes(self.block_entries + 1);
+        two_pages_fill_better(limit.saturating_sub(used), entry_bytes)
     }
 
     /// Whether a block of entries of `entry_bytes`, started on a page
