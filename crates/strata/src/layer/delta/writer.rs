@@ -34,9 +34,10 @@ use super::{
     block_crc, u64_from_usize, DeltaLayerSummary, LayerSink, Lsn, ValueKind, BLOCK_ALIGN_BYTES,
     BLOCK_BYTES_TARGET_MAX, BLOCK_BYTES_TARGET_MIN, BLOCK_COUNT_MAX, BLOCK_CRC_OFFSET,
     BLOCK_ENTRY_COUNT_OFFSET, BLOCK_HEADER_BYTES, BLOCK_PAD_BYTES_MAX, BLOCK_PAYLOAD_LEN_OFFSET,
-    DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES, FOOTER_BYTES, FOOTER_CRC_OFFSET, FOOTER_MAGIC,
-    HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC, INDEX_VALUE_BLOCK_FLAG, RESTARTS_FORMAT_VERSION,
-    RESTART_INTERVAL, VALUE_BYTES_MAX,
+    DELTA_FORMAT_VERSION, ENTRY_HEADER_BYTES, ENTRY_KIND_OFFSET, ENTRY_LSN_OFFSET,
+    ENTRY_SHARED_LEN_OFFSET, ENTRY_SUFFIX_LEN_OFFSET, ENTRY_VALUE_LEN_OFFSET, FOOTER_BYTES,
+    FOOTER_CRC_OFFSET, FOOTER_MAGIC, HEADER_BYTES, HEADER_CRC_OFFSET, HEADER_MAGIC,
+    INDEX_VALUE_BLOCK_FLAG, RESTARTS_FORMAT_VERSION, RESTART_INTERVAL, VALUE_BYTES_MAX,
 };
 use super::{restart_array_bytes, restarts_after_first};
 use crate::codec::{put_u16, put_u32, put_u64, write_u32_at};
@@ -231,10 +232,11 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             self.push_entry(key, lsn, kind, value);
             self.block_full = true;
         } else {
-            let shared = self.shared_prefix_bytes(key);
+            let mut shared = self.shared_prefix_bytes(key);
             let entry_bytes = entry_full_bytes - shared;
             if self.block_full {
                 self.finish_block(false, None)?;
+                shared = 0;
             } else if self.block_entries > 0
                 && self.block.len() + entry_bytes + self.restart_array_bytes(self.block_entries + 1)
                     > self.block_bytes_limit()
@@ -243,9 +245,10 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
                     self.block_two_pages = true;
                 } else {
                     self.finish_block(false, Some(entry_bytes))?;
+                    shared = 0;
                 }
             }
-            self.push_entry(key, lsn, kind, value);
+            self.push_entry_sharing(key, shared, lsn, kind, value);
         }
 
         if self.entries == 0 {
@@ -254,8 +257,8 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         if new_key {
             self.key_hashes.push(bloom_hash(key));
         }
-        self.last_key.clear();
-        self.last_key.extend_from_slice(key);
+        // `last_key` is the key just pushed (`push_entry`, `push_value_block`).
+        debug_assert_eq!(self.last_key, key);
         self.last_lsn = lsn;
         self.lsn_min = self.lsn_min.min(lsn);
         self.lsn_max = self.lsn_max.max(lsn);
@@ -359,10 +362,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         if self.at_restart() {
             return 0;
         }
-        key.iter()
-            .zip(&self.last_key)
-            .take_while(|(a, b)| a == b)
-            .count()
+        common_prefix_len(key, &self.last_key)
     }
 
     /// Whether the next entry of the open block is a restart point: the
@@ -384,6 +384,20 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
 
     fn push_entry(&mut self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
         let shared = self.shared_prefix_bytes(key);
+        self.push_entry_sharing(key, shared, lsn, kind, value);
+    }
+
+    /// [`Self::push_entry`] with the bytes it shares with the previous
+    /// entry of the open block (`shared_prefix_bytes`) already counted.
+    fn push_entry_sharing(
+        &mut self,
+        key: &[u8],
+        shared: usize,
+        lsn: Lsn,
+        kind: ValueKind,
+        value: &[u8],
+    ) {
+        debug_assert_eq!(shared, self.shared_prefix_bytes(key));
         if self.block_entries > 0 && self.at_restart() {
             // Blocks are far below 4 GiB (BLOCK_BYTES_MAX).
             self.restarts.push(self.block.len() as u32);
@@ -395,11 +409,19 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         }
         let suffix = &key[shared..];
         // Lengths were checked against KEY_BYTES_MAX (u16) and VALUE_BYTES_MAX (u32) by `add`.
-        put_u16(&mut self.block, shared as u16);
-        put_u16(&mut self.block, suffix.len() as u16);
-        put_u64(&mut self.block, lsn);
-        self.block.push(kind as u8);
-        put_u32(&mut self.block, value.len() as u32);
+        // The header is laid out on the stack and appended in one copy (a
+        // field at a time cost a capacity check each: a flush of 100-byte
+        // puts spent a sixth of its instructions in this function).
+        let mut header = [0u8; ENTRY_HEADER_BYTES];
+        header[ENTRY_SHARED_LEN_OFFSET..][..2].copy_from_slice(&(shared as u16).to_le_bytes());
+        header[ENTRY_SUFFIX_LEN_OFFSET..][..2]
+            .copy_from_slice(&(suffix.len() as u16).to_le_bytes());
+        header[ENTRY_LSN_OFFSET..][..8].copy_from_slice(&lsn.to_le_bytes());
+        header[ENTRY_KIND_OFFSET] = kind as u8;
+        header[ENTRY_VALUE_LEN_OFFSET..][..4].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        self.block
+            .reserve(ENTRY_HEADER_BYTES + suffix.len() + value.len());
+        self.block.extend_from_slice(&header);
         self.block.extend_from_slice(suffix);
         self.block.extend_from_slice(value);
         self.block_entries += 1;
@@ -644,6 +666,27 @@ fn two_pages_fill_better(rest: usize, entry_bytes: usize) -> bool {
     rest_of_two < 2 * rest && rest_of_two <= BLOCK_PAD_BYTES_MAX
 }
 
+/// The number of bytes `a` and `b` start with in common, compared eight at
+/// a time (a byte at a time was a fifth of the delta writer's `add`).
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let word = |s: &[u8]| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+        let differ = word(a) ^ word(b);
+        if differ != 0 {
+            // Little-endian: the lowest set bit is in the first byte that differs.
+            return i + (differ.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 /// Appends the block index entry of a block at `block_offset` of `block_len`
 /// bytes whose first entry is (`first_key`, `first_lsn`); for a value
 /// block, `value_block` is its value's (length, crc32c).
@@ -669,5 +712,34 @@ pub(crate) fn encode_index_entry(
     if let Some((value_len, crc)) = value_block {
         put_u32(index, value_len);
         put_u32(index, crc);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_prefix_len;
+
+    #[test]
+    fn common_prefix_len_is_the_bytewise_one() {
+        let naive = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let base: Vec<u8> = (0..40u8).collect();
+        for len_a in 0..=base.len() {
+            for differ_at in 0..=len_a {
+                let a = &base[..len_a];
+                let mut b = base.clone();
+                if differ_at < b.len() {
+                    b[differ_at] ^= 0x80;
+                }
+                for len_b in [0, differ_at, len_a, b.len()] {
+                    let b = &b[..len_b.min(b.len())];
+                    assert_eq!(
+                        common_prefix_len(a, b),
+                        naive(a, b),
+                        "{len_a} {differ_at} {len_b}"
+                    );
+                    assert_eq!(common_prefix_len(b, a), naive(b, a));
+                }
+            }
+        }
     }
 }
