@@ -118,7 +118,7 @@ fn remote_store(out: &mut impl Write, url: &str, verify: bool) -> Result<()> {
     let orphan_bytes: u64 = r.orphans.iter().map(|o| o.size).sum();
     writeln!(
         out,
-        "orphans      {} ({}; no index lists them)",
+        "orphans      {} ({}; the newest index does not list them)",
         r.orphans.len(),
         human_bytes(orphan_bytes)
     )?;

@@ -340,6 +340,35 @@ mod s3 {
                 db.stats().remote.unwrap().consistent_lsn,
                 db.stats().last_lsn
             );
+            // A compaction replaces the layers: once its index is in the
+            // bucket, the objects it no longer lists are deleted, and the
+            // bucket holds exactly what the newest index lists.
+            let before: Vec<String> = store
+                .list("layers/")
+                .unwrap()
+                .into_iter()
+                .map(|o| o.key)
+                .collect();
+            db.compact().unwrap();
+            db.sync_remote().unwrap();
+            let started = std::time::Instant::now();
+            while db.stats().remote.unwrap().unlisted_objects > 0 {
+                assert!(started.elapsed().as_secs() < 20, "{:?}", db.stats().remote);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert!(db.stats().remote.unwrap().deleted_objects > 0);
+            let r = strata::remote::inspect::inspect_store(&*store, true).unwrap();
+            assert!(r.orphans.is_empty() && r.missing.is_empty(), "{r:?}");
+            let after: Vec<String> = store
+                .list("layers/")
+                .unwrap()
+                .into_iter()
+                .map(|o| o.key)
+                .collect();
+            assert!(
+                before.iter().any(|k| !after.contains(k)),
+                "{before:?} {after:?}"
+            );
         }
         std::fs::remove_dir_all(tmp.path().join("a")).unwrap();
         let db = Db::open(tmp.path().join("b"), opts()).unwrap();

@@ -239,13 +239,17 @@ fn uploads_go_through_failing_calls() {
 /// never a wrong value, and never misses an object its index lists.
 #[test]
 fn a_stop_at_any_step_loses_nothing_acknowledged() {
-    /// The workload: open, three rounds each synced to the store. Returns
-    /// the rounds acknowledged and the store's calls.
+    /// The workload: open, three rounds each synced to the store, the last
+    /// after a compaction (its uploads replace the layers before, which
+    /// are then deleted). Returns the rounds acknowledged.
     fn run(dir: &Path, faulty: &Arc<FaultyRemote>) -> Vec<u32> {
         let mut acked = Vec::new();
         if let Ok(db) = Db::open(dir, options(Arc::clone(faulty) as _)) {
             for round in 0..3 {
                 write_round(&db, round, 300);
+                if round == 2 {
+                    db.compact().unwrap();
+                }
                 if db.sync_remote_within(Duration::from_millis(300)).is_ok() {
                     acked.push(round);
                 }
@@ -446,4 +450,99 @@ fn a_claim_keeps_every_write_the_writer_before_was_told_is_stored() {
         }
         assert!(first.stats().remote.unwrap().fenced);
     }
+}
+
+/// The layer and value objects in `store`, by key.
+fn data_objects(store: &dyn RemoteStore) -> Vec<String> {
+    let mut keys: Vec<String> = ["layers/", "values/"]
+        .iter()
+        .flat_map(|p| store.list(p).unwrap())
+        .map(|o| o.key)
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Waits (up to 20 s) until the writer has no object left to delete.
+fn wait_for_deletions(db: &Db) {
+    let started = std::time::Instant::now();
+    while db.stats().remote.unwrap().unlisted_objects > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            db.stats().remote
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Layers a compaction replaced leave the store once an index that no
+/// longer lists them is in it: the store then holds exactly what its
+/// newest index lists, and a restore from it has every write.
+#[test]
+fn replaced_layers_leave_the_store_once_an_index_drops_them() {
+    use strata::remote::inspect::inspect_store;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let db = Db::open(tmp.path().join("a"), options(Arc::clone(&store))).unwrap();
+    for round in 0..4 {
+        write_round(&db, round, 1500);
+        db.flush().unwrap();
+        db.sync_remote().unwrap();
+    }
+    let before = data_objects(&*store);
+    db.compact().unwrap();
+    db.sync_remote().unwrap();
+    wait_for_deletions(&db);
+    let stats = db.stats().remote.unwrap();
+    assert!(stats.deleted_objects > 0, "{stats:?}");
+    let after = data_objects(&*store);
+    let r = inspect_store(&*store, true).unwrap();
+    let newest = r.newest.as_ref().unwrap();
+    let mut listed: Vec<String> = newest.objects.iter().map(|o| o.key.clone()).collect();
+    listed.sort();
+    assert_eq!(after, listed, "the store holds what its newest index lists");
+    assert!(r.orphans.is_empty() && r.missing.is_empty(), "{r:?}");
+    assert!(
+        before.iter().any(|k| !after.contains(k)),
+        "the compaction replaced no object: {before:?}"
+    );
+    drop(db);
+    let restored = Db::open(tmp.path().join("b"), options(store)).unwrap();
+    for round in 0..4 {
+        check_round(&restored, round, 1500);
+    }
+}
+
+/// A writer's uploads that no index took (it stopped, or was fenced) are
+/// deleted by the next writer, which claimed past them; objects of a
+/// newer generation than the deleting writer's are never touched.
+#[test]
+fn the_next_writer_deletes_older_uploads_no_index_took() {
+    use strata::remote::PutMode;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let db = Db::open(tmp.path().join("a"), options(Arc::clone(&store))).unwrap();
+    write_round(&db, 0, 1000);
+    db.sync_remote().unwrap();
+    drop(db);
+    // Generation 1's upload that no index took, and a stray of a
+    // generation no writer here has.
+    let older = "layers/00000000000000099999.delta-g00000000000000000001";
+    let newer = "values/00000000000000099998.log-g00000000000000000099";
+    for key in [older, newer] {
+        store.put(key, vec![7; 100], PutMode::Create).unwrap();
+    }
+    let db = Db::open(tmp.path().join("a"), options(Arc::clone(&store))).unwrap();
+    assert_eq!(db.stats().remote.unwrap().generation, 2);
+    write_round(&db, 1, 1000);
+    db.sync_remote().unwrap();
+    wait_for_deletions(&db);
+    let objects = data_objects(&*store);
+    assert!(!objects.iter().any(|k| k == older), "{objects:?}");
+    assert!(objects.iter().any(|k| k == newer), "{objects:?}");
+    drop(db);
+    let restored = Db::open(tmp.path().join("b"), options(store)).unwrap();
+    check_round(&restored, 0, 1000);
+    check_round(&restored, 1, 1000);
 }

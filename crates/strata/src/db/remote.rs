@@ -255,6 +255,11 @@ pub struct RemoteStats {
     pub error: Option<String>,
     /// A newer writer took the store: nothing more is uploaded.
     pub fenced: bool,
+    /// Objects deleted from the store once no index of this writer listed
+    /// them (replaced layers, uploads no index took).
+    pub deleted_objects: u64,
+    /// Objects no index lists any more, not yet deleted.
+    pub unlisted_objects: u64,
 }
 
 impl DbInner {
@@ -266,6 +271,8 @@ impl DbInner {
             backlog_bytes,
             error,
             fence,
+            deleted_objects,
+            unlisted_objects,
         } = up.status();
         Some(RemoteStats {
             url: self
@@ -279,6 +286,8 @@ impl DbInner {
             backlog_bytes,
             error,
             fenced: fence.is_some(),
+            deleted_objects,
+            unlisted_objects,
         })
     }
 }

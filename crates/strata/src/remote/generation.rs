@@ -43,6 +43,15 @@ pub fn object_key(name: &str, g: u64) -> String {
     format!("{name}-g{g:020}")
 }
 
+/// The generation in an object key of [`object_key`]'s form; `None` for
+/// any other key.
+pub fn parse_object_generation(key: &str) -> Option<u64> {
+    let (_, digits) = key.rsplit_once("-g")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
 /// The highest generation in `store`; 0 when there is none.
 pub fn latest(store: &dyn RemoteStore) -> Result<u64> {
     Ok(store
@@ -103,6 +112,15 @@ mod tests {
             object_key("00000001.delta", 3),
             "00000001.delta-g00000000000000000003"
         );
+        let key = object_key("layers/00000001.delta", 12);
+        assert_eq!(parse_object_generation(&key), Some(12));
+        for bad in [
+            "layers/1.delta",
+            "layers/1.delta-g12",
+            "layers/1.delta-g0000000000000000001x",
+        ] {
+            assert_eq!(parse_object_generation(bad), None, "{bad}");
+        }
     }
 
     #[test]

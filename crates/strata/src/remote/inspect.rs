@@ -1,10 +1,11 @@
 //! What a remote store holds of a database, read-only (`strata inspect
 //! --remote URL`): its generations and who took them, its indexes, the
-//! newest index with the manifest inside it, objects that no index lists
-//! (orphans: uploads of a fenced or stopped writer, or superseded files,
-//! which the uploader does not delete yet), objects an index lists that
-//! are missing, and with `verify` every listed object read and checked
-//! against its index's length and crc32c.
+//! newest index with the manifest inside it, objects the newest index does
+//! not list (orphans: files it replaced, which its writer deletes next,
+//! or uploads of a fenced or stopped writer, which the next writer
+//! deletes), objects it lists that are missing, and with `verify` every
+//! listed object read and checked against its index's length and crc32c.
+//! Older indexes may list objects deleted since: only the newest counts.
 //!
 //! Invariant: nothing is written or deleted. A damaged index or object is
 //! an error naming it (`{store}/{key}`), as a damaged file is locally.
@@ -50,9 +51,9 @@ pub struct StoreReport {
     /// Every index key, oldest first.
     pub indexes: Vec<String>,
     pub newest: Option<IndexSummary>,
-    /// Layer and value objects no index lists.
+    /// Layer and value objects the newest index does not list.
     pub orphans: Vec<ObjectInfo>,
-    /// Keys an index lists that the store does not hold.
+    /// Keys the newest index lists that the store does not hold.
     pub missing: Vec<String>,
     /// Objects read and checked (`verify`): those the newest index lists.
     pub verified: usize,
@@ -80,6 +81,9 @@ pub fn inspect_store(store: &dyn RemoteStore, verify: bool) -> Result<StoreRepor
     let mut newest = None;
     for key in &indexes {
         let index = RemoteIndex::decode(&url, key, &store.get(key)?)?;
+        // Each index decoded (a damaged one is named); the newest counts.
+        listed.clear();
+        missing.clear();
         for o in &index.objects {
             listed.insert(o.key.clone());
             if !present.contains(o.key.as_str()) {

@@ -15,7 +15,20 @@
 //!    create-only (`index::put_next`); an index of another generation in
 //!    its place means a newer writer claimed the store: this one is
 //!    fenced, stops for good and says so, uploading nothing more;
-//! 3. raises the remote-consistent LSN to the snapshot's.
+//! 3. raises the remote-consistent LSN to the snapshot's;
+//! 4. deletes the objects that index no longer lists (files a compaction
+//!    or a GC replaced, uploads of a snapshot that was superseded before
+//!    its index): only after an index of this writer that drops them is
+//!    in the store. No index that comes after it lists them (every index
+//!    after it is this writer's, or a newer writer's claim, a copy of the
+//!    newest: the sequence is create-only), so nothing that opens from the
+//!    store needs them. A fenced writer deletes nothing. At start, once,
+//!    the objects of older generations that the claimed index does not
+//!    list (a stopped or fenced writer's uploads that no index took) go
+//!    too; objects of newer generations are never touched. Indexes are
+//!    never deleted: every number below the newest must stay taken, or a
+//!    fenced writer's next put there would succeed unseen. A failed
+//!    deletion is tried again after the next index.
 //!
 //! A layer file's bytes are checked as a whole layer before they are
 //! uploaded (a damaged file is never uploaded; the error stays in the
@@ -24,19 +37,14 @@
 //! a time (read whole: layer files are at most `LAYER_BYTES_MAX`; a value
 //! file is a sealed log).
 //!
-//! Not yet: deletions. An object no index lists any more stays in the
-//! store (an orphan, which `strata inspect --remote` shows): deleting one
-//! safely needs a check, at the index put that drops it, that this writer
-//! still owns the store, which this step does not make.
-
-use super::generation::object_key;
+use super::generation::{object_key, parse_object_generation};
 use super::index::{put_next, IndexedObject, RemoteIndex};
 use super::{PutMode, RemoteStore};
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::io::{FileOptions, IoStats, Storage};
 use crate::types::Lsn;
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -70,6 +78,10 @@ pub(crate) struct UploadStatus {
     pub backlog_bytes: u64,
     /// The last failure, while the uploader has not yet succeeded since.
     pub error: Option<String>,
+    /// Objects deleted once no index listed them (step 4).
+    pub deleted_objects: u64,
+    /// Objects no index lists any more, not yet deleted.
+    pub unlisted_objects: u64,
     /// Fenced: a newer writer took the store; nothing more is uploaded.
     /// What fenced it: the store, this writer's generation and the newer
     /// one (`Error::Fenced`, returned again by every later wait).
@@ -78,6 +90,11 @@ pub(crate) struct UploadStatus {
 
 struct State {
     pending: Option<Snapshot>,
+    /// Snapshots submitted so far, and the number of the newest whose
+    /// index is in the store (a snapshot replaced before it began counts
+    /// with the one that replaced it).
+    submitted: u64,
+    done: u64,
     status: UploadStatus,
     stop: bool,
 }
@@ -122,6 +139,8 @@ impl Uploader {
             target,
             state: Mutex::new(State {
                 pending: None,
+                submitted: 0,
+                done: 0,
                 status: UploadStatus {
                     generation,
                     ..UploadStatus::default()
@@ -145,6 +164,7 @@ impl Uploader {
     pub(crate) fn submit(&self, snapshot: Snapshot) {
         let mut s = self.shared.lock();
         s.pending = Some(snapshot);
+        s.submitted += 1;
         self.shared.changed.notify_all();
     }
 
@@ -152,14 +172,16 @@ impl Uploader {
         self.shared.lock().status.clone()
     }
 
-    /// Waits until the store holds everything up to `lsn`. An error when
-    /// the uploader is fenced or stopped, or when its uploads have failed
-    /// for `patience` (the last failure).
+    /// Waits until the store holds everything up to `lsn`, and the index
+    /// of the newest snapshot submitted before the call (a compaction's
+    /// changes no LSN). An error when the uploader is fenced or stopped,
+    /// or when its uploads have failed for `patience` (the last failure).
     pub(crate) fn wait_for(&self, lsn: Lsn, patience: Duration) -> Result<()> {
         let started = Instant::now();
         let mut s = self.shared.lock();
+        let submitted = s.submitted;
         loop {
-            if s.status.remote_lsn >= lsn {
+            if s.status.remote_lsn >= lsn && s.done >= submitted {
                 return Ok(());
             }
             if s.status.fence.is_some() || s.stop {
@@ -218,6 +240,11 @@ impl Shared {
 
     fn run(&self, claimed: RemoteIndex) {
         let mut seq = claimed.seq + 1;
+        // Step 4's objects: their keys. The older generations' orphans
+        // are looked for once, after the first index this writer puts.
+        let mut unlisted: Vec<String> = Vec::new();
+        let mut swept = false;
+        let claimed_keys: HashSet<String> = claimed.objects.iter().map(|o| o.key.clone()).collect();
         let mut uploaded: HashMap<String, IndexedObject> = claimed
             .objects
             .into_iter()
@@ -228,14 +255,14 @@ impl Shared {
         // (a freeze's edit changes no file) uploads nothing.
         let mut last: Option<(Lsn, Lsn, Vec<String>)> = None;
         loop {
-            let snapshot = {
+            let (snapshot, number) = {
                 let mut s = self.lock();
                 loop {
                     if s.stop {
                         return;
                     }
                     if let Some(snap) = s.pending.take() {
-                        break snap;
+                        break (snap, s.submitted);
                     }
                     s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
                 }
@@ -252,17 +279,26 @@ impl Shared {
             let done = if last.as_ref() == Some(&says) {
                 Ok(())
             } else {
-                self.upload(&snapshot, &mut uploaded, &mut seq)
+                self.upload(&snapshot, &mut uploaded, &mut seq, &mut unlisted)
             };
             match done {
                 Ok(()) => {
                     last = Some(says);
                     failures = 0;
-                    let mut s = self.lock();
-                    s.status.remote_lsn = s.status.remote_lsn.max(snapshot.lsn);
-                    s.status.error = None;
-                    s.status.backlog_bytes = 0;
-                    self.changed.notify_all();
+                    {
+                        let mut s = self.lock();
+                        s.status.remote_lsn = s.status.remote_lsn.max(snapshot.lsn);
+                        s.status.error = None;
+                        s.status.backlog_bytes = 0;
+                        s.status.unlisted_objects = unlisted.len() as u64;
+                        s.done = s.done.max(number);
+                        self.changed.notify_all();
+                    }
+                    drop(snapshot);
+                    if !swept {
+                        swept = self.older_orphans(&claimed_keys, &mut unlisted).is_ok();
+                    }
+                    self.delete_unlisted(&mut unlisted);
                 }
                 Err(e) => {
                     let fence = match &e {
@@ -308,11 +344,46 @@ impl Shared {
         self.lock().stop
     }
 
+    /// Puts the objects of generations older than this writer's that
+    /// `claimed` (the keys of the index it claimed the store with) does not
+    /// list onto `unlisted`.
+    fn older_orphans(&self, claimed: &HashSet<String>, unlisted: &mut Vec<String>) -> Result<()> {
+        let store = &*self.target.store;
+        for prefix in ["layers/", "values/"] {
+            for o in store.list(prefix)? {
+                let older =
+                    parse_object_generation(&o.key).is_some_and(|g| g < self.target.generation);
+                if older && !claimed.contains(&o.key) && !unlisted.contains(&o.key) {
+                    unlisted.push(o.key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the objects of `unlisted` (step 4); those whose deletion
+    /// fails stay for the next round.
+    fn delete_unlisted(&self, unlisted: &mut Vec<String>) {
+        let mut deleted = 0;
+        unlisted.retain(|key| {
+            if self.stopping() {
+                return true;
+            }
+            let gone = self.target.store.delete(key).is_ok();
+            deleted += u64::from(gone);
+            !gone
+        });
+        let mut s = self.lock();
+        s.status.deleted_objects += deleted;
+        s.status.unlisted_objects = unlisted.len() as u64;
+    }
+
     fn upload(
         &self,
         snap: &Snapshot,
         uploaded: &mut HashMap<String, IndexedObject>,
         seq: &mut u64,
+        unlisted: &mut Vec<String>,
     ) -> Result<()> {
         let backlog: u64 = snap
             .files
@@ -346,6 +417,15 @@ impl Shared {
         };
         put_next(&*self.target.store, &mut index)?;
         *seq = index.seq + 1;
+        // In the store: what it no longer lists may go (step 4).
+        let listed: HashSet<&str> = snap.files.iter().map(|f| f.name.as_str()).collect();
+        uploaded.retain(|name, object| {
+            let keep = listed.contains(name.as_str());
+            if !keep {
+                unlisted.push(object.key.clone());
+            }
+            keep
+        });
         Ok(())
     }
 
