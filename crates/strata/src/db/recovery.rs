@@ -37,6 +37,16 @@ impl Db {
                 (storage.lock(&dir.join(LOCK_NAME))?, None)
             }
         };
+        // With a remote store, the files only the store holds are files of
+        // the directory too (`TieredStorage`).
+        let storage: Arc<dyn Storage> = match &claimed {
+            Some(c) => Arc::new(crate::remote::tiered::TieredStorage::new(
+                storage,
+                &dir,
+                Arc::clone(&c.objects),
+            )),
+            None => storage,
+        };
         let loaded = load(&*storage, &dir)?;
         let (log_opts, layer_io) = file_options(&storage, &dir, &opts, &stats);
         let (mut state, v1_deltas, torn_at) = match loaded {

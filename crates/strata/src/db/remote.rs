@@ -5,12 +5,12 @@
 //! At open, under the directory lock, before the manifest is read (the
 //! steps numbered as they are checked; the restore comes last):
 //! 1. (after the claim, step 3) a directory without a manifest is
-//!    restored from the claimed index: every object it lists downloaded,
-//!    its length and crc32c checked against the index (a mismatch is a
-//!    `Corruption` naming the object), written and synced; then the
-//!    index's manifest, written to `MANIFEST.tmp`, synced and renamed into
-//!    place. A crash in between leaves no manifest: the next open
-//!    restores again;
+//!    restored from the claimed index: its manifest, written to
+//!    `MANIFEST.tmp`, synced and renamed into place (a crash before leaves
+//!    no manifest: the next open restores again). No object is
+//!    downloaded: the database runs on a `TieredStorage`, where the files
+//!    the index lists and the directory does not hold are read from the
+//!    store, a ranged GET a read, each byte checked by its reader;
 //! 2. a directory that held a database already must have been the last
 //!    writer: `REMOTE_GENERATION` records the generation it last claimed
 //!    the store with and the token of its last open; a newest index of
@@ -32,7 +32,8 @@ use crate::error::{Corruption, Error, InvalidInput, Result};
 use crate::io::{FileClass, FileOptions, IoMode, IoStats, Storage};
 use crate::manifest::{MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::remote::generation;
-use crate::remote::index::{self, index_key, latest, RemoteIndex};
+use crate::remote::index::{self, latest, RemoteIndex};
+use crate::remote::tiered::RemoteObjects;
 use crate::remote::upload::{UploadStatus, UploadTarget, Uploader};
 use crate::remote::RemoteStore;
 use crate::types::Lsn;
@@ -43,10 +44,6 @@ use std::time::Duration;
 /// The file that records which generation this directory writes as.
 pub(super) const GENERATION_NAME: &str = "REMOTE_GENERATION";
 
-/// A restored value file is padded with zeros to a multiple of this (the
-/// largest alignment a file of the database has).
-const VALUE_FILE_PAD: usize = 4096;
-
 /// How long `sync_remote` waits while uploads keep failing.
 const SYNC_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -55,6 +52,9 @@ pub(super) struct Claimed {
     pub store: Arc<dyn RemoteStore>,
     /// The index this writer claimed the store with (see `index::claim`).
     pub index: RemoteIndex,
+    /// The store's files of the database: the index's objects, then every
+    /// upload.
+    pub objects: Arc<RemoteObjects>,
 }
 
 fn small_file_opts(class: FileClass) -> FileOptions {
@@ -174,43 +174,27 @@ pub(super) fn claim(
     let generation = generation::acquire(&*store, &token)?;
     let claimed = index::claim(&*store, generation)?;
     if !has_manifest {
-        restore(storage, dir, &*store, &claimed, stats)?;
+        restore(storage, dir, &claimed, stats)?;
     }
     Record {
         token,
         base: generation,
     }
     .write(storage, dir, stats)?;
+    let objects = RemoteObjects::new(Arc::clone(&store), &claimed.objects);
     Ok(Claimed {
         store,
         index: claimed,
+        objects,
     })
 }
 
-/// Downloads what `index` lists into `dir`, then its manifest.
-fn restore(
-    storage: &dyn Storage,
-    dir: &Path,
-    store: &dyn RemoteStore,
-    index: &RemoteIndex,
-    stats: &IoStats,
-) -> Result<()> {
+/// Puts `index`'s manifest in place in `dir` (step 1: its files stay in
+/// the store until they are read).
+fn restore(storage: &dyn Storage, dir: &Path, index: &RemoteIndex, stats: &IoStats) -> Result<()> {
     // A store that held no database: nothing to restore.
     if index.manifest.is_empty() {
         return Ok(());
-    }
-    let key = index_key(index.seq);
-    let key = key.as_str();
-    for o in &index.objects {
-        let bytes = store.get(&o.key)?;
-        o.check(store.url(), key, &bytes)?;
-        // A value file (a log) is read with its alignment's reads: it gets
-        // back the zero padding its listed length leaves out.
-        let mut bytes = bytes;
-        if o.name.ends_with(".log") {
-            bytes.resize(bytes.len().next_multiple_of(VALUE_FILE_PAD), 0);
-        }
-        write_synced(storage, &dir.join(&o.name), &bytes, stats)?;
     }
     let tmp = dir.join(MANIFEST_TMP_NAME);
     write_synced(storage, &tmp, &index.manifest, stats)?;
@@ -233,6 +217,7 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
                 ..inner.layer_io.opts.clone()
             },
             stats: inner.stats.clone(),
+            objects: claimed.objects,
         },
         claimed.index,
     )?;
@@ -260,6 +245,10 @@ pub struct RemoteStats {
     pub deleted_objects: u64,
     /// Objects no index lists any more, not yet deleted.
     pub unlisted_objects: u64,
+    /// Ranged GETs of files only the store holds (reads of layers and
+    /// value files not on the local disk), and their bytes.
+    pub gets: u64,
+    pub get_bytes: u64,
 }
 
 impl DbInner {
@@ -273,6 +262,8 @@ impl DbInner {
             fence,
             deleted_objects,
             unlisted_objects,
+            gets,
+            get_bytes,
         } = up.status();
         Some(RemoteStats {
             url: self
@@ -288,6 +279,8 @@ impl DbInner {
             fenced: fence.is_some(),
             deleted_objects,
             unlisted_objects,
+            gets,
+            get_bytes,
         })
     }
 }

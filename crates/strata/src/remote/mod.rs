@@ -33,6 +33,7 @@ pub(crate) mod index;
 pub mod inspect;
 #[cfg(feature = "s3")]
 mod s3;
+pub(crate) mod tiered;
 pub(crate) mod upload;
 
 pub use dir::DirRemote;

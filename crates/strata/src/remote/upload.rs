@@ -39,6 +39,7 @@
 //!
 use super::generation::{object_key, parse_object_generation};
 use super::index::{put_next, IndexedObject, RemoteIndex};
+use super::tiered::RemoteObjects;
 use super::{PutMode, RemoteStore};
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::io::{FileOptions, IoStats, Storage};
@@ -82,6 +83,10 @@ pub(crate) struct UploadStatus {
     pub deleted_objects: u64,
     /// Objects no index lists any more, not yet deleted.
     pub unlisted_objects: u64,
+    /// Ranged GETs of files only the store holds, and their bytes
+    /// (`RemoteObjects::reads`).
+    pub gets: u64,
+    pub get_bytes: u64,
     /// Fenced: a newer writer took the store; nothing more is uploaded.
     /// What fenced it: the store, this writer's generation and the newer
     /// one (`Error::Fenced`, returned again by every later wait).
@@ -110,6 +115,10 @@ pub(crate) struct UploadTarget {
     pub dir: PathBuf,
     pub file_opts: FileOptions,
     pub stats: IoStats,
+    /// The store's files of the database (see `tiered`): each upload is
+    /// added; an object no index lists is deleted only once the database
+    /// has let its file go.
+    pub objects: Arc<RemoteObjects>,
 }
 
 struct Shared {
@@ -127,6 +136,9 @@ pub(crate) struct Uploader {
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How often objects no index lists are looked at again while their files
+/// are still held.
+const DELETE_RETRY: Duration = Duration::from_millis(200);
 
 impl Uploader {
     /// Starts the thread of `target`'s uploads. `claimed`: the index this
@@ -169,7 +181,9 @@ impl Uploader {
     }
 
     pub(crate) fn status(&self) -> UploadStatus {
-        self.shared.lock().status.clone()
+        let mut status = self.shared.lock().status.clone();
+        (status.gets, status.get_bytes) = self.shared.target.objects.reads();
+        status
     }
 
     /// Waits until the store holds everything up to `lsn`, and the index
@@ -242,7 +256,7 @@ impl Shared {
         let mut seq = claimed.seq + 1;
         // Step 4's objects: their keys. The older generations' orphans
         // are looked for once, after the first index this writer puts.
-        let mut unlisted: Vec<String> = Vec::new();
+        let mut unlisted: Vec<Unlisted> = Vec::new();
         let mut swept = false;
         let claimed_keys: HashSet<String> = claimed.objects.iter().map(|o| o.key.clone()).collect();
         let mut uploaded: HashMap<String, IndexedObject> = claimed
@@ -264,7 +278,22 @@ impl Shared {
                     if let Some(snap) = s.pending.take() {
                         break (snap, s.submitted);
                     }
-                    s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+                    if unlisted.is_empty() {
+                        s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+                        continue;
+                    }
+                    // Objects wait for their files to be let go: looked at
+                    // again now and then.
+                    let (guard, waited) = self
+                        .changed
+                        .wait_timeout(s, DELETE_RETRY)
+                        .unwrap_or_else(|p| p.into_inner());
+                    s = guard;
+                    if waited.timed_out() && s.pending.is_none() && !s.stop {
+                        drop(s);
+                        self.delete_unlisted(&mut unlisted);
+                        s = self.lock();
+                    }
                 }
             };
             let says = (
@@ -347,29 +376,39 @@ impl Shared {
     /// Puts the objects of generations older than this writer's that
     /// `claimed` (the keys of the index it claimed the store with) does not
     /// list onto `unlisted`.
-    fn older_orphans(&self, claimed: &HashSet<String>, unlisted: &mut Vec<String>) -> Result<()> {
+    fn older_orphans(&self, claimed: &HashSet<String>, unlisted: &mut Vec<Unlisted>) -> Result<()> {
         let store = &*self.target.store;
         for prefix in ["layers/", "values/"] {
             for o in store.list(prefix)? {
                 let older =
                     parse_object_generation(&o.key).is_some_and(|g| g < self.target.generation);
-                if older && !claimed.contains(&o.key) && !unlisted.contains(&o.key) {
-                    unlisted.push(o.key);
+                if older && !claimed.contains(&o.key) && !unlisted.iter().any(|u| u.key == o.key) {
+                    // No file of the database is this object.
+                    unlisted.push(Unlisted {
+                        name: None,
+                        key: o.key,
+                    });
                 }
             }
         }
         Ok(())
     }
 
-    /// Deletes the objects of `unlisted` (step 4); those whose deletion
-    /// fails stay for the next round.
-    fn delete_unlisted(&self, unlisted: &mut Vec<String>) {
+    /// Deletes the objects of `unlisted` (step 4) whose files the database
+    /// has let go (a reader of an older version may still read one that
+    /// only the store holds); the others, and those whose deletion fails,
+    /// stay for a later round.
+    fn delete_unlisted(&self, unlisted: &mut Vec<Unlisted>) {
         let mut deleted = 0;
-        unlisted.retain(|key| {
-            if self.stopping() {
+        unlisted.retain(|u| {
+            if self.stopping()
+                || u.name
+                    .as_ref()
+                    .is_some_and(|n| self.target.objects.holds(n))
+            {
                 return true;
             }
-            let gone = self.target.store.delete(key).is_ok();
+            let gone = self.target.store.delete(&u.key).is_ok();
             deleted += u64::from(gone);
             !gone
         });
@@ -383,7 +422,7 @@ impl Shared {
         snap: &Snapshot,
         uploaded: &mut HashMap<String, IndexedObject>,
         seq: &mut u64,
-        unlisted: &mut Vec<String>,
+        unlisted: &mut Vec<Unlisted>,
     ) -> Result<()> {
         let backlog: u64 = snap
             .files
@@ -400,6 +439,7 @@ impl Shared {
                 return Err(Error::Closed);
             }
             let object = self.upload_file(f)?;
+            self.target.objects.insert(object.clone());
             uploaded.insert(f.name.clone(), object);
             let mut s = self.lock();
             s.status.backlog_bytes = s.status.backlog_bytes.saturating_sub(f.bytes);
@@ -422,7 +462,10 @@ impl Shared {
         uploaded.retain(|name, object| {
             let keep = listed.contains(name.as_str());
             if !keep {
-                unlisted.push(object.key.clone());
+                unlisted.push(Unlisted {
+                    name: Some(name.clone()),
+                    key: object.key.clone(),
+                });
             }
             keep
         });
@@ -472,6 +515,13 @@ impl Shared {
             crc,
         })
     }
+}
+
+/// An object no index lists any more (step 4): the file of the database
+/// it was, if it was one, and its key.
+struct Unlisted {
+    name: Option<String>,
+    key: String,
 }
 
 /// A create-only put of a key only this writer names: `AlreadyExists` is
