@@ -61,6 +61,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "remote",
         "remote store URL: s3://bucket/prefix (a build with the s3 feature), file:///dir or a path; null or \"none\" = local only",
     ),
+    (
+        "local_layer_bytes_max",
+        "with a remote store: most bytes of layer files kept locally (the least recently read ones the store holds are evicted); null or \"none\" = no budget",
+    ),
 ];
 
 /// Engine options plus the database path a configuration may carry.
@@ -138,6 +142,13 @@ impl Config {
             "background_flush" => o.background_flush = as_bool(key, value)?,
             "frozen_layers_max" => o.frozen_layers_max = as_usize(key, value)?,
             "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
+            "local_layer_bytes_max" => {
+                o.local_layer_bytes_max = if as_none(value) {
+                    None
+                } else {
+                    Some(as_bytes(key, value)?)
+                }
+            }
             "remote" => {
                 o.remote = if as_none(value) {
                     None
@@ -177,6 +188,7 @@ impl Config {
             "frozen_layers_max": o.frozen_layers_max,
             "create_if_missing": o.create_if_missing,
             "remote": o.remote.as_ref().map(|r| r.0.url().to_string()),
+            "local_layer_bytes_max": o.local_layer_bytes_max,
         })
     }
 }

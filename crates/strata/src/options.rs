@@ -185,6 +185,13 @@ pub struct Options {
     /// store's newest index. Opening takes a new generation, which fences
     /// any older writer. `None`: local only.
     pub remote: Option<crate::remote::Remote>,
+    /// With a remote store: the most bytes of layer files kept on the
+    /// local disk. Past it, after a flush, a compaction or
+    /// `Db::sync_remote`, the least recently read layers the store holds
+    /// are evicted (their local files removed; their reads then go to the
+    /// store, a ranged GET a block). Logs and value files are not counted
+    /// and stay local. `None`: every layer stays.
+    pub local_layer_bytes_max: Option<u64>,
 }
 
 impl Default for Options {
@@ -217,6 +224,7 @@ impl Default for Options {
             create_if_missing: true,
             storage: None,
             remote: None,
+            local_layer_bytes_max: None,
         }
     }
 }

@@ -294,6 +294,27 @@ impl Layer {
         slot.take().is_some()
     }
 
+    /// Closes the reader and lets `remove` take the local file away (the
+    /// store holds it: the next read opens it there), with no open of the
+    /// file in between. A reader a read still holds reads on through its
+    /// descriptor, and the disk's bytes are freed when it lets go.
+    pub(crate) fn evict_local(
+        &self,
+        remove: impl FnOnce(&std::path::Path) -> Result<()>,
+    ) -> Result<()> {
+        let _opening = self
+            .opening
+            .lock()
+            .map_err(|_| Error::Poisoned("a thread panicked opening a layer".into()))?;
+        self.close_reader();
+        remove(&self.path())
+    }
+
+    /// `OpenReaders::clock` at the layer's last read.
+    pub(crate) fn last_read(&self) -> u64 {
+        self.last_read.load(Ordering::Relaxed)
+    }
+
     /// Deletes the file once nothing holds the layer (see `obsolete`).
     pub(crate) fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);

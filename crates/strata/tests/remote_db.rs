@@ -615,3 +615,68 @@ fn a_database_opened_from_its_store_reads_its_files_there() {
         check_round(&db, round, 2000);
     }
 }
+
+/// Bytes of the layer files in `dir`.
+fn local_layer_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".delta"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// A database ten times its local budget of layer bytes: the least
+/// recently read layers the store holds are evicted, the local disk stays
+/// within the budget, every read is right (from the store where it must),
+/// and it reopens (its evicted layers still files of the database) and
+/// comes back from the store alone.
+#[test]
+fn a_database_ten_times_its_local_budget_serves_every_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let budget = 128 << 10;
+    let opts = || Options {
+        layer_size_bytes_max: 64 << 10,
+        local_layer_bytes_max: Some(budget),
+        ..options(Arc::clone(&store))
+    };
+    let a = tmp.path().join("a");
+    let db = Db::open(&a, opts()).unwrap();
+    let rounds = 12;
+    for round in 0..rounds {
+        write_round(&db, round, 1000);
+        db.sync_remote().unwrap();
+        assert!(
+            local_layer_bytes(&a) <= budget,
+            "round {round}: {}",
+            local_layer_bytes(&a)
+        );
+    }
+    let stats = db.stats();
+    let total: u64 = stats.delta_bytes;
+    assert!(total >= 10 * budget, "{total} bytes of layers");
+    let remote = stats.remote.unwrap();
+    assert!(remote.evicted_layers > 0, "{remote:?}");
+    assert!(remote.local_layer_bytes <= budget, "{remote:?}");
+    let gets_before = remote.gets;
+    for round in 0..rounds {
+        check_round(&db, round, 1000);
+    }
+    assert!(
+        db.stats().remote.unwrap().gets > gets_before,
+        "no read went to the store"
+    );
+    assert!(local_layer_bytes(&a) <= budget);
+    drop(db);
+    // Reopened: the evicted layers are still the database's.
+    let db = Db::open(&a, opts()).unwrap();
+    for round in 0..rounds {
+        check_round(&db, round, 1000);
+    }
+    drop(db);
+    let db = Db::open(tmp.path().join("b"), opts()).unwrap();
+    for round in 0..rounds {
+        check_round(&db, round, 1000);
+    }
+}

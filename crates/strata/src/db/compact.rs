@@ -259,6 +259,8 @@ impl DbInner {
         self.compactions.fetch_add(1, Ordering::Relaxed);
         self.compaction.notify();
         release_when_unread(removed);
+        // As after a flush: an eviction that fails is tried again later.
+        let _ = self.evict_to_budget();
         Ok(true)
     }
 

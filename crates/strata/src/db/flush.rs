@@ -226,6 +226,9 @@ impl DbInner {
             self.set_hurry(true);
         }
         self.signal_compaction();
+        // The flush is done; a local copy that fails to go is tried again
+        // at the next round.
+        let _ = self.evict_to_budget();
         Ok(())
     }
 }

@@ -130,6 +130,11 @@ struct DbInner {
     flush_read_bytes: AtomicU64,
     snapshots: Mutex<BTreeMap<Lsn, usize>>,
     closed: AtomicBool,
+    /// With a remote store: the storage that reads the files only the
+    /// store holds, and evicts local copies (`Options::local_layer_bytes_max`).
+    tiered: Option<Arc<crate::remote::tiered::TieredStorage>>,
+    /// Bytes of layer files on the local disk at the last eviction round.
+    local_layer_bytes: AtomicU64,
 }
 
 /// An open database. `Send + Sync`: share it (e.g. in an `Arc`) between

@@ -39,12 +39,15 @@ impl Db {
         };
         // With a remote store, the files only the store holds are files of
         // the directory too (`TieredStorage`).
-        let storage: Arc<dyn Storage> = match &claimed {
-            Some(c) => Arc::new(crate::remote::tiered::TieredStorage::new(
-                storage,
+        let tiered = claimed.as_ref().map(|c| {
+            Arc::new(crate::remote::tiered::TieredStorage::new(
+                Arc::clone(&storage),
                 &dir,
                 Arc::clone(&c.objects),
-            )),
+            ))
+        });
+        let storage: Arc<dyn Storage> = match &tiered {
+            Some(t) => Arc::clone(t) as Arc<dyn Storage>,
             None => storage,
         };
         let loaded = load(&*storage, &dir)?;
@@ -168,6 +171,8 @@ impl Db {
             flush_read_bytes: AtomicU64::new(0),
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
+            tiered,
+            local_layer_bytes: AtomicU64::new(0),
         };
         if let Some(claimed) = claimed {
             super::remote::start_uploader(&inner, claimed)?;

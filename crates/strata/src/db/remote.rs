@@ -249,6 +249,12 @@ pub struct RemoteStats {
     /// value files not on the local disk), and their bytes.
     pub gets: u64,
     pub get_bytes: u64,
+    /// Local copies of layer files evicted to stay within
+    /// `Options::local_layer_bytes_max`, since open.
+    pub evicted_layers: u64,
+    /// Bytes of layer files on the local disk, at the last eviction round
+    /// (0 without a budget).
+    pub local_layer_bytes: u64,
 }
 
 impl DbInner {
@@ -264,6 +270,7 @@ impl DbInner {
             unlisted_objects,
             gets,
             get_bytes,
+            evicted_layers,
         } = up.status();
         Some(RemoteStats {
             url: self
@@ -281,7 +288,46 @@ impl DbInner {
             unlisted_objects,
             gets,
             get_bytes,
+            evicted_layers,
+            local_layer_bytes: self
+                .local_layer_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
         })
+    }
+}
+
+impl DbInner {
+    /// Keeps the layer files on the local disk within
+    /// `Options::local_layer_bytes_max`: while they take more, evicts the
+    /// least recently read of those the store holds. A layer not uploaded
+    /// yet stays (the next round may evict it). Nothing without a budget.
+    pub(super) fn evict_to_budget(&self) -> Result<()> {
+        let (Some(budget), Some(tiered)) = (self.opts.local_layer_bytes_max, &self.tiered) else {
+            return Ok(());
+        };
+        let version = self.version()?;
+        let mut local = 0u64;
+        let mut evictable = Vec::new();
+        for layer in version.layers() {
+            let path = layer.path();
+            if tiered.is_local(&path)? {
+                local += layer.desc.bytes;
+                if tiered.evictable(&path)? {
+                    evictable.push(Arc::clone(layer));
+                }
+            }
+        }
+        evictable.sort_by_key(|l| l.last_read());
+        for layer in evictable {
+            if local <= budget {
+                break;
+            }
+            layer.evict_local(|path| tiered.evict(path))?;
+            local -= layer.desc.bytes;
+        }
+        self.local_layer_bytes
+            .store(local, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -308,6 +354,7 @@ impl Db {
         self.flush()?;
         let version = self.inner.version()?;
         let lsn = version.layers().map(|l| l.desc.lsn_max).max().unwrap_or(0);
-        up.wait_for(lsn, patience)
+        up.wait_for(lsn, patience)?;
+        self.inner.evict_to_budget()
     }
 }

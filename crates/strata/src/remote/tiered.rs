@@ -45,6 +45,8 @@ pub(crate) struct RemoteObjects {
     objects: Mutex<HashMap<String, IndexedObject>>,
     gets: AtomicU64,
     get_bytes: AtomicU64,
+    /// Local copies removed to stay within the local budget.
+    evicted: AtomicU64,
 }
 
 // The C API catches panics around calls into a database; after one, the
@@ -60,6 +62,7 @@ impl RemoteObjects {
             objects: Mutex::new(listed.iter().map(|o| (o.name.clone(), o.clone())).collect()),
             gets: AtomicU64::new(0),
             get_bytes: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
         })
     }
 
@@ -81,11 +84,13 @@ impl RemoteObjects {
         self.lock().get(name).cloned()
     }
 
-    /// Ranged GETs made of remote files, and their bytes.
-    pub(crate) fn reads(&self) -> (u64, u64) {
+    /// Ranged GETs made of remote files, their bytes, and the local
+    /// copies evicted.
+    pub(crate) fn reads(&self) -> (u64, u64, u64) {
         (
             self.gets.load(Ordering::Relaxed),
             self.get_bytes.load(Ordering::Relaxed),
+            self.evicted.load(Ordering::Relaxed),
         )
     }
 }
@@ -115,6 +120,29 @@ impl TieredStorage {
             dir: dir.to_owned(),
             objects,
         }
+    }
+
+    /// Whether `path` is on the local disk and the store holds it too: a
+    /// file [`Self::evict`] may remove.
+    pub(crate) fn evictable(&self, path: &Path) -> Result<bool> {
+        let held = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| self.objects.holds(n));
+        Ok(held && self.local.entry_kind(path)?.is_some())
+    }
+
+    /// Whether `path` is on the local disk.
+    pub(crate) fn is_local(&self, path: &Path) -> Result<bool> {
+        Ok(self.local.entry_kind(path)?.is_some())
+    }
+
+    /// Removes the local copy of a file the store holds (its name stays a
+    /// file of the database, read from the store from now on).
+    pub(crate) fn evict(&self, path: &Path) -> Result<()> {
+        self.local.remove_file(path)?;
+        self.objects.evicted.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The object `path` names when it is a file of the database's

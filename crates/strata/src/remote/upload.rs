@@ -87,6 +87,8 @@ pub(crate) struct UploadStatus {
     /// (`RemoteObjects::reads`).
     pub gets: u64,
     pub get_bytes: u64,
+    /// Local copies of layer files evicted (`Options::local_layer_bytes_max`).
+    pub evicted_layers: u64,
     /// Fenced: a newer writer took the store; nothing more is uploaded.
     /// What fenced it: the store, this writer's generation and the newer
     /// one (`Error::Fenced`, returned again by every later wait).
@@ -182,7 +184,7 @@ impl Uploader {
 
     pub(crate) fn status(&self) -> UploadStatus {
         let mut status = self.shared.lock().status.clone();
-        (status.gets, status.get_bytes) = self.shared.target.objects.reads();
+        (status.gets, status.get_bytes, status.evicted_layers) = self.shared.target.objects.reads();
         status
     }
 
