@@ -680,3 +680,55 @@ fn a_database_ten_times_its_local_budget_serves_every_read() {
         check_round(&db, round, 1000);
     }
 }
+
+/// Reads of files only the store holds through a store that fails one call
+/// in three (before the call, or after it with the answer lost): each get
+/// answers right or fails with the store's one-line error, never a wrong
+/// value, and once the store answers again every get is right.
+#[test]
+fn reads_from_a_failing_store_fail_cleanly_and_recover() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inner = dir_store(&tmp.path().join("bucket"));
+    let db = Db::open(tmp.path().join("a"), options(Arc::clone(&inner))).unwrap();
+    for round in 0..3 {
+        write_round(&db, round, 1000);
+        db.flush().unwrap();
+    }
+    db.sync_remote().unwrap();
+    drop(db);
+    let faulty = Arc::new(FaultyRemote::new(Arc::clone(&inner), 7));
+    let opts = Options {
+        block_cache_bytes: 0,
+        ..options(Arc::clone(&faulty) as _)
+    };
+    let db = Db::open(tmp.path().join("b"), opts).unwrap();
+    faulty.random(3, &[RemoteFault::Before, RemoteFault::After]);
+    let (mut right, mut failed) = (0, 0);
+    for round in 0..3 {
+        for i in 0..1000 {
+            match db.get(key(round, i)) {
+                Ok(v) => {
+                    assert_eq!(
+                        v.as_deref(),
+                        Some(&value(round, i)[..]),
+                        "round {round} key {i}"
+                    );
+                    right += 1;
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(
+                        matches!(e, Error::Remote { .. }) && !text.contains('\n'),
+                        "{text}"
+                    );
+                    failed += 1;
+                }
+            }
+        }
+    }
+    assert!(right > 0 && failed > 0, "{right} right, {failed} failed");
+    faulty.random(1, &[]);
+    for round in 0..3 {
+        check_round(&db, round, 1000);
+    }
+}
