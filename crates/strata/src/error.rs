@@ -114,6 +114,10 @@ pub enum InvalidInput {
     QueueFull { depth: usize },
     #[error("{url:?} is not a remote store this build can open: {why}")]
     RemoteUrl { url: String, why: String },
+    /// A directory a remote store wrote into, opened without it: files its
+    /// manifest lists are only in the store.
+    #[error("{} was opened with a remote store, which holds {missing} and maybe more of its files: open it with that store (Options::remote)", dir.display())]
+    RemoteNeeded { dir: PathBuf, missing: String },
     #[error("buffer is not aligned: {what} = {value} is not a multiple of {alignment}")]
     Unaligned {
         what: &'static str,

@@ -732,3 +732,37 @@ fn reads_from_a_failing_store_fail_cleanly_and_recover() {
         check_round(&db, round, 1000);
     }
 }
+
+/// A directory restored from its store holds none of its layer files:
+/// opened without the store it refuses, saying it needs it (not that it is
+/// damaged); with the store it opens. The directory that wrote them, every
+/// file local, opens without the store.
+#[test]
+fn a_restored_directory_opened_without_its_store_says_it_needs_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let db = Db::open(tmp.path().join("a"), options(Arc::clone(&store))).unwrap();
+    write_round(&db, 0, 500);
+    db.sync_remote().unwrap();
+    drop(db);
+    drop(Db::open(tmp.path().join("b"), options(Arc::clone(&store))).unwrap());
+    let local = Options {
+        background_flush: false,
+        ..Options::default()
+    };
+    match Db::open(tmp.path().join("b"), local.clone()) {
+        Err(e @ Error::InvalidInput(strata::InvalidInput::RemoteNeeded { .. })) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("opened with a remote store") && !text.contains('\n'),
+                "{text}"
+            );
+        }
+        other => panic!("{:?}", other.map(|_| "opened")),
+    }
+    let db = Db::open(tmp.path().join("b"), options(Arc::clone(&store))).unwrap();
+    check_round(&db, 0, 500);
+    drop(db);
+    let db = Db::open(tmp.path().join("a"), local).unwrap();
+    check_round(&db, 0, 500);
+}

@@ -465,8 +465,24 @@ static void test_remote(const char *dir)
 		      memcmp(buf, "away", 4) == 0,
 	      "the restored database holds what was synced to the store");
 	CHECK(strata_close(db, &err) == STRATA_OK, "close the restored one");
-	/* Without a remote store, sync_remote is an error, not a crash. */
-	db = open_db(restored);
+	/*
+	 * The restored directory holds none of the layer files (they are read
+	 * from the store): without the store it refuses to open, saying so.
+	 */
+	db = strata_open(restored, "{\"io_mode\": \"buffered\"}", &err);
+	CHECK(db == NULL && err && strata_error_code(err) == STRATA_INVALID_ARGUMENT &&
+		      strstr(strata_error_message(err), "opened with a remote store"),
+	      "opened without its store, a restored directory says it needs it");
+	strata_error_free(err);
+	err = NULL;
+	/* The directory that wrote (every file local) opens without the store,
+	 * and there sync_remote is an error, not a crash. */
+	{
+		char written[4096];
+
+		snprintf(written, sizeof(written), "%s.written", dir);
+		db = open_db(written);
+	}
 	CHECK(db != NULL, "reopen without the store");
 	if (db) {
 		expect_error(&err, strata_sync_remote(db, &err), STRATA_INVALID_ARGUMENT, "sync_remote without a store");
@@ -501,6 +517,7 @@ int main(int argc, char **argv)
 	CHECK(strata_put(db, "persist", 7, "across-reopen", 13, 0, &err) == STRATA_OK, "put before close");
 	CHECK(strata_sync(db, &err) == STRATA_OK, "sync");
 	CHECK(strata_flush(db, &err) == STRATA_OK, "flush");
+	CHECK(strata_compact(db, &err) == STRATA_OK, "compact");
 	stats = strata_stats_json(db, &err);
 	CHECK(stats && stats[0] == '{', "stats is a JSON object");
 	CHECK(stats && strstr(stats, "\"last_lsn\":") && strstr(stats, "\"io\":{") && strstr(stats, "\"log\":{"),

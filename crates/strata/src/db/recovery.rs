@@ -63,7 +63,7 @@ impl Db {
                 None,
             ),
         };
-        let unlisted = unlisted_files(&*storage, &dir, &state, &v1_deltas)?;
+        let unlisted = unlisted_files(&*storage, &dir, &state, &v1_deltas, claimed.is_some())?;
         describe_v1_layers(&mut state, &v1_deltas, &layer_io)?;
         let flushed_lsn = state.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0);
         let layers: Vec<Arc<Layer>> = state
@@ -257,6 +257,7 @@ fn unlisted_files(
     dir: &Path,
     state: &ManifestState,
     v1_deltas: &[u64],
+    remote: bool,
 ) -> Result<Vec<String>> {
     let listed: std::collections::HashSet<String> = state
         .logs
@@ -276,6 +277,20 @@ fn unlisted_files(
         present.insert(name);
     }
     if let Some(missing) = listed.iter().find(|name| !present.contains(*name)) {
+        // A directory a remote store wrote into (its generation record is
+        // there) holds only part of its files when they are opened
+        // without the store: not damage, a missing option.
+        if !remote
+            && storage
+                .entry_kind(&dir.join(super::remote::GENERATION_NAME))?
+                .is_some()
+        {
+            return Err(InvalidInput::RemoteNeeded {
+                dir: dir.to_owned(),
+                missing: missing.clone(),
+            }
+            .into());
+        }
         return Err(crate::error::Corruption::new(
             dir.join(MANIFEST_NAME),
             0,
