@@ -195,6 +195,8 @@ extern int strata_write(const strata_db_t *db, const strata_writebatch_t *batch,
 /* Maintenance */
 extern int strata_sync(const strata_db_t *db, strata_error_t **err);  /* all writes durable */
 extern int strata_flush(const strata_db_t *db, strata_error_t **err); /* in-memory layer to a file */
+/* Flush, then compact every L0 layer into L1 runs: no compaction left due. */
+extern int strata_compact(const strata_db_t *db, strata_error_t **err);
 /* The remote store (config key "remote") holds every write made so far. */
 extern int strata_sync_remote(const strata_db_t *db, strata_error_t **err);
 /* Statistics as a JSON object; free with strata_free. */

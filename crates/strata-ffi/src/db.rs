@@ -480,6 +480,22 @@ pub unsafe extern "C" fn strata_flush(
     })
 }
 
+/// Flushes, then compacts every L0 layer into L1 runs before returning
+/// (`Db::compact`): the database settled, no compaction left due.
+///
+/// # Safety
+/// `db` a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn strata_compact(
+    db: *const strata_db_t,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        handle("db", db)?.db.compact()?;
+        Ok(STRATA_OK)
+    })
+}
+
 /// The engine's statistics as a JSON object, malloc'd and NUL-terminated;
 /// free with `strata_free`. Null on failure.
 ///
