@@ -312,7 +312,7 @@ impl DbInner {
             let path = layer.path();
             if tiered.is_local(&path)? {
                 local += layer.desc.bytes;
-                if tiered.evictable(&path)? {
+                if tiered.in_store(&path) {
                     evictable.push(Arc::clone(layer));
                 }
             }

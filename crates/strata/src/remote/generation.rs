@@ -31,7 +31,11 @@ pub fn generation_key(g: u64) -> String {
 
 /// The generation a key of `generations/` names; `None` for any other key.
 pub fn parse_generation_key(key: &str) -> Option<u64> {
-    let digits = key.strip_prefix(GENERATIONS_PREFIX)?;
+    parse_generation_digits(key.strip_prefix(GENERATIONS_PREFIX)?)
+}
+
+/// A generation as keys write it: exactly 20 decimal digits.
+fn parse_generation_digits(digits: &str) -> Option<u64> {
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()
@@ -46,10 +50,7 @@ pub fn object_key(name: &str, g: u64) -> String {
 /// The generation in an object key of [`object_key`]'s form; `None` for
 /// any other key.
 pub fn parse_object_generation(key: &str) -> Option<u64> {
-    let (_, digits) = key.rsplit_once("-g")?;
-    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
+    parse_generation_digits(key.rsplit_once("-g")?.1)
 }
 
 /// The highest generation in `store`; 0 when there is none.

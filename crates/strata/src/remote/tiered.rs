@@ -122,14 +122,19 @@ impl TieredStorage {
         }
     }
 
-    /// Whether `path` is on the local disk and the store holds it too: a
-    /// file [`Self::evict`] may remove.
-    pub(crate) fn evictable(&self, path: &Path) -> Result<bool> {
-        let held = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| self.objects.holds(n));
-        Ok(held && self.local.entry_kind(path)?.is_some())
+    /// The name of `path` when it is a file of the database's directory.
+    fn name_in_dir<'p>(&self, path: &'p Path) -> Option<&'p str> {
+        if path.parent() != Some(self.dir.as_path()) {
+            return None;
+        }
+        path.file_name().and_then(|n| n.to_str())
+    }
+
+    /// Whether the store holds `path`'s file (uploaded, or listed by the
+    /// claimed index): a local copy of it is one [`Self::evict`] may remove.
+    pub(crate) fn in_store(&self, path: &Path) -> bool {
+        self.name_in_dir(path)
+            .is_some_and(|n| self.objects.holds(n))
     }
 
     /// Whether `path` is on the local disk.
@@ -148,13 +153,7 @@ impl TieredStorage {
     /// The object `path` names when it is a file of the database's
     /// directory that only the store holds.
     fn remote_only(&self, path: &Path) -> Result<Option<IndexedObject>> {
-        if path.parent() != Some(self.dir.as_path()) {
-            return Ok(None);
-        }
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            return Ok(None);
-        };
-        let Some(object) = self.objects.get(name) else {
+        let Some(object) = self.name_in_dir(path).and_then(|n| self.objects.get(n)) else {
             return Ok(None);
         };
         Ok(match self.local.entry_kind(path)? {
@@ -235,16 +234,13 @@ impl Storage for TieredStorage {
     /// Removes the local file, if there is one, and lets the object go:
     /// the uploader may delete it once no index lists it.
     fn remove_file(&self, path: &Path) -> Result<()> {
-        let remote = self.remote_only(path)?.is_some();
-        if !remote {
-            self.local.remove_file(path)?;
+        let name = self.name_in_dir(path);
+        let held = name.is_some_and(|n| self.objects.lock().remove(n).is_some());
+        match self.local.remove_file(path) {
+            // Only the store held it (evicted, or never downloaded).
+            Err(e) if held && crate::io::is_not_found(&e) => Ok(()),
+            removed => removed,
         }
-        if path.parent() == Some(self.dir.as_path()) {
-            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
-                self.objects.lock().remove(name);
-            }
-        }
-        Ok(())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -260,6 +256,12 @@ impl Storage for TieredStorage {
     }
 }
 
+impl std::fmt::Debug for RemoteObjects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteObjects({})", self.store.url())
+    }
+}
+
 /// A file of the database that only the store holds: read-only, each read
 /// one ranged GET of its object.
 #[derive(Debug)]
@@ -268,12 +270,6 @@ pub(crate) struct RemoteFile {
     object: IndexedObject,
     class: FileClass,
     objects: Arc<RemoteObjects>,
-}
-
-impl std::fmt::Debug for RemoteObjects {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RemoteObjects({})", self.store.url())
-    }
 }
 
 impl RemoteFile {
@@ -315,9 +311,8 @@ impl BlockFile for RemoteFile {
             return Err(crate::io::short_read(
                 &self.path,
                 format!(
-                    "asked {} of {} bytes at {offset}, got {}",
+                    "asked {n} bytes of {} at {offset}, got {}",
                     self.object.key,
-                    n,
                     bytes.len()
                 ),
             ));

@@ -260,7 +260,6 @@ impl Shared {
         // are looked for once, after the first index this writer puts.
         let mut unlisted: Vec<Unlisted> = Vec::new();
         let mut swept = false;
-        let claimed_keys: HashSet<String> = claimed.objects.iter().map(|o| o.key.clone()).collect();
         let mut uploaded: HashMap<String, IndexedObject> = claimed
             .objects
             .into_iter()
@@ -327,7 +326,7 @@ impl Shared {
                     }
                     drop(snapshot);
                     if !swept {
-                        swept = self.older_orphans(&claimed_keys, &mut unlisted).is_ok();
+                        swept = self.older_orphans(&uploaded, &mut unlisted).is_ok();
                     }
                     self.delete_unlisted(&mut unlisted);
                 }
@@ -375,16 +374,25 @@ impl Shared {
         self.lock().stop
     }
 
-    /// Puts the objects of generations older than this writer's that
-    /// `claimed` (the keys of the index it claimed the store with) does not
-    /// list onto `unlisted`.
-    fn older_orphans(&self, claimed: &HashSet<String>, unlisted: &mut Vec<Unlisted>) -> Result<()> {
+    /// Puts the objects of generations older than this writer's that it
+    /// does not know (neither `uploaded`, which starts as the claimed
+    /// index's objects, nor `unlisted`) onto `unlisted`.
+    fn older_orphans(
+        &self,
+        uploaded: &HashMap<String, IndexedObject>,
+        unlisted: &mut Vec<Unlisted>,
+    ) -> Result<()> {
         let store = &*self.target.store;
+        let known: HashSet<String> = uploaded
+            .values()
+            .map(|o| o.key.clone())
+            .chain(unlisted.iter().map(|u| u.key.clone()))
+            .collect();
         for prefix in ["layers/", "values/"] {
             for o in store.list(prefix)? {
                 let older =
                     parse_object_generation(&o.key).is_some_and(|g| g < self.target.generation);
-                if older && !claimed.contains(&o.key) && !unlisted.iter().any(|u| u.key == o.key) {
+                if older && !known.contains(&o.key) {
                     // No file of the database is this object.
                     unlisted.push(Unlisted {
                         name: None,

@@ -1361,8 +1361,8 @@ impl BlockCursor {
     /// The block offset of restart point `number` (1 or more) from the
     /// restart array, if the block has it.
     fn restart_offset(&self, number: u32) -> Option<usize> {
-        let at = self.restarts.start + (number as usize - 1) * RESTART_OFFSET_BYTES;
-        if number == 0 || at >= self.restarts.end {
+        let at = self.restarts.start + (number as usize).checked_sub(1)? * RESTART_OFFSET_BYTES;
+        if at >= self.restarts.end {
             return None;
         }
         u32_at(&self.bytes, at).map(|o| o as usize)

@@ -161,12 +161,31 @@ fn build(model: &Model, block_bytes: usize) -> (Vec<u8>, DeltaLayerSummary) {
 /// [`build`] in format version 3 (the spread bloom filter), the base of the
 /// older files the tests make.
 fn build_v3(model: &Model, block_bytes: usize) -> Vec<u8> {
+    build_version(model, block_bytes, 3)
+}
+
+/// [`build`] in format `version`.
+fn build_version(model: &Model, block_bytes: usize, version: u32) -> Vec<u8> {
     let mut writer =
-        DeltaLayerWriter::with_format_version(Vec::new(), block_bytes, 3).expect("writer");
+        DeltaLayerWriter::with_format_version(Vec::new(), block_bytes, version).expect("writer");
     for ((key, lsn), (kind, value)) in model {
         writer.add(key, *lsn, *kind, value).expect("add");
     }
     writer.finish().expect("finish").0
+}
+
+/// Every version of `model` read back at its own LSN, and a scan of all.
+fn assert_reads_as_model<R: ReadAt>(reader: &DeltaLayerReader<R>, model: &Model) {
+    for (key, lsn) in model.keys() {
+        assert_eq!(
+            reader.get(key, *lsn).expect("get"),
+            model_get(model, key, *lsn)
+        );
+    }
+    assert_eq!(
+        collect_range(reader, Bound::Unbounded, Bound::Unbounded),
+        model_range(model, Bound::Unbounded, Bound::Unbounded)
+    );
 }
 
 fn open_mem(bytes: Vec<u8>) -> DeltaLayerReader<MemFile> {
@@ -356,17 +375,7 @@ fn largest_key_and_a_value_larger_than_a_block_round_trip() {
         summary.blocks, 2,
         "the 100 kB value gets a block of its own, the other three share one"
     );
-    let reader = open_mem(bytes);
-    for (key, lsn) in model.keys() {
-        assert_eq!(
-            reader.get(key, *lsn).expect("get"),
-            model_get(&model, key, *lsn)
-        );
-    }
-    assert_eq!(
-        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
-        model_range(&model, Bound::Unbounded, Bound::Unbounded)
-    );
+    assert_reads_as_model(&open_mem(bytes), &model);
 }
 
 #[test]
@@ -1854,22 +1863,7 @@ fn point_reads_from_restart_points_find_every_version() {
 #[test]
 fn a_file_of_format_version_5_without_restart_points_reads_as_it_is() {
     let model = restart_model();
-    let mut writer = DeltaLayerWriter::with_format_version(Vec::new(), 4096, 5).expect("writer");
-    for ((key, lsn), (kind, value)) in &model {
-        writer.add(key, *lsn, *kind, value).expect("add");
-    }
-    let (bytes, _) = writer.finish().expect("finish");
-    let reader = open_mem(bytes);
-    for (key, lsn) in model.keys() {
-        assert_eq!(
-            reader.get(key, *lsn).expect("get"),
-            model_get(&model, key, *lsn)
-        );
-    }
-    assert_eq!(
-        collect_range(&reader, Bound::Unbounded, Bound::Unbounded),
-        model_range(&model, Bound::Unbounded, Bound::Unbounded)
-    );
+    assert_reads_as_model(&open_mem(build_version(&model, 4096, 5)), &model);
 }
 
 #[test]
