@@ -138,7 +138,7 @@ pub(crate) struct JobOptions {
     pub writer_buffer_bytes: usize,
     pub block_bytes: usize,
     /// Paces the outputs' bytes; `None`: unpaced.
-    pub pacer: Option<Arc<Pacer>>,
+    pub pacer: Option<Arc<crate::pacer::Pacer>>,
     /// Where the job counts the bytes it writes and reads.
     pub bytes: Arc<JobBytes>,
     /// The value files whose live values the job moves into its outputs.
@@ -220,171 +220,6 @@ pub(crate) struct JobBytes {
     /// Bytes of values jobs moved out of value files into their outputs
     /// (relocation), counted as each is read and checked.
     pub relocated: AtomicU64,
-}
-
-/// Bytes between two calls to the pacer.
-const PACE_EVERY_BYTES: u64 = 64 << 10;
-
-/// How long after a point lookup last read a layer file the foreground
-/// still counts as reading (`Pacer::foreground_reading`).
-const FOREGROUND_READS_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// The longest a background job waits for foreground reads in all
-/// (`Pacer::yield_to_reads`).
-const FOREGROUND_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Paces background compaction to `bytes_per_sec` of output (a token
-/// bucket holding at most 50 ms of budget; a job that overdraws it sleeps
-/// the debt off in steps of at most 100 ms, so that `hurry` and
-/// cancellation are seen), and chooses the I/O class of its thread
-/// (`follow_foreground`). Written here: the pacing is a few lines, and a
-/// rate-limiter crate would bring an async or a clock abstraction with it.
-#[derive(Debug)]
-pub(crate) struct Pacer {
-    bytes_per_sec: u64,
-    /// Set while compaction is behind: no pacing, best-effort I/O.
-    pub hurry: std::sync::atomic::AtomicBool,
-    /// When the budget was last topped up, and the budget (negative: debt).
-    budget: std::sync::Mutex<(std::time::Instant, f64)>,
-    /// Data blocks point lookups have read from layer files
-    /// (`LayerIo::point_reads`); the count last seen, and when it last moved.
-    foreground_reads: Arc<std::sync::atomic::AtomicU64>,
-    reads_seen: std::sync::Mutex<(u64, Option<std::time::Instant>)>,
-    /// How long the current job has waited for foreground reads, of at
-    /// most `pause_max` (`FOREGROUND_PAUSE_MAX`); reset as each job starts.
-    paused: std::sync::Mutex<std::time::Duration>,
-    pause_max: std::time::Duration,
-    /// Set when the database closes: no more waiting.
-    stopping: std::sync::atomic::AtomicBool,
-}
-
-impl Pacer {
-    /// A pacer of `bytes_per_sec` (0 never waits) that yields the device
-    /// while `foreground_reads` moves.
-    pub(crate) fn new(
-        bytes_per_sec: u64,
-        foreground_reads: Arc<std::sync::atomic::AtomicU64>,
-    ) -> Self {
-        Pacer {
-            bytes_per_sec,
-            hurry: std::sync::atomic::AtomicBool::new(false),
-            budget: std::sync::Mutex::new((std::time::Instant::now(), 0.0)),
-            foreground_reads,
-            reads_seen: std::sync::Mutex::new((0, None)),
-            paused: std::sync::Mutex::new(std::time::Duration::ZERO),
-            pause_max: FOREGROUND_PAUSE_MAX,
-            stopping: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// A job starts: its pause budget is whole again.
-    pub(crate) fn start_job(&self) {
-        if let Ok(mut paused) = self.paused.lock() {
-            *paused = std::time::Duration::ZERO;
-        }
-    }
-
-    /// The database closes: a job waits for foreground reads no more.
-    pub(crate) fn stop(&self) {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Waits while point lookups read layer files, unless compaction is
-    /// behind (`hurry`), the database closes, or the job has waited
-    /// `FOREGROUND_PAUSE_MAX` already. The idle I/O class orders the
-    /// requests waiting for the device; it does not take the device from a
-    /// request of the job already there, and a get that arrives behind one
-    /// waits for it (a 64 KiB read or write: the read phases' p99). The
-    /// budget keeps a job from starving under reads that never stop: past
-    /// it, the job runs on in the idle class.
-    fn yield_to_reads(&self) {
-        use std::sync::atomic::Ordering;
-        let step = FOREGROUND_READS_QUIET / 4;
-        loop {
-            if self.hurry.load(Ordering::Relaxed)
-                || self.stopping.load(Ordering::Relaxed)
-                || !self.foreground_reading()
-            {
-                return;
-            }
-            let Ok(mut paused) = self.paused.lock() else {
-                return;
-            };
-            if *paused >= self.pause_max {
-                return;
-            }
-            *paused += step;
-            drop(paused);
-            std::thread::sleep(step);
-        }
-    }
-
-    /// Whether a point lookup read a layer file in the last
-    /// `FOREGROUND_READS_QUIET`.
-    pub(crate) fn foreground_reading(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        let reads = self.foreground_reads.load(Ordering::Relaxed);
-        let Ok(mut seen) = self.reads_seen.lock() else {
-            return true;
-        };
-        let now = std::time::Instant::now();
-        if reads != seen.0 {
-            *seen = (reads, Some(now));
-        }
-        seen.1
-            .is_some_and(|at| now.duration_since(at) < FOREGROUND_READS_QUIET)
-    }
-
-    /// The size of a background job's next request (`io::IoSteps`): small
-    /// while point lookups read layer files, large when none does.
-    pub(crate) fn step_bytes(&self) -> usize {
-        crate::io::background_step_bytes(self.foreground_reading())
-    }
-
-    /// [`Self::step_bytes`] as a background writer or reader asks it.
-    pub(crate) fn steps(self: &Arc<Self>) -> crate::io::IoSteps {
-        let pacer = Arc::clone(self);
-        Arc::new(move || pacer.step_bytes())
-    }
-
-    /// On the background thread, sets its I/O class for what runs now:
-    /// idle while foreground reads need the device (a get must not queue
-    /// behind a merge's I/O), best effort when compaction is behind
-    /// (`hurry`) or no read is waiting (a merge starved by the idle class
-    /// through a write-heavy stretch falls behind for nothing). See
-    /// `io::priority`.
-    pub(crate) fn follow_foreground(&self) {
-        use std::sync::atomic::Ordering;
-        let hurry = self.hurry.load(Ordering::Relaxed);
-        crate::io::priority::set_best_effort(hurry || !self.foreground_reading());
-    }
-
-    /// Accounts for `bytes` written, sleeping while the job is ahead of its
-    /// pace (unpaced while hurried); on the background thread, also sets
-    /// its I/O class (`follow_foreground`).
-    pub(crate) fn pace(&self, bytes: u64) {
-        use std::sync::atomic::Ordering;
-        self.yield_to_reads();
-        self.follow_foreground();
-        if self.bytes_per_sec == 0 || self.hurry.load(Ordering::Relaxed) {
-            return;
-        }
-        let rate = self.bytes_per_sec as f64;
-        let wait = {
-            let Ok(mut budget) = self.budget.lock() else {
-                return;
-            };
-            let now = std::time::Instant::now();
-            let topped = budget.1 + now.duration_since(budget.0).as_secs_f64() * rate;
-            let left = topped.min(rate * 0.05) - bytes as f64;
-            *budget = (now, left);
-            (left < 0.0).then(|| -left / rate)
-        };
-        if let Some(secs) = wait {
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(0.1)));
-        }
-    }
 }
 
 /// One entry of the merge, ordered by (key, lsn).
@@ -585,7 +420,7 @@ fn write_run(
             return Err(Error::Closed);
         }
         unpaced += (key.len() + value.len()) as u64;
-        if unpaced >= PACE_EVERY_BYTES {
+        if unpaced >= crate::pacer::PACE_EVERY_BYTES {
             if let Some(pacer) = &opts.pacer {
                 pacer.pace(unpaced);
             }
@@ -644,7 +479,7 @@ fn write_run(
             // The I/O class follows the foreground here too (the read-back
             // is not paced: it writes nothing).
             unchecked += (key.len() + value.len()) as u64;
-            if unchecked >= PACE_EVERY_BYTES {
+            if unchecked >= crate::pacer::PACE_EVERY_BYTES {
                 unchecked = 0;
                 if let Some(pacer) = &opts.pacer {
                     pacer.yield_to_reads();
@@ -1182,123 +1017,6 @@ fn seal_output(open: OutputFile, bytes: &JobBytes) -> Result<(u64, u64, u32, Val
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn background_requests_are_small_only_while_point_lookups_read() {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        let reads = Arc::new(AtomicU64::new(0));
-        let pacer = Arc::new(Pacer::new(0, Arc::clone(&reads)));
-        let steps = pacer.steps();
-        assert_eq!(steps(), crate::io::BACKGROUND_IO_IDLE_BYTES_MAX);
-        reads.fetch_add(1, Ordering::Relaxed);
-        assert_eq!(steps(), crate::io::BACKGROUND_IO_BYTES_MAX);
-        std::thread::sleep(FOREGROUND_READS_QUIET + FOREGROUND_READS_QUIET / 2);
-        assert_eq!(steps(), crate::io::BACKGROUND_IO_IDLE_BYTES_MAX);
-    }
-
-    #[test]
-    fn the_pacer_holds_a_job_to_its_rate_unless_hurried() {
-        use std::time::{Duration, Instant};
-        // 4 MiB/s: 512 KiB, less the 50 ms of budget it may start with
-        // (none here: it starts empty), takes at least 125 ms.
-        let pacer = Pacer::new(4 << 20, Arc::default());
-        let started = Instant::now();
-        for _ in 0..8 {
-            pacer.pace(64 << 10);
-        }
-        // Each step sleeps what it overdrew (at most 100 ms): the last
-        // step's debt may be left for the next call.
-        assert!(
-            started.elapsed() >= Duration::from_millis(100),
-            "{:?}",
-            started.elapsed()
-        );
-        pacer
-            .hurry
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let started = Instant::now();
-        pacer.pace(1 << 40);
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "hurried, it waits"
-        );
-        let unpaced = Pacer::new(0, Arc::default());
-        let started = Instant::now();
-        unpaced.pace(1 << 40);
-        assert!(started.elapsed() < Duration::from_secs(5), "0 never waits");
-    }
-
-    #[test]
-    fn a_job_waits_while_foreground_reads_go_on_unless_hurried_stopped_or_out_of_budget() {
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-        use std::time::{Duration, Instant};
-        let reads = Arc::new(AtomicU64::new(0));
-        // Reads for 400 ms, one every 5 ms (the quiet period is 100 ms).
-        let reading = |reads: Arc<AtomicU64>| {
-            let done = Arc::new(AtomicBool::new(false));
-            let d = Arc::clone(&done);
-            let t = std::thread::spawn(move || {
-                let start = Instant::now();
-                while start.elapsed() < Duration::from_millis(400) {
-                    reads.fetch_add(1, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                d.store(true, Ordering::Relaxed);
-            });
-            (t, done)
-        };
-        let pacer = Pacer::new(0, Arc::clone(&reads));
-        let (t, done) = reading(Arc::clone(&reads));
-        std::thread::sleep(Duration::from_millis(20));
-        let start = Instant::now();
-        pacer.pace(1);
-        // It waited for the reads to stop (and for the quiet period).
-        assert!(done.load(Ordering::Relaxed), "{:?}", start.elapsed());
-        assert!(start.elapsed() < Duration::from_secs(5));
-        t.join().unwrap();
-        // Hurried, or stopping: no wait.
-        for (hurry, stop) in [(true, false), (false, true)] {
-            let pacer = Pacer::new(0, Arc::clone(&reads));
-            pacer.hurry.store(hurry, Ordering::Relaxed);
-            if stop {
-                pacer.stop();
-            }
-            let (t, done) = reading(Arc::clone(&reads));
-            std::thread::sleep(Duration::from_millis(20));
-            pacer.pace(1);
-            assert!(!done.load(Ordering::Relaxed), "waited: {hurry} {stop}");
-            t.join().unwrap();
-        }
-        // Out of budget: it goes on while the reads do; a new job waits
-        // again.
-        let mut pacer = Pacer::new(0, Arc::clone(&reads));
-        pacer.pause_max = Duration::from_millis(50);
-        let (t, done) = reading(Arc::clone(&reads));
-        std::thread::sleep(Duration::from_millis(20));
-        pacer.pace(1);
-        pacer.pace(1);
-        assert!(!done.load(Ordering::Relaxed), "waited past the budget");
-        pacer.start_job();
-        pacer.pace(1);
-        assert!(!done.load(Ordering::Relaxed), "a budget of 50 ms");
-        t.join().unwrap();
-    }
-
-    #[test]
-    fn foreground_reads_count_as_reading_until_they_stop_for_a_while() {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        let reads = Arc::new(AtomicU64::new(0));
-        let pacer = Pacer::new(0, Arc::clone(&reads));
-        assert!(!pacer.foreground_reading(), "no read yet");
-        reads.fetch_add(1, Ordering::Relaxed);
-        assert!(pacer.foreground_reading(), "a read just now");
-        std::thread::sleep(FOREGROUND_READS_QUIET / 2);
-        assert!(pacer.foreground_reading(), "within the quiet period");
-        std::thread::sleep(FOREGROUND_READS_QUIET);
-        assert!(!pacer.foreground_reading(), "quiet for longer");
-        reads.fetch_add(1, Ordering::Relaxed);
-        assert!(pacer.foreground_reading(), "reading again");
-    }
 
     fn desc(id: u64) -> LayerDesc {
         LayerDesc {

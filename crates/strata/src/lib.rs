@@ -24,6 +24,7 @@ mod layer;
 mod log;
 mod manifest;
 mod options;
+mod pacer;
 mod read;
 pub mod remote;
 mod table_cache;

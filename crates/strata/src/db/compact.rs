@@ -17,6 +17,7 @@ use crate::compaction::{
     file_views, gc_plan, image_plan, merge_into_run, plan, rewrite_layers, run_views, tier_plan,
     write_image, JobOptions, Policy, Relocate,
 };
+use crate::pacer::Urgency;
 use crate::types::Cover;
 
 /// How long a job waits for the reads still holding its inputs.
@@ -83,21 +84,22 @@ impl DbInner {
         }
     }
 
-    /// Whether compaction is behind with `l0` L0 layers: two jobs' worth
-    /// (`2 × l0_compaction_trigger`), or half of `l0_slowdown_layers`.
-    /// Checked at a job's start and after each flush.
-    pub(super) fn behind_on_l0(&self, l0: usize) -> bool {
+    /// How urgent compaction is with `l0` L0 layers: writers waiting from
+    /// `l0_slowdown_layers`; behind at two jobs' worth
+    /// (`2 × l0_compaction_trigger`) or half of `l0_slowdown_layers`;
+    /// calm below (`pacer::Urgency`). Taken at a job's start and raised
+    /// after each flush.
+    pub(super) fn l0_urgency(&self, l0: usize) -> Urgency {
         let trigger = self.opts.l0_compaction_trigger;
-        trigger > 0 && l0 >= (2 * trigger).min(self.opts.l0_slowdown_layers.div_ceil(2))
-    }
-
-    /// Background compaction runs unpaced, and its I/O in the best-effort
-    /// class even while foreground reads need the device, while it is
-    /// behind ([`Self::behind_on_l0`]) or writers are slowed by the L0
-    /// backlog (`Pacer::follow_foreground`).
-    pub(super) fn set_hurry(&self, hurry: bool) {
-        self.pacer.hurry.store(hurry, Ordering::Relaxed);
-        self.pacer.follow_foreground();
+        if trigger == 0 {
+            Urgency::Calm
+        } else if l0 >= self.opts.l0_slowdown_layers {
+            Urgency::WritersWaiting
+        } else if l0 >= (2 * trigger).min(self.opts.l0_slowdown_layers.div_ceil(2)) {
+            Urgency::Behind
+        } else {
+            Urgency::Calm
+        }
     }
 
     /// The LSN below which history may go: `history_lsns` behind the last
@@ -126,10 +128,9 @@ impl DbInner {
         let _job = lock(&self.compact_lock)?;
         self.check_poisoned()?;
         let version = self.version()?;
-        self.pacer.start_job();
         let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
         let cancelled = || self.compaction_cancelled() && !force;
-        self.set_hurry(self.behind_on_l0(version.l0.len()));
+        self.pacer.start_job(self.l0_urgency(version.l0.len()));
         let take_id = || self.versions.take_file_id();
         let runs = run_views(&version);
         let files = file_views(&version);
@@ -318,7 +319,7 @@ impl DbInner {
         if n < self.opts.l0_slowdown_layers {
             return Ok(());
         }
-        self.set_hurry(true);
+        self.pacer.raise(Urgency::WritersWaiting);
         if n < self.opts.l0_stop_layers {
             std::thread::sleep(std::time::Duration::from_millis(1));
             return Ok(());

@@ -221,10 +221,8 @@ impl DbInner {
             .log_and_apply(edit, NewFiles::layers(vec![delta]))?;
         // A job running in the idle I/O class while L0 piles up would let
         // the L0 layers' indexes and filters, and every read's layer
-        // count, grow: it hurries from here.
-        if self.behind_on_l0(self.versions.l0_layers()) {
-            self.set_hurry(true);
-        }
+        // count, grow: it hurries from here while writes go on.
+        self.pacer.raise(self.l0_urgency(self.versions.l0_layers()));
         self.signal_compaction();
         // The flush is done; a local copy that fails to go is tried again
         // at the next round.

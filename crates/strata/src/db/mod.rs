@@ -105,7 +105,8 @@ struct DbInner {
     /// The manifest, the version reads see, and the poison state: every
     /// edit goes through it (`VersionSet::log_and_apply`).
     versions: VersionSet,
-    visible_lsn: AtomicU64,
+    /// Shared with the pacer: it moves with every write.
+    visible_lsn: Arc<AtomicU64>,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
     /// One flush at a time, one compaction at a time.
@@ -119,7 +120,7 @@ struct DbInner {
     /// Bytes compaction jobs wrote and read (`Stats::compaction_write_bytes`).
     compaction_bytes: Arc<crate::compaction::JobBytes>,
     /// Paces background compaction (`Options::compaction_bytes_per_sec`).
-    pacer: Arc<crate::compaction::Pacer>,
+    pacer: Arc<crate::pacer::Pacer>,
     /// The horizon the caller set (`Db::set_horizon`); only rises.
     caller_horizon: AtomicU64,
     /// Keys asked of get and multi_get (`Stats::point_lookups`).

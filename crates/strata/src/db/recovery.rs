@@ -140,6 +140,7 @@ impl Db {
         }
         let last_lsn = replayed.last_lsn;
         let foreground_reads = Arc::clone(&layer_io.point_reads);
+        let visible_lsn = Arc::new(AtomicU64::new(last_lsn));
         let inner = DbInner {
             dir,
             storage,
@@ -149,7 +150,7 @@ impl Db {
             stats,
             write: Mutex::new(WriteState { last_lsn }),
             versions,
-            visible_lsn: AtomicU64::new(last_lsn),
+            visible_lsn: Arc::clone(&visible_lsn),
             sync: Mutex::new(SyncState {
                 synced_lsn: last_lsn,
                 leader_active: false,
@@ -161,9 +162,10 @@ impl Db {
             compaction: Worker::default(),
             compactions: AtomicU64::new(0),
             compaction_bytes: Arc::default(),
-            pacer: Arc::new(crate::compaction::Pacer::new(
+            pacer: Arc::new(crate::pacer::Pacer::new(
                 opts.compaction_bytes_per_sec,
                 foreground_reads,
+                visible_lsn,
             )),
             caller_horizon: AtomicU64::new(0),
             point_lookups: AtomicU64::new(0),

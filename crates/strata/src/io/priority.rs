@@ -17,10 +17,10 @@
 //! best-effort class, p90 42–48 against 77–99 µs, p99 81–106 against
 //! 347–391 µs, p99.9 0.4–0.6 ms against 0.55–1.5 ms; the merge took 14–15 s
 //! instead of 1.3–1.4 s beside that loop, which leaves the device no rest.
-//! A merge that falls behind must not be starved so: while it is behind
-//! (`Pacer::hurry`: L0 at twice the trigger, or writers slowed by the L0
-//! backlog), [`set_best_effort`] puts the thread back in the best-effort
-//! class. So it does while no point lookup has read a layer file for
+//! A merge that falls behind must not be starved so: while it is hurried
+//! (`pacer::Pacer::hurried`: writers slowed by the L0 backlog, or L0 at
+//! twice the trigger while writes go on), [`set_best_effort`] puts the
+//! thread back in the best-effort class. So it does while no point lookup has read a layer file for
 //! 100 ms: a write-heavy stretch (a bulk load) has no read to protect,
 //! and a merge kept idle through it (the device is rarely idle while the
 //! log and flushes write) left L0 at twice the trigger, and the merge to
