@@ -36,6 +36,9 @@
 #    memory budget and how it was enforced recorded (a peer whose child the
 #    budget's OOM killer ended, as the lab records it, has fewer rows: that
 #    is the peer's result, not a lab failure; strata must have them all);
+#  - remote: it ran against SeaweedFS (lab.sh installs it), the server
+#    passed the race check, the upload, cold-get and open rows with the
+#    server's raw lines, no wrong value, no layer downloaded at open;
 #  - `strata lab report DIR` regenerates the report from the JSON alone;
 #  - headless Chromium renders report.html: the screenshot is not blank and
 #    shows the plots' colours; the DOM opens with the summary (a row per
@@ -159,7 +162,7 @@ one_line_error "a bad key in strata db" "$strata" db "$work/db" get ""
 if python3 - "$results" "$engines" "$repo" "$have_fio" <<'EOF'; then
 import glob, json, os, sys
 results, engines, repo, have_fio = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4] == "1"
-expected = ["device", "io", "ingest", "bulk", "fio", "phases"]
+expected = ["device", "io", "ingest", "bulk", "fio", "phases", "remote"]
 # The experiments whose rows are figures of a measurement repeated in quick
 # mode too: the primary metric of each row has a spread of >= 3 samples.
 repeated = {"device": "mib_s", "io": "write_mib_s", "ingest": "mib_s", "bulk": "insert_mib_s", "fio": "iops"}
@@ -198,6 +201,32 @@ for name in expected:
         n = r.get("spread", {}).get(key, {}).get("n", 1)
         if key in r.get("metrics", {}) and n < 3:
             errors.append(f"{name} {r['case']} / {r['engine']} {r['config']}: {key} from {n} sample(s), not >= 3")
+    if name == "remote":
+        # scripts/lab.sh installs SeaweedFS: the experiment ran against it,
+        # the server passed the race check, every line is there, no get
+        # answered wrong, and the open downloaded no layer file.
+        opts = d.get("options", {})
+        if "skipped" in opts:
+            errors.append(f"remote: skipped: {opts['skipped']}")
+        winners = opts.get("race_winners")
+        if not winners or any(w != 1 for w in winners):
+            errors.append(f"remote: race check winners {winners}")
+        rows = {(r["case"], r["engine"]): r for r in d.get("rows", [])}
+        for case, engine, key in [("upload", "strata", "mib_s"), ("upload", "raw PUT", "mib_s"),
+                                  ("cold get", "strata", "p50_us"), ("cold get", "raw ranged GET", "p50_us"),
+                                  ("open from the bucket", "strata", "open_ms")]:
+            r = rows.get((case, engine))
+            if r is None or not r["metrics"].get(key, 0) > 0:
+                errors.append(f"remote: no {key} for {case} / {engine}")
+        cold = rows.get(("cold get", "strata"))
+        if cold and (cold["params"].get("wrong_values") != 0 or "gets_per_op" not in cold["metrics"]):
+            errors.append(f"remote: cold gets {cold}")
+        opened = rows.get(("open from the bucket", "strata"))
+        if opened and opened["metrics"].get("downloaded_files") != 0:
+            errors.append(f"remote: the open downloaded {opened['metrics'].get('downloaded_files')} layer files")
+        if not d.get("aims"):
+            errors.append("remote: no aims")
+        print(f"  remote: race {winners}, " + ", ".join(f"{c} / {e} {r['metrics']}" for (c, e), r in rows.items()))
     if name == "device":
         # The random-read sweep: every (file, method) at every size from
         # 1 B to 4 MiB (quick), p50/mean/p99 from >= 3 repeats, its fit, the

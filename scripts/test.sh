@@ -53,7 +53,7 @@ install_moto() {
 
 run fmt cargo fmt --all -- --check
 run clippy cargo clippy --workspace --all-targets -- -D warnings
-run clippy-s3 cargo clippy -p strata --features s3 --all-targets -- -D warnings
+run clippy-s3 cargo clippy -p strata -p strata-lab --features strata/s3,strata-lab/s3 --all-targets -- -D warnings
 run cargo-test cargo test --workspace
 # The remote store against a real S3-compatible server (and the directory
 # store beside it): round trips, create-only puts, the server's

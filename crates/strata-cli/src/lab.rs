@@ -15,10 +15,10 @@ pub struct LabArgs {
 
 #[derive(Subcommand)]
 enum LabCommand {
-    /// Run experiments (default: all of device, io, ingest, bulk, fio, phases), write one
+    /// Run experiments (default: all of device, io, ingest, bulk, fio, phases, remote), write one
     /// JSON per experiment and report.html into the results directory.
     Run {
-        /// Experiments to run: device, io, ingest, bulk, fio, phases (device always
+        /// Experiments to run: device, io, ingest, bulk, fio, phases, remote (device always
         /// runs: it is the line the others are compared with; fio is skipped,
         /// not failed, where fio is not installed).
         experiments: Vec<String>,

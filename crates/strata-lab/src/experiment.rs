@@ -238,6 +238,24 @@ pub fn options(pairs: &[(&str, serde_json::Value)]) -> Options {
         .collect()
 }
 
+/// The aims of an experiment that may be skipped (fio without fio, remote
+/// without its server): when `skipped` says why, the reason is printed and
+/// recorded in `opts` (`skipped`) and there are no aims; else `check`'s.
+pub fn aims_unless_skipped(
+    skipped: Option<&String>,
+    opts: &mut Options,
+    check: impl FnOnce() -> Vec<Claim>,
+) -> Vec<Claim> {
+    match skipped {
+        Some(why) => {
+            eprintln!("  skipped: {why}");
+            opts.insert("skipped".to_string(), why.clone().into());
+            Vec::new()
+        }
+        None => check(),
+    }
+}
+
 /// Prints each aim's note and appends it to `notes`.
 pub fn say_aims(claims: &[Claim], notes: &mut Vec<String>) {
     for claim in claims {

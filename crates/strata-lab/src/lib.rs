@@ -4,12 +4,12 @@
 //!
 //! - [`experiment`]: the [`Experiment`] trait (name, parameters, metrics,
 //!   run, aims, report section) and the run's context; [`experiments`]: the
-//!   registry of the six, one submodule each;
+//!   registry of the seven, one submodule each;
 //! - [`engine`]: the `Engine` trait and its adapters (strata, RocksDB,
 //!   fjall, redb, LMDB);
 //! - [`device`]: the device line every bandwidth is compared with;
-//! - [`io_exp`], [`ingest`], [`bulk`], [`fio_exp`], [`phases`]: what the
-//!   experiments measure ([`cgroup`]: the phases experiment's memory
+//! - [`io_exp`], [`ingest`], [`bulk`], [`fio_exp`], [`phases`],
+//!   [`remote_exp`]: what the experiments measure ([`cgroup`]: the phases experiment's memory
 //!   budget); [`aims`]: the aims they check, as data; [`get_reads`]:
 //!   strata's cache hit ratio on read rows, and when a read figure is made
 //!   of cache hits;
@@ -41,6 +41,7 @@ pub mod phases_plot;
 pub mod plot;
 pub mod progress;
 pub mod randread;
+pub mod remote_exp;
 pub mod report;
 pub mod results;
 pub mod section;

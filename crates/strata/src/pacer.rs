@@ -186,9 +186,7 @@ impl Pacer {
     pub(crate) fn yield_to_reads(&self) {
         let step = FOREGROUND_QUIET / 4;
         loop {
-            if self.stopping.load(Ordering::Relaxed)
-                || !self.foreground_reading()
-                || self.hurried()
+            if self.stopping.load(Ordering::Relaxed) || !self.foreground_reading() || self.hurried()
             {
                 return;
             }
@@ -363,7 +361,10 @@ mod tests {
         let start = Instant::now();
         pacer.pace(1);
         assert!(!done.load(Ordering::Relaxed), "a budget of 50 ms");
-        assert!(start.elapsed() >= Duration::from_millis(40), "a new job waits again");
+        assert!(
+            start.elapsed() >= Duration::from_millis(40),
+            "a new job waits again"
+        );
         t.join().unwrap();
     }
 

@@ -9,7 +9,7 @@
 use anyhow::Result;
 
 use crate::aims::{self, Claim};
-use crate::experiment::{Experiment, Measured, Options, RunContext};
+use crate::experiment::{aims_unless_skipped, Experiment, Measured, Options, RunContext};
 use crate::fio_exp::{self, FioParams};
 use crate::results::{DeviceLine, ExperimentResult, MetricSpec, Row};
 use crate::section;
@@ -46,17 +46,12 @@ impl Experiment for Fio {
         let mut opts = self.parameters(ctx)?;
         opts.extend(outcome.options);
         let mut notes = outcome.notes;
-        let mut claims = Vec::new();
-        match &outcome.skipped {
-            Some(why) => {
-                eprintln!("  skipped: {why}");
-                opts.insert("skipped".to_string(), why.clone().into());
-            }
-            None => {
-                claims = self.aims(&outcome.rows);
-                notes.extend(aims::notes(&claims));
-                notes.push(fio_exp::WRITE_CONTRACT_NOTE.to_string());
-            }
+        let claims = aims_unless_skipped(outcome.skipped.as_ref(), &mut opts, || {
+            self.aims(&outcome.rows)
+        });
+        if outcome.skipped.is_none() {
+            notes.extend(aims::notes(&claims));
+            notes.push(fio_exp::WRITE_CONTRACT_NOTE.to_string());
         }
         Ok(Measured {
             options: opts,

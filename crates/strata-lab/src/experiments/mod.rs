@@ -18,15 +18,17 @@ pub mod fio;
 pub mod ingest;
 pub mod io;
 pub mod phases;
+pub mod remote;
 
 /// Every experiment, in the order a run takes them.
-pub static ALL: [&dyn Experiment; 6] = [
+pub static ALL: [&dyn Experiment; 7] = [
     &device::Device,
     &io::Io,
     &ingest::Ingest,
     &bulk::Bulk,
     &fio::Fio,
     &phases::Phases,
+    &remote::Remote,
 ];
 
 /// The experiment named `name`, if the lab has one.
@@ -63,7 +65,7 @@ mod tests {
         let mut names = names();
         assert_eq!(
             names,
-            ["device", "io", "ingest", "bulk", "fio", "phases"],
+            ["device", "io", "ingest", "bulk", "fio", "phases", "remote"],
             "the run's order"
         );
         names.sort();
@@ -80,7 +82,7 @@ mod tests {
         let err = parse("nope").unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown experiment \"nope\"; known: device, io, ingest, bulk, fio, phases"
+            "unknown experiment \"nope\"; known: device, io, ingest, bulk, fio, phases, remote"
         );
         assert!(order_of("device") < order_of("phases"));
         assert_eq!(order_of("nope"), usize::MAX);

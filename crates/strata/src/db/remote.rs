@@ -218,6 +218,7 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
             },
             stats: inner.stats.clone(),
             objects: claimed.objects,
+            read_steps: inner.pacer.steps(),
         },
         claimed.index,
     )?;
@@ -255,6 +256,12 @@ pub struct RemoteStats {
     /// Bytes of layer files on the local disk, at the last eviction round
     /// (0 without a budget).
     pub local_layer_bytes: u64,
+    /// Layer and value files put into the store since open, their bytes,
+    /// and the uploader's time on them (reading, checking, putting): the
+    /// upload rate is `uploaded_bytes / upload_busy`.
+    pub uploaded_files: u64,
+    pub uploaded_bytes: u64,
+    pub upload_busy: std::time::Duration,
 }
 
 impl DbInner {
@@ -271,6 +278,9 @@ impl DbInner {
             gets,
             get_bytes,
             evicted_layers,
+            uploaded_files,
+            uploaded_bytes,
+            upload_busy,
         } = up.status();
         Some(RemoteStats {
             url: self
@@ -292,6 +302,9 @@ impl DbInner {
             local_layer_bytes: self
                 .local_layer_bytes
                 .load(std::sync::atomic::Ordering::Relaxed),
+            uploaded_files,
+            uploaded_bytes,
+            upload_busy,
         })
     }
 }

@@ -168,6 +168,32 @@ pub(crate) fn read_range_with<F: StorageFile + ?Sized, T>(
     whole: bool,
     out: impl FnOnce(&[u8]) -> T,
 ) -> Result<T> {
+    let requests = if whole {
+        Requests::Whole
+    } else {
+        Requests::Steps(&|| super::BACKGROUND_IO_BYTES_MAX)
+    };
+    read_range_in(file, offset, len, requests, out)
+}
+
+/// How a direct read too large for the bounce buffer is made.
+#[derive(Clone, Copy)]
+enum Requests<'a> {
+    /// One request (a get's value).
+    Whole,
+    /// Requests of the sizes it gives (`StorageFile::read_at_steps`).
+    Steps(&'a dyn Fn() -> usize),
+}
+
+/// [`read_range_with`], large reads made as `requests` says.
+fn read_range_in<F: StorageFile + ?Sized, T>(
+    file: &F,
+    offset: u64,
+    len: usize,
+    requests: Requests<'_>,
+    out: impl FnOnce(&[u8]) -> T,
+) -> Result<T> {
+    let whole = matches!(requests, Requests::Whole);
     if !file.mode().direct_reads() {
         let mut buf = vec![0u8; len];
         file.read_exact_at(&mut buf, offset)?;
@@ -222,14 +248,26 @@ pub(crate) fn read_range_with<F: StorageFile + ?Sized, T>(
     }
     let mut buf = AlignedBuf::zeroed(span, alignment);
     let area = &mut buf.spare_capacity_full()[..span];
-    let n = if whole {
-        file.read_at(area, start)?
-    } else {
-        file.read_at_in_steps(area, start)?
+    let n = match requests {
+        Requests::Whole => file.read_at(area, start)?,
+        Requests::Steps(steps) => file.read_at_steps(area, start, steps)?,
     };
     check(n)?;
     let out = out.take().expect("not taken by the bounce");
     Ok(out(&buf.spare_capacity_full()[head..head + len]))
+}
+
+/// The `len` bytes of `file` at `offset`, read in requests whose size
+/// `steps` gives before each (`StorageFile::read_at_steps`): a background
+/// job's read of a whole file (the uploader's), in large requests while no
+/// foreground read needs the device.
+pub(crate) fn read_range_steps<F: StorageFile + ?Sized>(
+    file: &F,
+    offset: u64,
+    len: usize,
+    steps: &dyn Fn() -> usize,
+) -> Result<Vec<u8>> {
+    read_range_in(file, offset, len, Requests::Steps(steps), <[u8]>::to_vec)
 }
 
 /// Largest read (widened to the alignment) that goes through the bounce

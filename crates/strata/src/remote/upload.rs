@@ -89,6 +89,12 @@ pub(crate) struct UploadStatus {
     pub get_bytes: u64,
     /// Local copies of layer files evicted (`Options::local_layer_bytes_max`).
     pub evicted_layers: u64,
+    /// Layer and value files put into the store, their bytes, and the
+    /// time the uploader spent on them (reading each, checking a layer's
+    /// bytes as a whole layer, the put with its retries).
+    pub uploaded_files: u64,
+    pub uploaded_bytes: u64,
+    pub upload_busy: std::time::Duration,
     /// Fenced: a newer writer took the store; nothing more is uploaded.
     /// What fenced it: the store, this writer's generation and the newer
     /// one (`Error::Fenced`, returned again by every later wait).
@@ -121,6 +127,9 @@ pub(crate) struct UploadTarget {
     /// added; an object no index lists is deleted only once the database
     /// has let its file go.
     pub objects: Arc<RemoteObjects>,
+    /// The size of each request of a file's read (`io::IoSteps`): the
+    /// compaction pacer's, large while no foreground read needs the device.
+    pub read_steps: crate::io::IoSteps,
 }
 
 struct Shared {
@@ -448,11 +457,16 @@ impl Shared {
             if self.stopping() {
                 return Err(Error::Closed);
             }
+            let started = std::time::Instant::now();
             let object = self.upload_file(f)?;
+            let busy = started.elapsed();
             self.target.objects.insert(object.clone());
             uploaded.insert(f.name.clone(), object);
             let mut s = self.lock();
             s.status.backlog_bytes = s.status.backlog_bytes.saturating_sub(f.bytes);
+            s.status.uploaded_files += 1;
+            s.status.uploaded_bytes += f.bytes;
+            s.status.upload_busy += busy;
         }
         let mut index = RemoteIndex {
             generation: self.target.generation,
@@ -501,7 +515,7 @@ impl Shared {
             .into());
         }
         let len = f.bytes;
-        let bytes = file.read_range(0, len as usize)?;
+        let bytes = crate::io::read_range_steps(&*file, 0, len as usize, &*t.read_steps)?;
         // Checked before they are copied out: a layer file's bytes as a
         // whole layer (every block's checksum, the entries' order and
         // count), so that the store never gets, under a fresh crc32c in

