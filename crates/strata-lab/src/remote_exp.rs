@@ -451,15 +451,11 @@ mod imp {
         }
     }
 
-    /// Layer files (`.delta`, `.image`) under `dir`.
+    /// Layer files under `dir` (deltas and images alike end in `.delta`).
     fn layer_files(dir: &Path) -> Result<usize> {
         Ok(std::fs::read_dir(dir)?
             .filter_map(|e| e.ok())
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".delta") || name.ends_with(".image")
-            })
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".delta"))
             .count())
     }
 
@@ -483,11 +479,12 @@ mod imp {
         let winners = race(&race_store, params.race_rounds, params.race_clients);
         options.insert("race_winners".into(), serde_json::json!(winners));
         if winners.iter().any(|&w| w != 1) {
+            // The winners stay in the results, beside the reason.
             return Ok(RemoteOutcome {
-                skipped: Some(format!(
+                options,
+                ..RemoteOutcome::skipped(format!(
                     "the server failed the conditional-write race check: winners per round {winners:?} (exactly 1 each is required)"
-                )),
-                ..RemoteOutcome::skipped(String::new())
+                ))
             });
         }
         notes.push(format!(
@@ -605,9 +602,11 @@ mod imp {
         )?;
         let open_ms = t.elapsed().as_secs_f64() * 1000.0;
         let downloaded = layer_files(&restored)?;
+        let gets_at_open = db.stats().remote.map_or(0, |r| r.gets);
         rows.push(
             Row::new(OPEN_CASE, "strata", "empty directory")
                 .param("data_bytes", params.data_bytes)
+                .param("store_gets_at_open", gets_at_open)
                 .metric("open_ms", open_ms)
                 .metric("downloaded_files", downloaded as f64),
         );
