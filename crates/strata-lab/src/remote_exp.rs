@@ -9,13 +9,16 @@
 //! clients create-only on one key: exactly one may win) before anything
 //! else uses it; and the measurements:
 //!
-//! - **upload**: a database written with the store configured, then
-//!   `Db::sync_remote`: the bytes of the files the uploader put ÷ its time
-//!   on them (`RemoteStats::upload_busy`: reading each file, checking a
-//!   layer's bytes as a whole layer, the put), beside the **raw PUT
-//!   line**: the same server's create-only PUTs, one after the other as
-//!   strata's uploader makes them, of objects of the mean size strata
-//!   uploaded, as many bytes (at most 256 MiB);
+//! - **upload**: a database written on the local disk alone, closed, then
+//!   opened with the store (which makes its uploader put every file of the
+//!   version) and `Db::sync_remote`, so that nothing else runs beside the
+//!   uploads, as nothing runs beside the raw line's PUTs: the bytes of the
+//!   files the uploader put ÷ its time on them (`RemoteStats::upload_busy`:
+//!   reading each file in 8 MiB parts, checking a layer's bytes as a whole
+//!   layer, sending the parts, two in flight, as a multipart upload),
+//!   beside the **raw PUT line**: the same server's create-only single
+//!   PUTs of objects already in memory, one after the other, of the mean
+//!   size strata uploaded, as many bytes (at most 256 MiB);
 //! - **open from the bucket**: the database opened in an empty directory
 //!   from the bucket alone (its time, and the layer files it downloaded:
 //!   none is the design);
@@ -417,7 +420,11 @@ mod imp {
                             let key = key.clone();
                             s.spawn(move || {
                                 store
-                                    .put(&key, format!("client {c}").into_bytes(), PutMode::Create)
+                                    .put(
+                                        &key,
+                                        format!("client {c}").into_bytes().into(),
+                                        PutMode::Create,
+                                    )
                                     .is_ok()
                             })
                         })
@@ -497,21 +504,20 @@ mod imp {
         // 64 MiB first, so that neither line below pays for that.
         server
             .store("warm")?
-            .put("warm", value_of(3, 64 << 20), PutMode::Create)?;
+            .put("warm", value_of(3, 64 << 20).into(), PutMode::Create)?;
 
-        // Upload: a database written with the store, then sync_remote; the
-        // uploader's rate is its files' bytes over its time on them.
+        // Upload: a database written on the local disk alone and closed,
+        // then opened with the store (the first writer of an empty store
+        // uploads every file of its version) and `sync_remote`. Written
+        // first, so that the uploader's rate is measured as the raw line
+        // below is, with nothing else running: not slowed by the writes,
+        // flushes and compactions of the load sharing the 2 cores and the
+        // disk with it and with the server.
         let db_dir = data_dir.join("db");
         let keys = params.keys();
         let remote = || -> Result<Remote> { Ok(Remote(Arc::new(server.store("db")?))) };
-        let (files, file_bytes, busy) = {
-            let db = Db::open(
-                &db_dir,
-                Options {
-                    remote: Some(remote()?),
-                    ..Options::default()
-                },
-            )?;
+        {
+            let db = Db::open(&db_dir, Options::default())?;
             let started = Instant::now();
             let mut batch = WriteBatch::new();
             for i in 0..keys {
@@ -524,13 +530,23 @@ mod imp {
             if !batch.is_empty() {
                 db.write(&batch, WriteOptions::default())?;
             }
-            let ingested = started.elapsed();
+            // Compacted whole: nothing left for the opens below to do.
+            db.compact()?;
+            options.insert("ingest_s".into(), started.elapsed().as_secs_f64().into());
+        }
+        let (files, file_bytes, busy) = {
+            let started = Instant::now();
+            let db = Db::open(
+                &db_dir,
+                Options {
+                    remote: Some(remote()?),
+                    ..Options::default()
+                },
+            )?;
             db.sync_remote()?;
-            let synced = started.elapsed();
-            options.insert("ingest_s".into(), ingested.as_secs_f64().into());
             options.insert(
-                "sync_remote_s".into(),
-                (synced - ingested).as_secs_f64().into(),
+                "open_and_sync_remote_s".into(),
+                started.elapsed().as_secs_f64().into(),
             );
             let r = db
                 .stats()
@@ -561,11 +577,14 @@ mod imp {
         options.insert("uploaded_bytes".into(), file_bytes.into());
         options.insert("upload_busy_s".into(), busy.as_secs_f64().into());
 
-        // The raw PUT line: create-only PUTs of objects that size, one
+        // The raw PUT line: create-only single PUTs of objects that size, one
         // after the other, as many bytes (at most 256 MiB).
         let raw = server.store("raw")?;
         let put_count = (file_bytes.min(256 << 20) / mean_object.max(1)).max(2);
-        let body = value_of(7, usize::try_from(mean_object).unwrap_or(usize::MAX));
+        // One buffer, shared by every put (no copy per put, as the
+        // uploader's put sends the buffer it read the file into).
+        let body: strata::remote::Payload =
+            value_of(7, usize::try_from(mean_object).unwrap_or(usize::MAX)).into();
         let t = Instant::now();
         for i in 0..put_count {
             raw.put(&format!("put/{i}"), body.clone(), PutMode::Create)?;
@@ -646,13 +665,36 @@ mod imp {
         let gets = db.stats().remote.map_or(0, |r| r.gets) - gets_before;
         drop(db);
 
-        // The raw ranged GET line: 4 KiB at random offsets of the layers.
+        // The raw ranged GET line: 4 KiB at random offsets of the layers'
+        // bytes (an object as often as its size: as the gets above, of
+        // random keys, reach them), as the bucket holds them now (the database opened from it took
+        // over as writer: its compactions replaced some of the first
+        // writer's objects, deleted once its index no longer listed them).
         let store = server.store("db")?;
+        let listed = store.list("")?;
+        let layer_objects: Vec<_> = listed
+            .iter()
+            .filter(|o| o.key.starts_with("layers/") || o.key.starts_with("values/"))
+            .collect();
+        if layer_objects.is_empty() {
+            bail!("the bucket holds no layer after the database opened from it closed");
+        }
+        let total: u64 = layer_objects.iter().map(|o| o.size).sum();
         let mut raw_h = histogram()?;
         for _ in 0..params.raw_gets {
-            let o = layer_objects[(rng.next() % layer_objects.len() as u64) as usize];
-            let blocks = (o.size / RAW_GET_BYTES).max(1);
-            let at = (rng.next() % blocks) * RAW_GET_BYTES;
+            let mut at = rng.next() % total.max(1);
+            let o = layer_objects
+                .iter()
+                .find(|o| {
+                    let inside = at < o.size;
+                    if !inside {
+                        at -= o.size;
+                    }
+                    inside
+                })
+                .copied()
+                .unwrap_or(layer_objects[0]);
+            let at = at / RAW_GET_BYTES * RAW_GET_BYTES;
             let end = (at + RAW_GET_BYTES).min(o.size);
             let t = Instant::now();
             let bytes = store.get_range(&o.key, at..end)?;

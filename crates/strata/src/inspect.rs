@@ -240,10 +240,17 @@ pub fn scan_layer_file(
 /// Checks `bytes` as a whole layer file (`path` names it in errors): the
 /// footer, index and filter, every block's checksum and the order and
 /// count of its entries, as [`scan_layer_file`] does, on these very bytes.
-pub(crate) fn verify_layer_bytes(path: &Path, bytes: Arc<Vec<u8>>) -> Result<u64> {
+/// The bytes are in `parts` of `part_bytes` each (the last shorter or
+/// equal), as an upload reads and sends them.
+pub(crate) fn verify_layer_bytes(
+    path: &Path,
+    parts: Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>,
+    part_bytes: usize,
+) -> Result<u64> {
     let reader = DeltaLayerReader::open(crate::layer::file::LayerBytes {
         path: path.to_owned(),
-        bytes,
+        parts,
+        part_bytes,
     })?;
     scan_layer(reader, path, |_, _, _| Ok(()))
 }

@@ -21,13 +21,13 @@ fn kind(e: &Error) -> &RemoteErrorKind {
 fn round_trip(store: &dyn RemoteStore) {
     let body: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
     store
-        .put("layers/a-1", body.clone(), PutMode::Create)
+        .put("layers/a-1", body.clone().into(), PutMode::Create)
         .unwrap();
     store
-        .put("layers/b-1", b"bee".to_vec(), PutMode::Create)
+        .put("layers/b-1", b"bee".to_vec().into(), PutMode::Create)
         .unwrap();
     store
-        .put("index/0001", b"i".to_vec(), PutMode::Create)
+        .put("index/0001", b"i".to_vec().into(), PutMode::Create)
         .unwrap();
     assert_eq!(store.get("layers/a-1").unwrap(), body);
     assert_eq!(
@@ -73,19 +73,21 @@ fn round_trip(store: &dyn RemoteStore) {
 
 fn create_only(store: &dyn RemoteStore) {
     store
-        .put("gen/0001", b"first".to_vec(), PutMode::Create)
+        .put("gen/0001", b"first".to_vec().into(), PutMode::Create)
         .unwrap();
     let e = store
-        .put("gen/0001", b"second".to_vec(), PutMode::Create)
+        .put("gen/0001", b"second".to_vec().into(), PutMode::Create)
         .unwrap_err();
     assert_eq!(kind(&e), &RemoteErrorKind::AlreadyExists, "{e}");
     assert_eq!(store.get("gen/0001").unwrap(), b"first");
     store
-        .put("gen/0001", b"third".to_vec(), PutMode::Overwrite)
+        .put("gen/0001", b"third".to_vec().into(), PutMode::Overwrite)
         .unwrap();
     assert_eq!(store.get("gen/0001").unwrap(), b"third");
     for bad in ["", "/abs", "a//b", "../up", "a/.hidden", "with space"] {
-        let e = store.put(bad, b"x".to_vec(), PutMode::Create).unwrap_err();
+        let e = store
+            .put(bad, b"x".to_vec().into(), PutMode::Create)
+            .unwrap_err();
         assert!(
             matches!(kind(&e), RemoteErrorKind::Invalid(_)),
             "{bad:?}: {e}"
@@ -108,7 +110,11 @@ fn race(store: &(dyn RemoteStore + 'static), rounds: usize, clients: usize) {
                         barrier.wait();
                         (
                             c,
-                            store.put(key, format!("client {c}").into_bytes(), PutMode::Create),
+                            store.put(
+                                key,
+                                format!("client {c}").into_bytes().into(),
+                                PutMode::Create,
+                            ),
                         )
                     })
                 })
@@ -133,6 +139,62 @@ fn race(store: &(dyn RemoteStore + 'static), rounds: usize, clients: usize) {
     }
 }
 
+/// `put_parts`: the parts in order become one object (a multipart upload
+/// on S3: parts of at least 5 MiB but the last); one part is a plain put;
+/// a part's error ends the put with that error and leaves no object; a
+/// key put again in parts takes the new bytes (no condition is made).
+fn put_in_parts(store: &dyn RemoteStore) {
+    use strata::remote::Payload;
+    let part = |seed: u8, len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect()
+    };
+    let sizes = [6 << 20, 6 << 20, 1 << 20];
+    let parts: Vec<Vec<u8>> = (0u8..).zip(sizes).map(|(s, n)| part(s, n)).collect();
+    let mut given = parts.iter().map(|p| Ok(Payload::from(p.clone())));
+    store.put_parts("layers/parts-1", &mut given).unwrap();
+    assert_eq!(store.get("layers/parts-1").unwrap(), parts.concat());
+    let at = (6 << 20) - 100;
+    assert_eq!(
+        store.get_range("layers/parts-1", at..at + 200).unwrap(),
+        parts.concat()[at as usize..at as usize + 200]
+    );
+
+    let one = part(9, 3000);
+    store
+        .put_parts("layers/one-1", &mut std::iter::once(Ok(one.clone().into())))
+        .unwrap();
+    assert_eq!(store.get("layers/one-1").unwrap(), one);
+    store
+        .put_parts(
+            "layers/one-1",
+            &mut std::iter::once(Ok(b"again".to_vec().into())),
+        )
+        .unwrap();
+    assert_eq!(store.get("layers/one-1").unwrap(), b"again");
+
+    // The third part fails to be read: the put fails with its error, and
+    // the key holds nothing.
+    let mut failing = parts
+        .iter()
+        .take(2)
+        .map(|p| Ok(Payload::from(p.clone())))
+        .chain(std::iter::once(Err(Error::Internal(
+            "the disk said no".into(),
+        ))));
+    let e = store
+        .put_parts("layers/failed-1", &mut failing)
+        .unwrap_err();
+    assert!(e.to_string().contains("the disk said no"), "{e}");
+    assert!(store.get("layers/failed-1").is_err());
+    assert!(store
+        .list("layers/failed")
+        .unwrap()
+        .iter()
+        .all(|o| o.key != "layers/failed-1"));
+}
+
 fn dir_store() -> (tempfile::TempDir, DirRemote) {
     let dir = tempfile::tempdir().unwrap();
     let store = DirRemote::open(dir.path().join("bucket")).unwrap();
@@ -143,6 +205,12 @@ fn dir_store() -> (tempfile::TempDir, DirRemote) {
 fn dir_store_round_trip() {
     let (_dir, store) = dir_store();
     round_trip(&store);
+}
+
+#[test]
+fn dir_store_put_in_parts() {
+    let (_d, store) = dir_store();
+    put_in_parts(&store);
 }
 
 #[test]
@@ -161,7 +229,7 @@ fn dir_store_create_only_race_has_one_winner() {
 fn dir_store_skips_a_crashed_put_and_survives_reopen() {
     let (dir, store) = dir_store();
     store
-        .put("layers/x", b"kept".to_vec(), PutMode::Create)
+        .put("layers/x", b"kept".to_vec().into(), PutMode::Create)
         .unwrap();
     // What a put killed before its link leaves: a temporary file.
     std::fs::write(dir.path().join("bucket/layers/.put-1-1"), b"half").unwrap();
@@ -283,6 +351,12 @@ mod s3 {
     }
 
     #[test]
+    fn s3_store_put_in_parts() {
+        let moto = Moto::start();
+        put_in_parts(&moto.store("db"));
+    }
+
+    #[test]
     fn s3_store_create_only() {
         let moto = Moto::start();
         create_only(&moto.store("db"));
@@ -386,7 +460,9 @@ mod s3 {
     fn a_stopped_server_is_one_line_transport_error() {
         let moto = Moto::start();
         let store = moto.store("db");
-        store.put("k", b"v".to_vec(), PutMode::Create).unwrap();
+        store
+            .put("k", b"v".to_vec().into(), PutMode::Create)
+            .unwrap();
         drop(moto);
         let e = store.get("k").unwrap_err();
         assert!(matches!(kind(&e), RemoteErrorKind::Transport(_)), "{e}");

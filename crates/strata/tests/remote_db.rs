@@ -157,7 +157,11 @@ fn a_generation_this_directory_took_is_its_own() {
     let record = std::fs::read_to_string(dir.join("REMOTE_GENERATION")).unwrap();
     let token = record.lines().next().unwrap().to_string();
     store
-        .put(&generation_key(2), token.into_bytes(), PutMode::Create)
+        .put(
+            &generation_key(2),
+            token.into_bytes().into(),
+            PutMode::Create,
+        )
         .unwrap();
     let db = Db::open(&dir, options(Arc::clone(&store))).unwrap();
     assert_eq!(db.stats().remote.unwrap().generation, 3);
@@ -168,7 +172,7 @@ fn a_generation_this_directory_took_is_its_own() {
     store
         .put(
             &generation_key(4),
-            b"someone else".to_vec(),
+            b"someone else".to_vec().into(),
             PutMode::Create,
         )
         .unwrap();
@@ -314,7 +318,7 @@ fn inspect_reports_the_index_orphans_and_damage() {
     store
         .put(
             "layers/stray.delta-g00000000000000000009",
-            vec![0; 10],
+            vec![0; 10].into(),
             PutMode::Create,
         )
         .unwrap();
@@ -542,7 +546,9 @@ fn the_next_writer_deletes_older_uploads_no_index_took() {
     let older = "layers/00000000000000099999.delta-g00000000000000000001";
     let newer = "values/00000000000000099998.log-g00000000000000000099";
     for key in [older, newer] {
-        store.put(key, vec![7; 100], PutMode::Create).unwrap();
+        store
+            .put(key, vec![7; 100].into(), PutMode::Create)
+            .unwrap();
     }
     let db = Db::open(tmp.path().join("a"), options(Arc::clone(&store))).unwrap();
     assert_eq!(db.stats().remote.unwrap().generation, 2);

@@ -75,7 +75,7 @@ pub use mode::{
 pub use os::OsStorage;
 pub use ring::UringRing;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
-pub(crate) use storage::read_range_steps;
+pub(crate) use storage::read_aligned_steps;
 pub(crate) use storage::{again_on_corruption, is_not_found, read_range_with, short_read};
 pub use storage::{
     read_verified, EntryKind, ReadRequest, ReadRing, RingDone, Storage, StorageFile, StorageLock,

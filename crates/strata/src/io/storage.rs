@@ -36,7 +36,7 @@
 //! of the range ([`StorageFile::forget_cached`]) so that the second read
 //! comes from the device, and the second result stands, whatever it is.
 
-use super::aligned_buf::{align_down, align_up, AlignedBuf};
+use super::aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 use super::mode::{BlockFile, FileOptions, IoMode};
 use super::stats::{FileClass, IoStats};
 use crate::error::{Error, InvalidInput, Result};
@@ -257,17 +257,45 @@ fn read_range_in<F: StorageFile + ?Sized, T>(
     Ok(out(&buf.spare_capacity_full()[head..head + len]))
 }
 
-/// The `len` bytes of `file` at `offset`, read in requests whose size
+/// The `len` bytes of `file` at the aligned `offset`, read into an
+/// aligned buffer of their own (returned as is: no copy out; a buffer that
+/// large is a fresh mapping, zero without a pass), in requests whose size
 /// `steps` gives before each (`StorageFile::read_at_steps`): a background
-/// job's read of a whole file (the uploader's), in large requests while no
-/// foreground read needs the device.
-pub(crate) fn read_range_steps<F: StorageFile + ?Sized>(
+/// job's read of a whole file (the uploader's), in large requests while
+/// no foreground read needs the device.
+pub(crate) fn read_aligned_steps<F: StorageFile + ?Sized>(
     file: &F,
     offset: u64,
     len: usize,
     steps: &dyn Fn() -> usize,
-) -> Result<Vec<u8>> {
-    read_range_in(file, offset, len, Requests::Steps(steps), <[u8]>::to_vec)
+) -> Result<AlignedBuf> {
+    let alignment = file.alignment();
+    let direct = file.mode().direct_reads();
+    if direct && !is_aligned(offset, alignment) {
+        return Err(Error::Internal(format!(
+            "a read at offset {offset} of {}, which is not aligned to {alignment}",
+            file.path().display()
+        )));
+    }
+    let span = align_up(len as u64, alignment) as usize;
+    let mut buf = AlignedBuf::zeroed(span, alignment);
+    let n = if direct {
+        file.read_at_steps(buf.as_mut_slice(), offset, steps)?
+    } else {
+        file.read_exact_at(&mut buf.as_mut_slice()[..len], offset)?;
+        len
+    };
+    if n < len {
+        return Err(short_read(
+            file.path(),
+            format!(
+                "wanted {len} bytes at offset {offset}, the file ends at {}",
+                offset + n as u64
+            ),
+        ));
+    }
+    buf.truncate(len);
+    Ok(buf)
 }
 
 /// Largest read (widened to the alignment) that goes through the bounce

@@ -52,33 +52,51 @@ impl LayerSink for BufferedWriter<dyn StorageFile> {
 
 /// A whole layer file's bytes in memory (what an upload is about to send),
 /// read as a layer: every check the reader makes applies to these bytes,
-/// not to another reading of the file.
+/// not to another reading of the file. The bytes are in parts (as the
+/// upload sends them) of `part_bytes` each, the last one shorter or equal.
 pub(crate) struct LayerBytes {
     pub(crate) path: std::path::PathBuf,
-    pub(crate) bytes: Arc<Vec<u8>>,
+    pub(crate) parts: Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>,
+    pub(crate) part_bytes: usize,
+}
+
+impl LayerBytes {
+    fn len(&self) -> u64 {
+        self.parts.iter().map(|p| (**p).as_ref().len() as u64).sum()
+    }
 }
 
 impl ReadAt for LayerBytes {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        start
-            .checked_add(len)
-            .and_then(|end| self.bytes.get(start..end))
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| {
-                crate::error::Corruption::new(
-                    &self.path,
-                    offset,
-                    format!(
-                        "a read of {len} bytes past the end of {} bytes",
-                        self.bytes.len()
-                    ),
-                )
-                .into()
-            })
+        let past_end = || -> crate::error::Error {
+            crate::error::Corruption::new(
+                &self.path,
+                offset,
+                format!("a read of {len} bytes past the end of {} bytes", self.len()),
+            )
+            .into()
+        };
+        let start = usize::try_from(offset).map_err(|_| past_end())?;
+        let mut out = Vec::with_capacity(len);
+        let mut at = start;
+        while out.len() < len {
+            let part = self
+                .parts
+                .get(at / self.part_bytes.max(1))
+                .ok_or_else(past_end)?;
+            let part = (**part).as_ref();
+            let from = at % self.part_bytes.max(1);
+            let take = (len - out.len()).min(part.len().saturating_sub(from));
+            if take == 0 {
+                return Err(past_end());
+            }
+            out.extend_from_slice(&part[from..from + take]);
+            at += take;
+        }
+        Ok(out)
     }
     fn file_len(&self) -> u64 {
-        self.bytes.len() as u64
+        self.len()
     }
     fn path(&self) -> &Path {
         &self.path

@@ -12,7 +12,7 @@
 //! object. Temporary files start with `.` (no key segment does) and are
 //! skipped by lists; one left by a crash is garbage, never an object.
 
-use super::{check_key, remote_error, ObjectInfo, PutMode, RemoteStore};
+use super::{check_key, remote_error, ObjectInfo, Payload, PutMode, RemoteStore};
 use crate::error::{Error, RemoteErrorKind, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -145,7 +145,7 @@ impl RemoteStore for DirRemote {
         &self.url
     }
 
-    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<()> {
+    fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> Result<()> {
         check_key(&self.url, "put", key)?;
         match self.put_file(key, &bytes, mode) {
             Ok(true) => Ok(()),

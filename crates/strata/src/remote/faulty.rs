@@ -21,7 +21,7 @@
 //! injected and how, so a test can tell it from the store's own.
 //! Latency: each call can be delayed ([`FaultyRemote::set_latency`]).
 
-use super::{remote_error, ObjectInfo, PutMode, RemoteStore};
+use super::{remote_error, ObjectInfo, Payload, PutMode, RemoteStore};
 use crate::error::{RemoteErrorKind, Result};
 use crate::io::sim::SimRng;
 use std::ops::Range;
@@ -193,7 +193,7 @@ impl RemoteStore for FaultyRemote {
         self.inner.url()
     }
 
-    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<()> {
+    fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> Result<()> {
         self.run("put", key, || self.inner.put(key, bytes.clone(), mode))
     }
 
@@ -233,10 +233,14 @@ mod tests {
         s.fail_at(1, RemoteFault::Before);
         s.fail_at(2, RemoteFault::After);
         s.fail_at(4, RemoteFault::Duplicate);
-        let e = s.put("a", b"1".to_vec(), PutMode::Create).unwrap_err();
+        let e = s
+            .put("a", b"1".to_vec().into(), PutMode::Create)
+            .unwrap_err();
         assert!(e.to_string().contains("did not reach"), "{e}");
         assert!(s.inner().get("a").is_err(), "a Before fault wrote");
-        let e = s.put("a", b"2".to_vec(), PutMode::Create).unwrap_err();
+        let e = s
+            .put("a", b"2".to_vec().into(), PutMode::Create)
+            .unwrap_err();
         assert!(e.to_string().contains("answer was lost"), "{e}");
         assert_eq!(
             s.inner().get("a").unwrap(),
@@ -245,7 +249,9 @@ mod tests {
         );
         assert_eq!(s.get("a").unwrap(), b"2");
         // A create-only put made twice: written, and told it was there.
-        let e = s.put("b", b"3".to_vec(), PutMode::Create).unwrap_err();
+        let e = s
+            .put("b", b"3".to_vec().into(), PutMode::Create)
+            .unwrap_err();
         assert!(
             matches!(
                 e,
@@ -265,10 +271,10 @@ mod tests {
     fn a_stop_fails_every_later_call_before_the_store() {
         let (_dir, s) = store();
         s.fail_at(2, RemoteFault::Stop);
-        s.put("a", b"1".to_vec(), PutMode::Create).unwrap();
+        s.put("a", b"1".to_vec().into(), PutMode::Create).unwrap();
         for i in 0..3 {
             assert!(s
-                .put(&format!("b{i}"), b"x".to_vec(), PutMode::Create)
+                .put(&format!("b{i}"), b"x".to_vec().into(), PutMode::Create)
                 .is_err());
         }
         assert!(s.get("a").is_err());
@@ -293,7 +299,10 @@ mod tests {
                 &[RemoteFault::Before, RemoteFault::After, RemoteFault::Stop],
             );
             (0..60)
-                .map(|i| s.put(&format!("k{i}"), vec![1], PutMode::Overwrite).is_ok())
+                .map(|i| {
+                    s.put(&format!("k{i}"), vec![1].into(), PutMode::Overwrite)
+                        .is_ok()
+                })
                 .collect::<Vec<bool>>()
         };
         let a = outcomes(11);

@@ -71,7 +71,7 @@ pub fn acquire(store: &dyn RemoteStore, owner: &str) -> Result<u64> {
     for _ in 0..ACQUIRE_TRIES_MAX {
         match store.put(
             &generation_key(g),
-            owner.as_bytes().to_vec(),
+            owner.as_bytes().to_vec().into(),
             PutMode::Create,
         ) {
             Ok(()) => return Ok(g),

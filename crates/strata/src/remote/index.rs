@@ -205,7 +205,7 @@ impl RemoteIndex {
 pub(crate) fn put_next(store: &dyn RemoteStore, index: &mut RemoteIndex) -> Result<()> {
     loop {
         let key = index_key(index.seq);
-        match store.put(&key, index.encode(), PutMode::Create) {
+        match store.put(&key, index.encode().into(), PutMode::Create) {
             Ok(()) => return Ok(()),
             Err(Error::Remote {
                 kind: RemoteErrorKind::AlreadyExists,
@@ -250,7 +250,7 @@ pub(crate) fn claim(store: &dyn RemoteStore, generation: u64) -> Result<RemoteIn
             },
         };
         let key = index_key(next.seq);
-        match store.put(&key, next.encode(), PutMode::Create) {
+        match store.put(&key, next.encode().into(), PutMode::Create) {
             Ok(()) => return Ok(next),
             Err(Error::Remote {
                 kind: RemoteErrorKind::AlreadyExists,

@@ -89,13 +89,72 @@ pub struct ObjectInfo {
     pub size: u64,
 }
 
+/// An object's bytes for [`RemoteStore::put`], shared, not copied: an
+/// upload's file stays in the buffer it was read into, and a retried put
+/// sends the same bytes again.
+#[derive(Clone)]
+pub struct Payload(Arc<dyn AsRef<[u8]> + Send + Sync>);
+
+impl Payload {
+    /// Bytes held by any owner (an aligned read buffer, a `Vec`).
+    pub fn shared(owner: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Payload {
+        Payload(owner)
+    }
+
+    /// The owner, for a client that takes one (`bytes::Bytes::from_owner`).
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+    pub(crate) fn owner(&self) -> Arc<dyn AsRef<[u8]> + Send + Sync> {
+        Arc::clone(&self.0)
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        (*self.0).as_ref()
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Payload {
+        Payload(Arc::new(bytes))
+    }
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Payload({} bytes)", self.len())
+    }
+}
+
 /// A store of immutable objects under string keys (`/`-separated, relative
 /// to the store's root). Calls block until the store has answered.
 pub trait RemoteStore: Send + Sync {
     /// The store's URL, as errors name it.
     fn url(&self) -> &str;
     /// Writes `bytes` under `key`, durably, as `mode` says.
-    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<()>;
+    fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> Result<()>;
+    /// Writes `parts`, in order, as the one object `key` (a part's error
+    /// ends the put, and nothing is written). For keys that one writer
+    /// alone names (a key with the writer's generation): a store may send
+    /// each part while the next is being produced, and the object is
+    /// written whether or not the key exists, as `PutMode::Overwrite`
+    /// (S3: a multipart upload, whose completion object_store 0.12 cannot
+    /// make conditional). By default the parts are joined and put.
+    fn put_parts(&self, key: &str, parts: &mut dyn Iterator<Item = Result<Payload>>) -> Result<()> {
+        let parts = parts.collect::<Result<Vec<Payload>>>()?;
+        let whole = match <[Payload; 1]>::try_from(parts) {
+            Ok([one]) => one,
+            Err(parts) => {
+                let mut whole = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+                for part in &parts {
+                    whole.extend_from_slice(part);
+                }
+                whole.into()
+            }
+        };
+        self.put(key, whole, PutMode::Overwrite)
+    }
     /// The whole object.
     fn get(&self, key: &str) -> Result<Vec<u8>>;
     /// Bytes `range` of the object (a range past its end is an error).

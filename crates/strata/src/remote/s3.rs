@@ -12,12 +12,12 @@
 //! fencing: the test suite's race check refuses it). Errors are mapped to
 //! `RemoteErrorKind`, the client's text on one line.
 
-use super::{check_key, remote_error, ObjectInfo, PutMode, RemoteStore};
+use super::{check_key, remote_error, ObjectInfo, Payload, PutMode, RemoteStore};
 use crate::error::{InvalidInput, RemoteErrorKind, Result};
 use futures::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutOptions, PutPayload, RetryConfig};
+use object_store::{ObjectStore, PutMultipartOptions, PutOptions, PutPayload, RetryConfig};
 use std::ops::Range;
 use std::time::Duration;
 
@@ -149,12 +149,49 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The client's body of `bytes`, without a copy: its chunks are the
+/// payload's own buffer, kept alive by the body.
+fn payload(bytes: &Payload) -> PutPayload {
+    struct Owner(std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>);
+    impl AsRef<[u8]> for Owner {
+        fn as_ref(&self) -> &[u8] {
+            (*self.0).as_ref()
+        }
+    }
+    PutPayload::from(bytes::Bytes::from_owner(Owner(bytes.owner())))
+}
+
+/// Parts of one multipart upload sent at once. Measured against SeaweedFS
+/// on loopback (the lab's remote experiment, a 66 MiB layer in 8 MiB
+/// parts, 2 cores): 1 in flight 104–110 MiB/s, 2: 134–139, 3: 134–140,
+/// the server's single PUTs of the same object 147–172.
+const PARTS_IN_FLIGHT: usize = 2;
+
+impl S3Remote {
+    /// Waits for one part of a multipart upload.
+    fn join_part(
+        &self,
+        key: &str,
+        part: tokio::task::JoinHandle<object_store::Result<()>>,
+    ) -> Result<()> {
+        match self.runtime.block_on(part) {
+            Ok(sent) => sent.map_err(|e| self.err("put", key, e)),
+            Err(e) => Err(remote_error(
+                &self.url,
+                "put",
+                key,
+                RemoteErrorKind::Transport(format!("a part's upload ended: {e}")),
+            )),
+        }
+    }
+}
+
 impl RemoteStore for S3Remote {
     fn url(&self) -> &str {
         &self.url
     }
 
-    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<()> {
+    fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> Result<()> {
         check_key(&self.url, "put", key)?;
         let opts = PutOptions::from(match mode {
             PutMode::Create => object_store::PutMode::Create,
@@ -162,9 +199,74 @@ impl RemoteStore for S3Remote {
         });
         let path = self.path(key);
         self.runtime
-            .block_on(self.client.put_opts(&path, PutPayload::from(bytes), opts))
+            .block_on(self.client.put_opts(&path, payload(&bytes), opts))
             .map(|_| ())
             .map_err(|e| self.err("put", key, e))
+    }
+
+    /// One part: a plain put. More: a multipart upload with at most
+    /// `PARTS_IN_FLIGHT` parts in flight, the next part produced (read)
+    /// meanwhile on this thread; aborted when a part or a request fails.
+    fn put_parts(&self, key: &str, parts: &mut dyn Iterator<Item = Result<Payload>>) -> Result<()> {
+        check_key(&self.url, "put", key)?;
+        let first = parts
+            .next()
+            .transpose()?
+            .unwrap_or_else(|| Vec::new().into());
+        let Some(second) = parts.next().transpose()? else {
+            return self.put(key, first, PutMode::Overwrite);
+        };
+        let path = self.path(key);
+        let mut upload = self
+            .runtime
+            .block_on(
+                self.client
+                    .put_multipart_opts(&path, PutMultipartOptions::default()),
+            )
+            .map_err(|e| self.err("put", key, e))?;
+        let mut in_flight = std::collections::VecDeque::new();
+        in_flight.push_back(self.runtime.spawn(upload.put_part(payload(&first))));
+        let mut next = Some(Ok(second));
+        let sent = loop {
+            // The next part is produced while the ones before are sent.
+            let part = match next.take().or_else(|| parts.next()) {
+                Some(Ok(part)) => part,
+                Some(Err(e)) => break Err(e),
+                None => break Ok(()),
+            };
+            let joined = if in_flight.len() >= PARTS_IN_FLIGHT {
+                in_flight
+                    .pop_front()
+                    .and_then(|h| self.join_part(key, h).err())
+            } else {
+                None
+            };
+            if let Some(e) = joined {
+                break Err(e);
+            }
+            in_flight.push_back(self.runtime.spawn(upload.put_part(payload(&part))));
+        };
+        let sent = sent.and_then(|()| {
+            while let Some(h) = in_flight.pop_front() {
+                self.join_part(key, h)?;
+            }
+            Ok(())
+        });
+        let done = sent.and_then(|()| {
+            self.runtime
+                .block_on(upload.complete())
+                .map(|_| ())
+                .map_err(|e| self.err("put", key, e))
+        });
+        if done.is_err() {
+            while let Some(h) = in_flight.pop_front() {
+                let _ = self.runtime.block_on(h);
+            }
+            // Best effort: parts of an upload never completed are the
+            // server's to expire if this fails too.
+            let _ = self.runtime.block_on(upload.abort());
+        }
+        done
     }
 
     fn get(&self, key: &str) -> Result<Vec<u8>> {

@@ -6,10 +6,12 @@
 //! stays until it is uploaded), the disk-consistent LSN and the manifest
 //! that opens them. The thread takes the newest snapshot (older ones not
 //! yet begun are skipped: the newer lists what matters) and, in order:
-//! 1. uploads each of its files the store does not hold yet (create-only,
-//!    under `layers/` or `values/`, the writer's generation in the key; an
-//!    `AlreadyExists` on such a key is this writer's own earlier attempt,
-//!    whose answer was lost: same name, same immutable bytes);
+//! 1. uploads each of its files the store does not hold yet (immutable,
+//!    under `layers/` or `values/`, the writer's generation in the key, so
+//!    that no other writer ever names it: a put there is this writer's
+//!    own, and one made again after a lost answer writes the same name
+//!    with the same immutable bytes; sent in parts, as `put_parts` does,
+//!    which makes no condition of the key);
 //! 2. uploads the index listing exactly those files, after every file it
 //!    lists: the next number of the store's one index sequence,
 //!    create-only (`index::put_next`); an index of another generation in
@@ -34,13 +36,14 @@
 //! uploaded (a damaged file is never uploaded; the error stays in the
 //! status, retried). A failed step is retried with backoff (100 ms
 //! doubling to 5 s), with the newest snapshot by then. Memory: one file at
-//! a time (read whole: layer files are at most `LAYER_BYTES_MAX`; a value
-//! file is a sealed log).
+//! a time, read in parts, each sent while the next is read (a layer
+//! file's parts kept until it is checked whole: layer files are at most
+//! `LAYER_BYTES_MAX`; a value file's go once sent).
 //!
 use super::generation::{object_key, parse_object_generation};
 use super::index::{put_next, IndexedObject, RemoteIndex};
 use super::tiered::RemoteObjects;
-use super::{PutMode, RemoteStore};
+use super::{Payload, RemoteStore};
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::io::{FileOptions, IoStats, Storage};
 use crate::types::Lsn;
@@ -496,7 +499,14 @@ impl Shared {
         Ok(())
     }
 
-    /// Uploads one local file; the object it became.
+    /// Uploads one local file; the object it became. The file is read in
+    /// parts of `PART_BYTES`, each sent (`RemoteStore::put_parts`) while
+    /// the next is read; a layer file's parts are kept until the last is
+    /// read, when they are checked as a whole layer (every block's
+    /// checksum, the entries' order and count) before the last part goes:
+    /// the store never holds, under a fresh crc32c in its index, bytes the
+    /// disk returned damaged. (A value file's entries are each checked
+    /// against their pointers when read.)
     fn upload_file(&self, f: &SnapFile) -> Result<IndexedObject> {
         let t = &self.target;
         let path = t.dir.join(&f.name);
@@ -514,30 +524,82 @@ impl Shared {
             )
             .into());
         }
-        let len = f.bytes;
-        let bytes = crate::io::read_range_steps(&*file, 0, len as usize, &*t.read_steps)?;
-        // Checked before they are copied out: a layer file's bytes as a
-        // whole layer (every block's checksum, the entries' order and
-        // count), so that the store never gets, under a fresh crc32c in
-        // its index, bytes the disk returned damaged. (A value file's
-        // entries are each checked against their pointers when read.)
-        let bytes = if value_file {
-            bytes
-        } else {
-            let bytes = Arc::new(bytes);
-            crate::inspect::verify_layer_bytes(&path, Arc::clone(&bytes))?;
-            Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.as_ref().clone())
-        };
-        let crc = crc32c::crc32c(&bytes);
         let class = if value_file { "values" } else { "layers" };
         let key = object_key(&format!("{class}/{}", f.name), t.generation);
-        put_own(&*t.store, &key, bytes)?;
+        let mut parts = FileParts {
+            file: &*file,
+            path: &path,
+            len: f.bytes,
+            at: 0,
+            crc: 0,
+            kept: (!value_file).then(Vec::new),
+            steps: &*t.read_steps,
+            started: false,
+        };
+        t.store.put_parts(&key, &mut parts)?;
+        if parts.at != f.bytes {
+            return Err(Error::Internal(format!(
+                "the upload of {} stopped at byte {} of {}",
+                path.display(),
+                parts.at,
+                f.bytes
+            )));
+        }
         Ok(IndexedObject {
             name: f.name.clone(),
             key,
-            bytes: len,
-            crc,
+            bytes: f.bytes,
+            crc: parts.crc,
         })
+    }
+}
+
+/// How large the parts are that a file is read and sent in: 8 MiB (S3's
+/// smallest part but the last is 5 MiB), so that the first part's read is
+/// all of a large file's read that its upload waits for.
+const PART_BYTES: usize = 8 << 20;
+
+/// The parts of one file's upload, read as the store asks for them.
+struct FileParts<'a> {
+    file: &'a dyn crate::io::StorageFile,
+    path: &'a std::path::Path,
+    len: u64,
+    /// Bytes read so far, and their crc32c.
+    at: u64,
+    crc: u32,
+    /// A layer file's parts, checked as a whole layer after the last.
+    kept: Option<Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>>,
+    steps: &'a dyn Fn() -> usize,
+    /// Whether a part was given (an empty file is one empty part).
+    started: bool,
+}
+
+impl FileParts<'_> {
+    fn read_next(&mut self) -> Result<Payload> {
+        let n = (self.len - self.at).min(PART_BYTES as u64) as usize;
+        let part: Arc<crate::io::AlignedBuf> = Arc::new(crate::io::read_aligned_steps(
+            self.file, self.at, n, self.steps,
+        )?);
+        self.crc = crc32c::crc32c_append(self.crc, &part);
+        self.at += n as u64;
+        if let Some(kept) = &mut self.kept {
+            kept.push(Arc::clone(&part) as _);
+            if self.at == self.len {
+                crate::inspect::verify_layer_bytes(self.path, std::mem::take(kept), PART_BYTES)?;
+            }
+        }
+        Ok(Payload::shared(part))
+    }
+}
+
+impl Iterator for FileParts<'_> {
+    type Item = Result<Payload>;
+    fn next(&mut self) -> Option<Result<Payload>> {
+        if self.at >= self.len && self.started {
+            return None;
+        }
+        self.started = true;
+        Some(self.read_next())
     }
 }
 
@@ -546,17 +608,4 @@ impl Shared {
 struct Unlisted {
     name: Option<String>,
     key: String,
-}
-
-/// A create-only put of a key only this writer names: `AlreadyExists` is
-/// its own earlier attempt (the answer lost), done.
-fn put_own(store: &dyn RemoteStore, key: &str, bytes: Vec<u8>) -> Result<()> {
-    match store.put(key, bytes, PutMode::Create) {
-        Ok(())
-        | Err(Error::Remote {
-            kind: RemoteErrorKind::AlreadyExists,
-            ..
-        }) => Ok(()),
-        Err(e) => Err(e),
-    }
 }
