@@ -203,6 +203,11 @@ pub(crate) struct KeyIndex {
 }
 
 impl KeyIndex {
+    /// Whether no key is in it.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.run.is_empty() && self.tree.is_empty()
+    }
+
     /// Adds version `v` of `key` (a version of the highest LSN so far for
     /// it, or one that replaces the version of the same LSN).
     pub(crate) fn insert(&mut self, key: IndexKey, v: LogVersion) -> Inserted {

@@ -658,7 +658,9 @@ impl InMemoryLayer {
                 .index
                 .read()
                 .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
-            if !index.filter.may_contain_hash(point.hash) {
+            // An empty layer (the open one of a database only read) costs
+            // no probe of its filter, a line of memory far from any cache.
+            if index.map.is_empty() || !index.filter.may_contain_hash(point.hash) {
                 return Ok(None);
             }
             // A short key is looked up as an index key (on the stack): the
