@@ -12,6 +12,9 @@
 //!   atomic create-only: of many puts of one key exactly one succeeds, the
 //!   others get [`RemoteErrorKind::AlreadyExists`] and write nothing (the
 //!   fencing and the index's compare-and-swap stand on it).
+//!   [`RemoteStore::put_parts`] is the one unconditional write of an
+//!   object, for keys one writer alone names (a layer's or a value file's,
+//!   with the writer's generation in the key): nothing races for them.
 //! - A put that returned `Ok` is durable in the store (a directory store
 //!   syncs the file and the directory before it says so) and visible to
 //!   every later get and list, from any process.
