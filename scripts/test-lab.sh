@@ -212,7 +212,7 @@ for name in expected:
         if not winners or any(w != 1 for w in winners):
             errors.append(f"remote: race check winners {winners}")
         rows = {(r["case"], r["engine"]): r for r in d.get("rows", [])}
-        for case, engine, key in [("upload", "strata", "mib_s"), ("upload", "raw PUT", "mib_s"),
+        for case, engine, key in [("upload", "strata", "mib_s"), ("upload", "raw PUT", "mib_s"), ("upload", "raw parts", "mib_s"),
                                   ("cold get", "strata", "p50_us"), ("cold get", "raw ranged GET", "p50_us"),
                                   ("open from the bucket", "strata", "open_ms")]:
             r = rows.get((case, engine))
