@@ -161,6 +161,18 @@ fn put_in_parts(store: &dyn RemoteStore) {
         parts.concat()[at as usize..at as usize + 200]
     );
 
+    // Parts that do not tell their count: the same object.
+    let mut left = parts.clone().into_iter();
+    let mut untold = std::iter::from_fn(|| left.next().map(|p| Ok(Payload::from(p))));
+    store.put_parts("layers/untold-1", &mut untold).unwrap();
+    assert_eq!(store.get("layers/untold-1").unwrap(), parts.concat());
+    let mut one_untold = std::iter::from_fn({
+        let mut given = false;
+        move || (!std::mem::replace(&mut given, true)).then(|| Ok(b"alone".to_vec().into()))
+    });
+    store.put_parts("layers/alone-1", &mut one_untold).unwrap();
+    assert_eq!(store.get("layers/alone-1").unwrap(), b"alone");
+
     let one = part(9, 3000);
     store
         .put_parts("layers/one-1", &mut std::iter::once(Ok(one.clone().into())))

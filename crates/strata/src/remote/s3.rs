@@ -213,9 +213,18 @@ impl RemoteStore for S3Remote {
             .next()
             .transpose()?
             .unwrap_or_else(|| Vec::new().into());
-        let Some(second) = parts.next().transpose()? else {
-            return self.put(key, first, PutMode::Overwrite);
-        };
+        // Whether there is a second part: known from the parts' count when
+        // they tell it (then the first is sent while the second is read),
+        // else by reading it.
+        let mut next = None;
+        match parts.size_hint() {
+            (_, Some(0)) => return self.put(key, first, PutMode::Overwrite),
+            (0, _) => match parts.next().transpose()? {
+                None => return self.put(key, first, PutMode::Overwrite),
+                Some(second) => next = Some(Ok(second)),
+            },
+            _ => {}
+        }
         let path = self.path(key);
         let mut upload = self
             .runtime
@@ -226,7 +235,6 @@ impl RemoteStore for S3Remote {
             .map_err(|e| self.err("put", key, e))?;
         let mut in_flight = std::collections::VecDeque::new();
         in_flight.push_back(self.runtime.spawn(upload.put_part(payload(&first))));
-        let mut next = Some(Ok(second));
         let sent = loop {
             // The next part is produced while the ones before are sent.
             let part = match next.take().or_else(|| parts.next()) {

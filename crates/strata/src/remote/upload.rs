@@ -601,6 +601,13 @@ impl Iterator for FileParts<'_> {
         self.started = true;
         Some(self.read_next())
     }
+
+    /// Exact: the parts not yet read (an empty file is one part).
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.len - self.at).div_ceil(PART_BYTES as u64) as usize;
+        let left = if self.started { left } else { left.max(1) };
+        (left, Some(left))
+    }
 }
 
 /// An object no index lists any more (step 4): the file of the database
