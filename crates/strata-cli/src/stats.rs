@@ -109,9 +109,10 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
         (
             "flush memory",
             format!(
-                "{} at most ({} of logs read)",
+                "{} at most ({} of logs read, {} of logs kept in memory)",
                 human_bytes(stats.flush_memory_peak_bytes),
-                human_bytes(stats.flush_read_bytes)
+                human_bytes(stats.flush_read_bytes),
+                human_bytes(stats.log_memory_bytes)
             ),
         ),
         (

@@ -56,6 +56,10 @@ pub const IN_MEMORY_INDEX_BYTES_MAX_DEFAULT: u64 = 32 << 20;
 /// in order is read once; of random keys, about five times for 100-byte
 /// values (entries and their bookkeeping take about 1.2 times the log).
 pub const FLUSH_MEMORY_BYTES_DEFAULT: usize = 32 << 20;
+/// Default `Options::log_memory_bytes`: two logs of 100-byte records at
+/// the default `in_memory_index_bytes_max` (a log is frozen at 31 MiB
+/// then), the open one and the one being flushed.
+pub const LOG_MEMORY_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::large_value_bytes`: one 4 KiB device block.
 pub const LARGE_VALUE_BYTES_DEFAULT: usize = 4096;
 /// Default of `Options::value_garbage_percent`.
@@ -143,11 +147,18 @@ pub struct Options {
     /// it (so one frozen layer is flushed while the next fills).
     pub in_memory_index_bytes_max: u64,
     /// Memory a flush copies a frozen log's entries into, in key order,
-    /// window by window, bytes (besides one background read request of up
-    /// to 1 MiB): the log is read once per window its keys' order needs
+    /// window by window, bytes (besides two background read requests of up
+    /// to 1 MiB each, one of them read ahead): the log is read once per window its keys' order needs
     /// (once for keys written in order; for random keys, about its entries'
     /// bytes over this). `Stats::flush_memory_peak_bytes` shows the peak.
     pub flush_memory_bytes: usize,
+    /// Memory the open and frozen layers keep their logs' bytes in as they
+    /// are written, bytes (in 1 MiB chunks, kept for reuse): a flush
+    /// copies a log held whole from there instead of reading it back from
+    /// the device (which then carries the log's bytes twice, not three
+    /// times). A log that does not fit (the others hold the rest) is read
+    /// back as before. 0: none. `Stats::log_memory_bytes` shows the use.
+    pub log_memory_bytes: u64,
     /// Values at least this long stay in the log they were written to:
     /// a flush writes a pointer to them into the delta layer, not the
     /// value, and the log stays as a *value file* while any layer points
@@ -217,6 +228,7 @@ impl Default for Options {
             image_run_threshold: IMAGE_RUN_THRESHOLD_DEFAULT,
             in_memory_index_bytes_max: IN_MEMORY_INDEX_BYTES_MAX_DEFAULT,
             flush_memory_bytes: FLUSH_MEMORY_BYTES_DEFAULT,
+            log_memory_bytes: LOG_MEMORY_BYTES_DEFAULT,
             large_value_bytes: LARGE_VALUE_BYTES_DEFAULT,
             value_garbage_percent: VALUE_GARBAGE_PERCENT_DEFAULT,
             block_cache_bytes: BLOCK_CACHE_BYTES_DEFAULT,

@@ -187,6 +187,7 @@ fn stats_serialize_to_the_documented_keys() {
             "last_lsn",
             "layer_readers_closed",
             "layer_readers_open",
+            "log_memory_bytes",
             "open_layer_bytes",
             "point_lookup_reads",
             "point_lookups",

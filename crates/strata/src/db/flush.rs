@@ -69,6 +69,7 @@ impl DbInner {
                 attempt += 1;
             }
             layer.forget_cached_pages();
+            layer.release_memory();
             // A flush passed (here or in `Db::flush`): the error is history.
             self.flush.clear_error();
             self.flush.notify();

@@ -129,6 +129,8 @@ struct DbInner {
     flush_memory_peak: AtomicU64,
     /// Log bytes flushes read since open.
     flush_read_bytes: AtomicU64,
+    /// Where the layers keep their logs' bytes (`Options::log_memory_bytes`).
+    log_memory: Arc<crate::layer::inmemory::LogMemoryBudget>,
     snapshots: Mutex<BTreeMap<Lsn, usize>>,
     closed: AtomicBool,
     /// With a remote store: the storage that reads the files only the

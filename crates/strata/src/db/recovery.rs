@@ -111,12 +111,14 @@ impl Db {
         // is corruption. Its header is durable before an edit lists it.
         let mut manifest = ManifestLog::create(Arc::clone(&storage), &dir, stats.clone(), state)?;
         let id = manifest.take_file_id();
+        let log_memory = crate::layer::inmemory::LogMemoryBudget::new(opts.log_memory_bytes);
         let open = create_log(
             &*storage,
             &dir,
             &log_opts,
             &opts,
             &stats,
+            &log_memory,
             id,
             replayed.newest,
         )?;
@@ -171,6 +173,7 @@ impl Db {
             point_lookups: AtomicU64::new(0),
             flush_memory_peak: AtomicU64::new(0),
             flush_read_bytes: AtomicU64::new(0),
+            log_memory,
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
             tiered,

@@ -41,6 +41,7 @@ use std::sync::atomic::Ordering;
 /// point_lookups, point_lookup_reads              integer
 /// read_retries                                   integer
 /// flush_memory_peak_bytes, flush_read_bytes      integer
+/// log_memory_bytes                               integer
 /// value_files, value_file_bytes, value_live_bytes integer
 /// value_relocated_bytes                          integer
 /// io.<class>.<kind>.ops, io.<class>.<kind>.bytes integer
@@ -118,12 +119,15 @@ pub struct Stats {
     /// manifest's read at open, before the statistics start.
     pub read_retries: u64,
     /// The most memory a flush's copy of a frozen log held at once since
-    /// open (its window of entries, one read request, one record: at most
-    /// `Options::flush_memory_bytes` plus about 1 MiB, or one entry larger
+    /// open (its window of entries, two read requests, one record: at most
+    /// `Options::flush_memory_bytes` plus about 2 MiB, or one entry larger
     /// than that), and the log bytes flushes read (a log of random keys is
     /// read once per window, see `Options::flush_memory_bytes`).
     pub flush_memory_peak_bytes: u64,
     pub flush_read_bytes: u64,
+    /// Bytes the open and frozen layers keep their logs' bytes in for
+    /// their flush (at most `Options::log_memory_bytes`).
+    pub log_memory_bytes: u64,
     /// Value files (logs kept for the large values layers point into:
     /// `Options::large_value_bytes`), their bytes, and the bytes of them
     /// that pointers still hold (each file's at most its bytes; the rest
@@ -170,6 +174,7 @@ impl DbInner {
             read_retries: 0,
             flush_memory_peak_bytes: self.flush_memory_peak.load(Ordering::Relaxed),
             flush_read_bytes: self.flush_read_bytes.load(Ordering::Relaxed),
+            log_memory_bytes: self.log_memory.used_bytes(),
             value_files: 0,
             value_file_bytes: 0,
             value_live_bytes: 0,

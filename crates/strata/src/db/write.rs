@@ -2,25 +2,30 @@
 //! commit, freezing the open layer and creating the next log.
 
 use super::*;
+use crate::layer::inmemory::{LogMemory, LogMemoryBudget};
 
 /// Creates log `id` with its header durable, and returns its open layer
 /// (its reads not yet cached: see `InMemoryLayer::with_cache`). `prev`:
 /// the log before it, already durable and sealed, whose end the header
 /// claims. The log is not listed: the edit that lists it comes after (a
 /// log the manifest does not list holds nothing the database relies on).
+/// `memory`: where the layer keeps its log's bytes (header first).
+#[allow(clippy::too_many_arguments)] // called at open, before `DbInner` exists
 pub(super) fn create_log(
     storage: &dyn Storage,
     dir: &Path,
     log_opts: &FileOptions,
     opts: &Options,
     stats: &IoStats,
+    memory: &Arc<LogMemoryBudget>,
     id: u64,
     prev: Option<PrevLog>,
 ) -> Result<InMemoryLayer> {
     let path = dir.join(log_name(id));
     let file = storage.create(&path, log_opts, stats)?;
     let mut writer = BufferedWriter::with_shared(file, opts.writer_buffer_bytes, 0)?;
-    writer.write(&encode_log_header(id, prev))?;
+    let header = encode_log_header(id, prev);
+    writer.write(&header)?;
     writer.sync()?;
     storage.sync_dir(dir)?;
     Ok(InMemoryLayer::new_open(
@@ -29,6 +34,7 @@ pub(super) fn create_log(
         opts.layer_size_bytes_max,
         opts.in_memory_index_bytes_max / 2,
         stats,
+        LogMemory::new(memory, &header),
     ))
 }
 
@@ -216,6 +222,7 @@ impl DbInner {
             &self.log_opts,
             &self.opts,
             &self.stats,
+            &self.log_memory,
             id,
             prev,
         )?;

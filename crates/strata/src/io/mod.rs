@@ -59,6 +59,7 @@ mod file;
 mod mode;
 mod os;
 pub(crate) mod priority;
+mod read_ahead;
 mod ring;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
@@ -73,6 +74,7 @@ pub use mode::{
     BlockFile, FileOptions, IoEngine, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
 };
 pub use os::OsStorage;
+pub(crate) use read_ahead::ReadAhead;
 pub use ring::UringRing;
 pub use stats::{FileClass, IoStats, IoStatsSnapshot, OpKind};
 pub(crate) use storage::read_aligned_steps;

@@ -108,7 +108,7 @@ impl Fixture {
             .unwrap();
         let mut writer = BufferedWriter::with_shared(file, 1 << 16, 0).unwrap();
         writer.write(&encode_log_header(id, None)).unwrap();
-        let layer = InMemoryLayer::new_open(id, writer, 1 << 20, 1 << 20, &self.stats);
+        let layer = InMemoryLayer::new_open(id, writer, 1 << 20, 1 << 20, &self.stats, None);
         for (k, lsn) in writes {
             let mut b = WriteBatch::new();
             b.put(k, b"v");

@@ -9,7 +9,8 @@
 //! lets a get of a key the layer does not hold skip the index, whose cold
 //! memory costs about a microsecond per lookup. The index (`key_index`)
 //! keeps keys that come in order in a packed sorted run and the rest in a
-//! B-tree.
+//! B-tree. A copy of every byte written to the log is kept in memory, within
+//! the database's `log_memory` budget, for the flush alone (`log_memory`).
 //!
 //! Lifecycle: open (the database's one writable layer, appended to by the
 //! write path under the database's write lock) → frozen (read-only; its
@@ -27,6 +28,7 @@
 
 mod flush_source;
 mod key_index;
+mod log_memory;
 
 use crate::batch::{
     check_entry, check_out_of_line, Entries, EntryRef, WriteBatch, ENTRY_HEADER_BYTES,
@@ -41,6 +43,7 @@ use crate::log::record::{alignment_pad, pad_record, PrevLog, RecordHeader, RECOR
 use crate::log::replay::ReplayedLog;
 use crate::types::{Item, Lsn, ValueKind};
 use key_index::{IndexKey, KeyIndex, INLINE_KEY_BYTES, RUN_KEY_BYTES};
+pub(crate) use log_memory::{LogMemory, LogMemoryBudget};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -124,6 +127,11 @@ pub(crate) struct InMemoryLayer {
     index: RwLock<Index>,
     /// The appending writer while the layer is open; empty once frozen.
     writer: Mutex<Option<BufferedWriter<dyn StorageFile>>>,
+    /// The log's bytes in memory, for the flush (see `log_memory`): every
+    /// byte written to the log, from offset 0, or nothing (the budget had
+    /// no room, a write failed, a replayed log, or the layer is flushed).
+    /// Taken after `writer` by an append.
+    memory: Mutex<Option<LogMemory>>,
     /// Bytes below this offset are in the file.
     written_end: AtomicU64,
     /// End of the log (logical length).
@@ -143,16 +151,36 @@ pub(crate) struct InMemoryLayer {
     stats: IoStats,
 }
 
+/// Writes `bytes` to the log and keeps them in `memory`; the memory goes
+/// when it has no room for them or the write fails (it must hold exactly
+/// the log's bytes).
+fn write_kept(
+    writer: &mut BufferedWriter<dyn StorageFile>,
+    memory: &mut Option<LogMemory>,
+    bytes: &[u8],
+) -> Result<()> {
+    if let Err(e) = writer.write(bytes) {
+        *memory = None;
+        return Err(e);
+    }
+    if memory.as_mut().is_some_and(|m| !m.append(bytes)) {
+        *memory = None;
+    }
+    Ok(())
+}
+
 impl InMemoryLayer {
     /// An open layer appending to `writer`'s log (whose header is written),
     /// which is frozen at about `layer_bytes_max` of log or `index_bytes_max`
-    /// of index; `stats` are the log's.
+    /// of index; `stats` are the log's; `memory`, if any, holds the log's
+    /// bytes so far (its header).
     pub(crate) fn new_open(
         file_id: u64,
         writer: BufferedWriter<dyn StorageFile>,
         layer_bytes_max: u64,
         index_bytes_max: u64,
         stats: &IoStats,
+        memory: Option<LogMemory>,
     ) -> Self {
         let end = writer.end_offset();
         let keys = (layer_bytes_max / FILTER_LOG_BYTES_PER_KEY)
@@ -166,6 +194,7 @@ impl InMemoryLayer {
             end_offset: AtomicU64::new(end),
             durable_end: AtomicU64::new(end),
             writer: Mutex::new(Some(writer)),
+            memory: Mutex::new(memory.filter(|m| m.len() == end)),
             lsn_min: AtomicU64::new(u64::MAX),
             lsn_max: AtomicU64::new(0),
             index_bytes: AtomicUsize::new(0),
@@ -190,6 +219,7 @@ impl InMemoryLayer {
             file,
             index: Index::with_capacity(log.records.iter().map(|r| r.header.count as usize).sum()),
             writer: Mutex::new(None),
+            memory: Mutex::new(None),
             written_end: AtomicU64::new(log.end_offset),
             end_offset: AtomicU64::new(log.end_offset),
             durable_end: AtomicU64::new(log.end_offset),
@@ -310,20 +340,22 @@ impl InMemoryLayer {
                 self.file_id
             )));
         }
+        let mut memory = self.lock_memory()?;
         let durable = self.durable_end.load(Ordering::Acquire);
         let header = RecordHeader::for_parts(&batch.data, &batch.values, lsn, batch.count, durable);
         if !batch.values.is_empty() {
             let run_at = (RECORD_HEADER_BYTES + batch.data.len()) as u64;
             let share = batch.values.len() as u64 / ALIGNMENT_PAD_SHARE;
             if let Some(pad) = alignment_pad(writer.end_offset(), run_at, share, durable) {
-                writer.write(&pad.header)?;
-                writer.write(pad.payload)?;
+                write_kept(writer, &mut memory, &pad.header)?;
+                write_kept(writer, &mut memory, pad.payload)?;
             }
         }
         let record_offset = writer.end_offset();
-        writer.write(&header.encode())?;
-        writer.write(&batch.data)?;
-        writer.write(&batch.values)?;
+        write_kept(writer, &mut memory, &header.encode())?;
+        write_kept(writer, &mut memory, &batch.data)?;
+        write_kept(writer, &mut memory, &batch.values)?;
+        drop(memory);
         self.written_end
             .store(writer.written_end(), Ordering::Release);
         self.end_offset
@@ -350,8 +382,9 @@ impl InMemoryLayer {
         };
         let durable = self.durable_end.load(Ordering::Acquire);
         if let Some(pad) = pad_record(writer.end_offset(), durable, seal) {
-            writer.write(&pad.header)?;
-            writer.write(pad.payload)?;
+            let mut memory = self.lock_memory()?;
+            write_kept(writer, &mut memory, &pad.header)?;
+            write_kept(writer, &mut memory, pad.payload)?;
             self.end_offset
                 .store(writer.end_offset(), Ordering::Release);
         }
@@ -411,6 +444,20 @@ impl InMemoryLayer {
         self.written_end.store(end, Ordering::Release);
         self.mark_durable(end);
         Ok(())
+    }
+
+    /// The log's bytes in memory, locked (after `writer`, by an append).
+    fn lock_memory(&self) -> Result<std::sync::MutexGuard<'_, Option<LogMemory>>> {
+        self.memory
+            .lock()
+            .map_err(|_| Error::Poisoned("log memory lock poisoned".into()))
+    }
+
+    /// Gives the log's bytes in memory back to the budget (once flushed).
+    pub(crate) fn release_memory(&self) {
+        if let Ok(mut memory) = self.memory.lock() {
+            *memory = None;
+        }
     }
 
     /// Whether the layer is frozen (takes no more writes).
