@@ -176,10 +176,6 @@ struct LogReader<'a> {
     /// The next request, read ahead while this one's entries are worked
     /// on (`None` where the helper thread could not start).
     ahead: Option<ReadAhead>,
-    /// The log's bytes in memory, whole: the requests are copied from
-    /// them (a request read again after a failed check is read from the
-    /// file).
-    memory: Option<&'a LogMemory>,
 }
 
 impl LogReader<'_> {
@@ -209,7 +205,7 @@ impl LogReader<'_> {
         };
         let want = step.min(align_up(self.size, alignment) - from) as usize;
         let valid = (self.size - from).min(want as u64) as usize;
-        self.read(from, want, valid, false)?;
+        self.read(from, want, valid)?;
         let at = check.wanted();
         if at < from || at >= from + valid as u64 {
             return Ok(());
@@ -223,7 +219,7 @@ impl LogReader<'_> {
                 *check = saved;
                 self.stats.record_read_retry(self.file.class());
                 self.file.forget_cached(from, want as u64);
-                self.read(from, want, valid, true)?;
+                self.read(from, want, valid)?;
                 check.feed(&self.buf.as_slice()[(at - from) as usize..valid])?;
             }
             fed => fed?,
@@ -236,19 +232,11 @@ impl LogReader<'_> {
     }
 
     /// `want` bytes (aligned) at `from` into the buffer, of which `valid`
-    /// must be there: the `valid` bytes copied from the log's memory
-    /// (unless read `again`, after a failed check); else read from the
-    /// file (taken from the read ahead when that is what it read), and
-    /// the next `want` bytes read ahead.
-    fn read(&mut self, from: u64, want: usize, valid: usize, again: bool) -> Result<()> {
+    /// must be there (taken from the read ahead when that is what it
+    /// read); then the next `want` bytes are read ahead.
+    fn read(&mut self, from: u64, want: usize, valid: usize) -> Result<()> {
         self.len = 0;
         self.checked = (0, 0);
-        let memory = self.memory.filter(|_| !again);
-        if memory.is_some_and(|m| m.read(from, &mut self.buf.spare_capacity_full()[..valid])) {
-            self.start = from;
-            self.len = valid;
-            return Ok(());
-        }
         let ahead = self
             .ahead
             .as_mut()
@@ -392,21 +380,98 @@ impl InMemoryLayer {
         f: impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
     ) -> Result<FlushRead> {
         let large = large.max(super::POINTER_VALUE_BYTES_MIN);
-        let memory = self.lock_memory()?;
-        let whole = memory.as_ref().filter(|m| m.len() >= self.size_bytes());
-        if whole.is_some() || large != usize::MAX {
-            return self.copy_out(memory_bytes, steps, large, f, whole, None);
+        let mut f = f;
+        {
+            let mut memory = self.lock_memory()?;
+            if let Some(m) = memory.as_ref().filter(|m| m.len() >= self.size_bytes()) {
+                let copied = self.copy_from_memory(m, large, &mut f);
+                // Bytes in memory that fail their check (a defect, or
+                // memory that rotted) are dropped: the flush's next try
+                // reads the file (some versions may have been handed on).
+                if copied.as_ref().is_err_and(Error::is_corruption) {
+                    *memory = None;
+                    self.stats.record_read_retry(self.file.class());
+                }
+                return copied;
+            }
         }
-        drop(memory);
+        if large != usize::MAX {
+            return self.copy_out(memory_bytes, steps, large, f, None);
+        }
         std::thread::scope(|scope| {
             let ahead =
                 ReadAhead::spawn(scope, &*self.file, crate::io::BACKGROUND_IO_IDLE_BYTES_MAX);
-            self.copy_out(memory_bytes, steps, large, f, None, ahead.ok())
+            self.copy_out(memory_bytes, steps, large, f, ahead.ok())
         })
     }
 
-    /// [`Self::for_each_value`], copying the log from `memory` (the whole
-    /// log's bytes) or reading it from the file, with `ahead` to read it
+    /// [`Self::for_each_value`] from `memory`, the log's bytes whole: the
+    /// records checked first, all of them, on these bytes (the replay's
+    /// rules: see `SealedCheck`), then every version handed on in key
+    /// order straight from them (no window: any entry is at hand); an
+    /// entry is covered by its record's crc32c and has its header and key
+    /// matched with the index. A log kept as a value file is not checked
+    /// whole (see above): each entry copied is checked by its own crc32c.
+    /// A failed check is a corruption error and hands nothing on after it.
+    fn copy_from_memory(
+        &self,
+        memory: &LogMemory,
+        large: usize,
+        f: &mut impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
+    ) -> Result<FlushRead> {
+        let index = self
+            .index
+            .read()
+            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        let size = self.size_bytes();
+        let whole = large == usize::MAX;
+        let mut check = if whole {
+            SealedCheck::new(&self.path, self.file_id, self.sealed_claim())
+        } else {
+            SealedCheck::none(&self.path, self.file_id)
+        };
+        let mut checked = 0;
+        for bytes in memory.chunks(size) {
+            check.feed(bytes)?;
+            checked = checked.max(check.memory_bytes());
+        }
+        check.finish()?;
+        let mut scratch = Vec::new();
+        for (key, vs) in index.map.iter() {
+            let key = key.as_slice();
+            for &v in vs.as_slice() {
+                let entry = entry_bytes(key, v, large);
+                if entry == 0 {
+                    hand_on_unread(&index, self.file_id, key, v, large, f)?;
+                    continue;
+                }
+                let bytes = entry_start(key, v)
+                    .filter(|s| s + entry as u64 <= size)
+                    .and_then(|start| memory.slice(start, entry, &mut scratch))
+                    .ok_or_else(|| {
+                        Corruption::new(&self.path, v.offset, "indexed value outside the log")
+                    })?;
+                match checked_value(self, &index, bytes, key, v, !whole)? {
+                    Some(value) => f(key, v, value)?,
+                    None => {
+                        return Err(Corruption::new(
+                            &self.path,
+                            v.offset,
+                            "an entry kept in memory fails its check",
+                        )
+                        .into())
+                    }
+                }
+            }
+        }
+        Ok(FlushRead {
+            peak_memory_bytes: checked + scratch.capacity(),
+            bytes_read: 0,
+            windows: 1,
+        })
+    }
+
+    /// [`Self::for_each_value`] from the file, with `ahead` to read it
     /// ahead.
     fn copy_out(
         &self,
@@ -414,7 +479,6 @@ impl InMemoryLayer {
         steps: &dyn Fn() -> usize,
         large: usize,
         mut f: impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
-        memory: Option<&LogMemory>,
         ahead: Option<ReadAhead>,
     ) -> Result<FlushRead> {
         let index = self
@@ -442,7 +506,6 @@ impl InMemoryLayer {
             checked: (0, 0),
             bytes_read: 0,
             ahead,
-            memory,
         };
         let mut next = index
             .map
@@ -579,5 +642,89 @@ fn hand_on_unread(
             &p.encode(),
         ),
         None => f(key, v, &[]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::LogMemoryBudget;
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::io::sim::SimStorage;
+    use crate::io::{BufferedWriter, FileClass, FileOptions, IoMode, Storage};
+    use crate::log::record::encode_log_header;
+    use crate::types::Lsn;
+
+    /// A frozen layer of 2,000 keys (100-byte values, batches of 4, keys
+    /// out of order) whose log is kept in memory (`budget` bytes).
+    fn frozen(sim: &SimStorage, stats: &IoStats, budget: u64) -> InMemoryLayer {
+        let opts = FileOptions {
+            mode: IoMode::Buffered,
+            class: FileClass::Log,
+            ..FileOptions::default()
+        };
+        let file = sim
+            .create(std::path::Path::new("/1.log"), &opts, stats)
+            .expect("create");
+        let mut writer = BufferedWriter::with_shared(file, 1 << 16, 0).expect("writer");
+        let header = encode_log_header(1, None);
+        writer.write(&header).expect("header");
+        let memory = LogMemory::new(&LogMemoryBudget::new(budget), &header);
+        let layer = InMemoryLayer::new_open(1, writer, 1 << 30, 1 << 30, stats, memory);
+        for b in 0..500u32 {
+            let mut batch = WriteBatch::new();
+            for i in 0..4 {
+                let k = (b * 4 + i).wrapping_mul(0x9e37_79b9);
+                batch.put(format!("k{k:08x}"), vec![(k % 251) as u8; 100]);
+            }
+            layer.append(&batch, Lsn::from(b + 1)).expect("append");
+        }
+        layer.freeze().expect("freeze");
+        layer
+    }
+
+    /// A version as the flush hands it on: key, LSN, value.
+    type Version = (Vec<u8>, Lsn, Vec<u8>);
+
+    fn copied(layer: &InMemoryLayer) -> Result<Vec<Version>> {
+        let mut out = Vec::new();
+        layer.for_each_value(1 << 20, &|| 1 << 20, usize::MAX, |k, v, value| {
+            out.push((k.to_vec(), v.lsn, value.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn memory_that_fails_its_check_is_dropped_and_the_next_try_reads_the_file() {
+        let (sim, stats) = (SimStorage::new(8), IoStats::new());
+        let reads = |stats: &IoStats| {
+            stats
+                .snapshot()
+                .bytes(FileClass::Log, crate::io::OpKind::Read)
+        };
+        // The same layer without memory: what the file gives.
+        let from_file = copied(&frozen(&sim, &stats, 0)).expect("from the file");
+        assert_eq!(from_file.len(), 2000);
+        assert!(reads(&stats) > 0);
+        let (sim, stats) = (SimStorage::new(8), IoStats::new());
+        let layer = frozen(&sim, &stats, 64 << 20);
+        assert!(copied(&layer).expect("from memory") == from_file);
+        assert_eq!(reads(&stats), 0, "a log held in memory was read");
+        // Memory that rots (in a value, in the middle of the log): the
+        // copy fails, the memory goes, and the next try reads the file.
+        let middle = layer.size_bytes() / 2;
+        layer
+            .lock_memory()
+            .expect("lock")
+            .as_mut()
+            .expect("held")
+            .rot(middle);
+        let err = copied(&layer).expect_err("rotted memory");
+        assert!(err.is_corruption(), "{err}");
+        assert!(layer.lock_memory().expect("lock").is_none());
+        assert_eq!(stats.snapshot().read_retries(FileClass::Log), 1);
+        assert!(copied(&layer).expect("from the file") == from_file);
+        assert!(reads(&stats) > 0);
     }
 }

@@ -114,6 +114,35 @@ impl LogMemory {
         true
     }
 
+    /// The held bytes below `end`, chunk by chunk, in order.
+    pub(crate) fn chunks(&self, end: u64) -> impl Iterator<Item = &[u8]> {
+        let end = end.min(self.len);
+        self.chunks.iter().enumerate().map_while(move |(i, c)| {
+            let from = i as u64 * CHUNK_BYTES as u64;
+            (from < end).then(|| &c[..(end - from).min(CHUNK_BYTES as u64) as usize])
+        })
+    }
+
+    /// The `len` bytes at `from`: in their chunk, or assembled in
+    /// `scratch` when they cross into the next; `None` when not all held.
+    pub(crate) fn slice<'a>(
+        &'a self,
+        from: u64,
+        len: usize,
+        scratch: &'a mut Vec<u8>,
+    ) -> Option<&'a [u8]> {
+        let at = (from % CHUNK_BYTES as u64) as usize;
+        if from.checked_add(len as u64)? > self.len {
+            return None;
+        }
+        if at + len <= CHUNK_BYTES {
+            return Some(&self.chunks[(from / CHUNK_BYTES as u64) as usize][at..at + len]);
+        }
+        scratch.clear();
+        scratch.resize(len, 0);
+        self.read(from, scratch).then_some(&scratch[..])
+    }
+
     /// Copies the log's bytes at `from` into `out`; `false` (nothing
     /// copied) when they are not all held.
     pub(crate) fn read(&self, from: u64, out: &mut [u8]) -> bool {
@@ -134,6 +163,14 @@ impl LogMemory {
             pos += n as u64;
         }
         true
+    }
+}
+
+#[cfg(test)]
+impl LogMemory {
+    /// Flips bit 0 of the byte at `at` (a test's rot of memory).
+    pub(crate) fn rot(&mut self, at: u64) {
+        self.chunks[(at / CHUNK_BYTES as u64) as usize][(at % CHUNK_BYTES as u64) as usize] ^= 1;
     }
 }
 
