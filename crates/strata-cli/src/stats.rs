@@ -129,11 +129,17 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
             match &stats.remote {
                 None => "none".to_owned(),
                 Some(r) => format!(
-                    "{}: generation {}, writes to LSN {} uploaded, {} to upload{}{}",
+                    "{}: generation {}, writes to LSN {} uploaded, {} to upload; \
+                     {} files ({}) uploaded, {} GETs ({}), {} layers evicted{}{}",
                     r.url,
                     r.generation,
                     r.consistent_lsn,
                     human_bytes(r.backlog_bytes),
+                    r.uploaded_files,
+                    human_bytes(r.uploaded_bytes),
+                    r.gets,
+                    human_bytes(r.get_bytes),
+                    r.evicted_layers,
                     if r.fenced {
                         ", fenced by a newer writer"
                     } else {

@@ -116,6 +116,33 @@ fn put_get_scan_delete_and_history_through_the_cli() {
 }
 
 #[test]
+fn stats_of_a_database_with_a_remote_store_start_from_its_index() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = dir.path().join("db");
+    let store = dir.path().join("store");
+    let (db, store) = (db.to_str().unwrap(), store.to_str().unwrap());
+    let (ok, _, err) = strata(&["db", db, "--remote", store, "put", "apple", "red"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = strata(&["db", db, "--remote", store, "sync-remote"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = strata(&["db", db, "--remote", store, "stats"]);
+    assert!(ok, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("remote store"))
+        .unwrap_or_else(|| panic!("no remote store line: {out}"));
+    // A new process (a new generation) starts from the store's index:
+    // the write is there; this process uploaded and read nothing.
+    let (_, state) = line.split_once(": generation ").unwrap();
+    assert_eq!(
+        &state[state.find(',').unwrap()..],
+        ", writes to LSN 1 uploaded, 0 B to upload; 0 files (0 B) uploaded, \
+         0 GETs (0 B), 0 layers evicted",
+        "{line}"
+    );
+}
+
+#[test]
 fn a_directory_that_is_not_a_database_is_a_clear_error() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::write(dir.path().join("x"), "y").unwrap();

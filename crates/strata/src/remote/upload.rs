@@ -167,8 +167,10 @@ impl Uploader {
                 pending: None,
                 submitted: 0,
                 done: 0,
+                // The claimed index's writes are in the store already.
                 status: UploadStatus {
                     generation,
+                    remote_lsn: claimed.lsn,
                     ..UploadStatus::default()
                 },
                 stop: false,
