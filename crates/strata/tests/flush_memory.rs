@@ -290,6 +290,31 @@ fn a_log_held_in_memory_is_flushed_without_reading_it_back() {
 }
 
 #[test]
+fn a_log_of_page_sized_values_is_not_kept_in_memory() {
+    // Values of whole pages go out of line, and such a log stays as a
+    // value file: its flush reads only the small entries, so its bytes
+    // are not kept (the new open log's header chunk is all that is).
+    let sim = SimStorage::new(8);
+    let opts = Options {
+        log_memory_bytes: 16 << 20,
+        ..options(&sim, 64 << 20)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    assert_eq!(db.stats().log_memory_bytes, 1 << 20);
+    for i in 0..64u32 {
+        let mut b = WriteBatch::new();
+        b.put(key(i), vec![i as u8; 8192]);
+        db.write(&b, WriteOptions::default()).unwrap();
+    }
+    assert_eq!(db.stats().log_memory_bytes, 0);
+    db.freeze().unwrap();
+    db.flush().unwrap();
+    for i in 0..64u32 {
+        assert_eq!(db.get(key(i)).unwrap(), Some(vec![i as u8; 8192]), "{i}");
+    }
+}
+
+#[test]
 fn a_log_that_outgrows_its_memory_is_read_back() {
     // The budget holds 2 MiB; the log takes about 3: its memory goes when
     // it no longer fits, and the flush reads the log from the file.

@@ -73,6 +73,8 @@ pub(crate) struct LogMemory {
     budget: Arc<LogMemoryBudget>,
     chunks: Vec<Box<[u8]>>,
     len: u64,
+    /// Bytes of out-of-line values among them (see [`Self::mostly_values`]).
+    values: u64,
 }
 
 impl LogMemory {
@@ -83,8 +85,19 @@ impl LogMemory {
             budget: Arc::clone(budget),
             chunks: Vec::new(),
             len: 0,
+            values: 0,
         };
         memory.append(head).then_some(memory)
+    }
+
+    /// Counts `n` more bytes of out-of-line values (values of whole pages,
+    /// appended already); true once they are more than half the bytes
+    /// held. Such a log is most likely kept as a value file, whose flush
+    /// reads only its small entries: holding its values is waste (a log
+    /// of 8 KiB values outgrew the budget and was copied for nothing).
+    pub(crate) fn mostly_values(&mut self, n: usize) -> bool {
+        self.values += n as u64;
+        self.values * 2 > self.len
     }
 
     /// Bytes held (the log's offsets `0..len`).

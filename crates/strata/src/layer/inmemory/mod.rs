@@ -355,6 +355,13 @@ impl InMemoryLayer {
         write_kept(writer, &mut memory, &header.encode())?;
         write_kept(writer, &mut memory, &batch.data)?;
         write_kept(writer, &mut memory, &batch.values)?;
+        if !batch.values.is_empty()
+            && memory
+                .as_mut()
+                .is_some_and(|m| m.mostly_values(batch.values.len()))
+        {
+            *memory = None;
+        }
         drop(memory);
         self.written_end
             .store(writer.written_end(), Ordering::Release);
