@@ -160,6 +160,22 @@ mod tests {
         (0..len).map(|i| (i / 4096 + i % 251) as u8).collect()
     }
 
+    /// A simulated log file of `len` bytes of [`pattern`], its storage
+    /// seeded with `seed`.
+    fn sim_file(seed: u64, len: usize) -> (SimStorage, std::sync::Arc<dyn StorageFile>) {
+        let sim = SimStorage::new(seed);
+        let opts = FileOptions {
+            mode: IoMode::Buffered,
+            class: FileClass::Log,
+            ..FileOptions::default()
+        };
+        let file = sim
+            .create(Path::new("/f"), &opts, &IoStats::new())
+            .expect("create");
+        file.write_all_at(&pattern(len), 0).expect("write");
+        (sim, file)
+    }
+
     /// Reads `file` forwards in `step`-byte requests through a read-ahead,
     /// as the flush does; the bytes, and the bytes read ahead and dropped.
     fn read_forwards(file: &dyn StorageFile, len: usize, step: usize) -> (Vec<u8>, u64) {
@@ -208,14 +224,7 @@ mod tests {
 
     #[test]
     fn a_read_ahead_of_another_offset_is_dropped_and_counted() {
-        let (sim, stats) = (SimStorage::new(3), IoStats::new());
-        let opts = FileOptions {
-            mode: IoMode::Buffered,
-            class: FileClass::Log,
-            ..FileOptions::default()
-        };
-        let file = sim.create(Path::new("/f"), &opts, &stats).expect("create");
-        file.write_all_at(&pattern(4 * MIB), 0).expect("write");
+        let (_sim, file) = sim_file(3, 4 * MIB);
         std::thread::scope(|scope| {
             let mut ahead = ReadAhead::spawn(scope, &*file, MIB).expect("spawn");
             let mut buf = AlignedBuf::zeroed(MIB, file.alignment());
@@ -238,14 +247,7 @@ mod tests {
 
     #[test]
     fn a_failed_read_ahead_is_the_error_of_the_request_that_takes_it() {
-        let (sim, stats) = (SimStorage::new(4), IoStats::new());
-        let opts = FileOptions {
-            mode: IoMode::Buffered,
-            class: FileClass::Log,
-            ..FileOptions::default()
-        };
-        let file = sim.create(Path::new("/f"), &opts, &stats).expect("create");
-        file.write_all_at(&pattern(2 * MIB), 0).expect("write");
+        let (sim, file) = sim_file(4, 2 * MIB);
         std::thread::scope(|scope| {
             let mut ahead = ReadAhead::spawn(scope, &*file, MIB).expect("spawn");
             let mut buf = AlignedBuf::zeroed(MIB, file.alignment());

@@ -2,8 +2,9 @@
 //! order with its value read from the log and checked, in bounded memory.
 //!
 //! The log's bytes come from its copy in memory when the layer kept it whole
-//! (`log_memory`: no read of the file; a request read again after a failed
-//! check is read from the file), else from the file, read back. They are
+//! (`log_memory`: no read of the file; memory that fails its check is
+//! dropped, and the flush's next try reads the file), else from the file,
+//! read back. They are
 //! taken in windows of the index's key order. A window takes the
 //! next versions in key order whose entries (and their bookkeeping, a
 //! `Slot` each) fit in the flush's memory (`Options::flush_memory_bytes`;
@@ -430,10 +431,10 @@ impl InMemoryLayer {
         } else {
             SealedCheck::none(&self.path, self.file_id)
         };
-        let mut checked = 0;
+        let mut carry_peak = 0;
         for bytes in memory.chunks(size) {
             check.feed(bytes)?;
-            checked = checked.max(check.memory_bytes());
+            carry_peak = carry_peak.max(check.memory_bytes());
         }
         check.finish()?;
         let mut scratch = Vec::new();
@@ -465,7 +466,7 @@ impl InMemoryLayer {
             }
         }
         Ok(FlushRead {
-            peak_memory_bytes: checked + scratch.capacity(),
+            peak_memory_bytes: carry_peak + scratch.capacity(),
             bytes_read: 0,
             windows: 1,
         })
