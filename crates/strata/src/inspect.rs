@@ -247,12 +247,20 @@ pub(crate) fn verify_layer_bytes(
     parts: Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>,
     part_bytes: usize,
 ) -> Result<u64> {
-    let reader = DeltaLayerReader::open(crate::layer::file::LayerBytes {
-        path: path.to_owned(),
-        parts,
-        part_bytes,
-    })?;
-    scan_layer(reader, path, |_, _, _| Ok(()))
+    verify_layer(
+        path,
+        crate::layer::file::LayerBytes {
+            path: path.to_owned(),
+            parts,
+            part_bytes,
+        },
+    )
+}
+
+/// [`verify_layer_bytes`] of the bytes `file` reads (e.g. a layer's parts
+/// as an upload reads them, `remote::layer_stream`).
+pub(crate) fn verify_layer<R: crate::layer::delta::ReadAt>(path: &Path, file: R) -> Result<u64> {
+    scan_layer(DeltaLayerReader::open(file)?, path, |_, _, _| Ok(()))
 }
 
 fn scan_layer<R: crate::layer::delta::ReadAt>(

@@ -297,21 +297,34 @@ mod s3 {
             .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {text:?}")))
     }
 
+    /// moto's S3 server on 127.0.0.1 at the port given, serving one
+    /// request at a time (see `Moto::start`).
+    const MOTO_IN_TURN: &str = "import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)
+";
+
     impl Moto {
-        /// Starts moto's server (`python3 -m moto.server`) on a free port
-        /// and creates bucket `strata` in it.
+        /// Starts moto's server on a free port and creates bucket `strata`
+        /// in it. One request at a time (`threaded=False`; `python3 -m
+        /// moto.server` serves each on a thread of its own): moto checks a
+        /// create-only put's condition and then writes, so two threads can
+        /// both pass the check — its race check saw two winners of twelve
+        /// on a busy machine. Served in turn, the condition holds.
         fn start() -> Moto {
             let python = std::env::var("STRATA_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
             for _attempt in 0..3 {
                 let port = free_port();
                 let child = Command::new(&python)
-                    .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+                    .args(["-c", MOTO_IN_TURN, &port.to_string()])
+                    .env("MOTO_PORT", port.to_string())
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
                     .unwrap_or_else(|e| {
-                        panic!("cannot run {python} -m moto.server ({e}): scripts/test.sh installs moto[server]")
+                        panic!("cannot run {python} with moto's server ({e}): scripts/test.sh installs moto[server]")
                     });
                 let mut moto = Moto { child, port };
                 let deadline = Instant::now() + Duration::from_secs(30);

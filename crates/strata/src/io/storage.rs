@@ -257,18 +257,19 @@ fn read_range_in<F: StorageFile + ?Sized, T>(
     Ok(out(&buf.spare_capacity_full()[head..head + len]))
 }
 
-/// The `len` bytes of `file` at the aligned `offset`, read into an
-/// aligned buffer of their own (returned as is: no copy out; a buffer that
-/// large is a fresh mapping, zero without a pass), in requests whose size
-/// `steps` gives before each (`StorageFile::read_at_steps`): a background
-/// job's read of a whole file (the uploader's), in large requests while
-/// no foreground read needs the device.
+/// The `len` bytes of `file` at the aligned `offset`, read into `buf`
+/// (its bytes replaced, no copy out; a buffer too small or aligned too
+/// loosely for the read is replaced by a fresh one), in requests whose
+/// size `steps` gives before each (`StorageFile::read_at_steps`): a
+/// background job's read of a whole file (the uploader's), in large
+/// requests while no foreground read needs the device.
 pub(crate) fn read_aligned_steps<F: StorageFile + ?Sized>(
     file: &F,
     offset: u64,
     len: usize,
     steps: &dyn Fn() -> usize,
-) -> Result<AlignedBuf> {
+    buf: &mut AlignedBuf,
+) -> Result<()> {
     let alignment = file.alignment();
     let direct = file.mode().direct_reads();
     if direct && !is_aligned(offset, alignment) {
@@ -278,7 +279,10 @@ pub(crate) fn read_aligned_steps<F: StorageFile + ?Sized>(
         )));
     }
     let span = align_up(len as u64, alignment) as usize;
-    let mut buf = AlignedBuf::zeroed(span, alignment);
+    if buf.capacity() < span || buf.alignment() < alignment {
+        *buf = AlignedBuf::with_capacity(span, alignment);
+    }
+    buf.set_len(span);
     let n = if direct {
         file.read_at_steps(buf.as_mut_slice(), offset, steps)?
     } else {
@@ -295,7 +299,7 @@ pub(crate) fn read_aligned_steps<F: StorageFile + ?Sized>(
         ));
     }
     buf.truncate(len);
-    Ok(buf)
+    Ok(())
 }
 
 /// Largest read (widened to the alignment) that goes through the bounce

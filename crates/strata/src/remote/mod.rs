@@ -34,6 +34,7 @@ mod faulty;
 pub mod generation;
 pub(crate) mod index;
 pub mod inspect;
+mod layer_stream;
 #[cfg(feature = "s3")]
 mod s3;
 pub(crate) mod tiered;

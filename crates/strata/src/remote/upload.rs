@@ -36,19 +36,25 @@
 //! uploaded (a damaged file is never uploaded; the error stays in the
 //! status, retried). A failed step is retried with backoff (100 ms
 //! doubling to 5 s), with the newest snapshot by then. Memory: one file at
-//! a time, read in parts, each sent while the next is read (a layer
-//! file's parts kept until it is checked whole: layer files are at most
-//! `LAYER_BYTES_MAX`; a value file's go once sent).
+//! a time, read in 8 MiB parts, each sent while the next is read, into
+//! buffers kept for the next parts and files. A layer of a few parts is
+//! kept until it is checked whole; a larger one is checked on a helper
+//! thread while its parts go (`layer_stream`: its header's part and its
+//! tail are read first, the check holds a few parts besides, and the last
+//! part goes only once the check has passed), so an upload holds about
+//! the tail and six parts whatever the layer's size; a value file's parts
+//! go once sent.
 //!
 use super::generation::{object_key, parse_object_generation};
 use super::index::{put_next, IndexedObject, RemoteIndex};
+use super::layer_stream::{LayerStream, Part};
 use super::tiered::RemoteObjects;
 use super::{Payload, RemoteStore};
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::io::{FileOptions, IoStats, Storage};
 use crate::types::Lsn;
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -283,6 +289,7 @@ impl Shared {
         // What the last index uploaded says: a snapshot that says the same
         // (a freeze's edit changes no file) uploads nothing.
         let mut last: Option<(Lsn, Lsn, Vec<String>)> = None;
+        let mut buffers = PartBuffers::default();
         loop {
             let (snapshot, number) = {
                 let mut s = self.lock();
@@ -323,7 +330,13 @@ impl Shared {
             let done = if last.as_ref() == Some(&says) {
                 Ok(())
             } else {
-                self.upload(&snapshot, &mut uploaded, &mut seq, &mut unlisted)
+                self.upload(
+                    &snapshot,
+                    &mut uploaded,
+                    &mut seq,
+                    &mut unlisted,
+                    &mut buffers,
+                )
             };
             match done {
                 Ok(()) => {
@@ -447,6 +460,7 @@ impl Shared {
         uploaded: &mut HashMap<String, IndexedObject>,
         seq: &mut u64,
         unlisted: &mut Vec<Unlisted>,
+        buffers: &mut PartBuffers,
     ) -> Result<()> {
         let backlog: u64 = snap
             .files
@@ -463,7 +477,9 @@ impl Shared {
                 return Err(Error::Closed);
             }
             let started = std::time::Instant::now();
-            let object = self.upload_file(f)?;
+            let object = self.upload_file(f, buffers);
+            buffers.trim();
+            let object = object?;
             let busy = started.elapsed();
             self.target.objects.insert(object.clone());
             uploaded.insert(f.name.clone(), object);
@@ -509,7 +525,7 @@ impl Shared {
     /// the store never holds, under a fresh crc32c in its index, bytes the
     /// disk returned damaged. (A value file's entries are each checked
     /// against their pointers when read.)
-    fn upload_file(&self, f: &SnapFile) -> Result<IndexedObject> {
+    fn upload_file(&self, f: &SnapFile, buffers: &mut PartBuffers) -> Result<IndexedObject> {
         let t = &self.target;
         let path = t.dir.join(&f.name);
         let file = t.storage.open(&path, &t.file_opts, &t.stats)?;
@@ -528,22 +544,41 @@ impl Shared {
         }
         let class = if value_file { "values" } else { "layers" };
         let key = object_key(&format!("{class}/{}", f.name), t.generation);
-        let mut parts = FileParts {
-            file: &*file,
-            path: &path,
-            len: f.bytes,
-            at: 0,
-            crc: 0,
-            kept: (!value_file).then(Vec::new),
-            steps: &*t.read_steps,
-            started: false,
-        };
-        t.store.put_parts(&key, &mut parts)?;
-        if parts.at != f.bytes {
+        // A layer of a few parts is checked once all are read; a larger
+        // one while its parts go (`layer_stream`).
+        let streamed = !value_file && f.bytes.div_ceil(PART_BYTES as u64) >= STREAM_PARTS_MIN;
+        let stream = streamed.then(|| LayerStream::new(&path, f.bytes, PART_BYTES));
+        let (at, crc) = std::thread::scope(|scope| -> Result<(u64, u32)> {
+            let mut parts = FileParts {
+                file: &*file,
+                path: &path,
+                len: f.bytes,
+                at: 0,
+                crc: 0,
+                kept: (!value_file && !streamed).then(Vec::new),
+                stream: None,
+                pre: BTreeMap::new(),
+                steps: &*t.read_steps,
+                started: false,
+                buffers,
+            };
+            // Closed when this ends, however: the check's waits end too
+            // (the scope joins its thread after).
+            let _closing = stream.as_ref().map(LayerStream::closing);
+            if let Some(stream) = &stream {
+                parts.start_stream(stream)?;
+                let path = &path;
+                scope.spawn(move || {
+                    stream.finish(crate::inspect::verify_layer(path, stream.reader()));
+                });
+            }
+            t.store.put_parts(&key, &mut parts)?;
+            Ok((parts.at, parts.crc))
+        })?;
+        if at != f.bytes {
             return Err(Error::Internal(format!(
-                "the upload of {} stopped at byte {} of {}",
+                "the upload of {} stopped at byte {at} of {}",
                 path.display(),
-                parts.at,
                 f.bytes
             )));
         }
@@ -551,7 +586,7 @@ impl Shared {
             name: f.name.clone(),
             key,
             bytes: f.bytes,
-            crc: parts.crc,
+            crc,
         })
     }
 }
@@ -561,6 +596,11 @@ impl Shared {
 /// all of a large file's read that its upload waits for.
 const PART_BYTES: usize = 8 << 20;
 
+/// Layers of at least this many parts are checked while they are sent
+/// (`layer_stream`), so that an upload holds a few of their parts; smaller
+/// ones once all their parts are read.
+const STREAM_PARTS_MIN: u64 = 4;
+
 /// The parts of one file's upload, read as the store asks for them.
 struct FileParts<'a> {
     file: &'a dyn crate::io::StorageFile,
@@ -569,25 +609,109 @@ struct FileParts<'a> {
     /// Bytes read so far, and their crc32c.
     at: u64,
     crc: u32,
-    /// A layer file's parts, checked as a whole layer after the last.
-    kept: Option<Vec<Arc<dyn AsRef<[u8]> + Send + Sync>>>,
+    /// A small layer file's parts, checked as a whole layer after the last.
+    kept: Option<Vec<Part>>,
+    /// A large layer's stream to its check, and the parts read ahead of
+    /// their turn (the header's and the tail's), by number.
+    stream: Option<&'a LayerStream>,
+    pre: BTreeMap<usize, Part>,
     steps: &'a dyn Fn() -> usize,
     /// Whether a part was given (an empty file is one empty part).
     started: bool,
+    buffers: &'a mut PartBuffers,
 }
 
-impl FileParts<'_> {
+/// Part buffers kept for reuse between parts and between files: a fresh
+/// 8 MiB buffer is a fresh mapping (2,048 page faults, each page zeroed,
+/// and an unmap that interrupts every core running the process), work
+/// that on a small machine takes CPU from the server the parts go to.
+#[derive(Default)]
+struct PartBuffers {
+    /// Buffers handed out (a part being sent, or kept for a layer's check,
+    /// holds another reference) and free ones (this one only).
+    bufs: Vec<Arc<crate::io::AlignedBuf>>,
+}
+
+/// Free buffers kept between files: a part being read and the parts in
+/// flight.
+const PART_BUFFERS_KEPT: usize = 4;
+
+impl PartBuffers {
+    /// The `len` bytes of `file` at `offset` (aligned), read into a free
+    /// buffer (or a new one, kept for later).
+    fn read(
+        &mut self,
+        file: &dyn crate::io::StorageFile,
+        offset: u64,
+        len: usize,
+        steps: &dyn Fn() -> usize,
+    ) -> Result<Arc<crate::io::AlignedBuf>> {
+        let free = self.bufs.iter_mut().position(|b| Arc::get_mut(b).is_some());
+        let at = match free {
+            Some(at) => at,
+            None => {
+                // Every part but a file's last is PART_BYTES: sized so
+                // that any part fits (pages never touched cost nothing).
+                let fresh =
+                    crate::io::AlignedBuf::with_capacity(PART_BYTES.max(len), file.alignment());
+                self.bufs.push(Arc::new(fresh));
+                self.bufs.len() - 1
+            }
+        };
+        let buf = Arc::get_mut(&mut self.bufs[at]).expect("a free buffer has no other holder");
+        crate::io::read_aligned_steps(file, offset, len, steps, buf)?;
+        Ok(Arc::clone(&self.bufs[at]))
+    }
+
+    /// Lets go of all but `PART_BUFFERS_KEPT` buffers (after a file: a
+    /// layer's parts are all held until it is checked whole), free or not
+    /// (one still sent is freed by its last holder).
+    fn trim(&mut self) {
+        self.bufs.sort_by_key(|b| Arc::strong_count(b) > 1);
+        self.bufs.truncate(PART_BUFFERS_KEPT);
+    }
+}
+
+impl<'a> FileParts<'a> {
+    /// Part `i`'s bytes (every part is `PART_BYTES` but the last).
+    fn read_part(&mut self, i: usize) -> Result<Part> {
+        let offset = i as u64 * PART_BYTES as u64;
+        let n = (self.len - offset).min(PART_BYTES as u64) as usize;
+        Ok(self.buffers.read(self.file, offset, n, self.steps)? as Part)
+    }
+
+    /// Starts `stream`'s check (`LayerStream::start`).
+    fn start_stream(&mut self, stream: &'a LayerStream) -> Result<()> {
+        self.stream = Some(stream);
+        self.pre = stream.start(&mut |i| self.read_part(i))?;
+        Ok(())
+    }
+
     fn read_next(&mut self) -> Result<Payload> {
+        let i = (self.at / PART_BYTES as u64) as usize;
         let n = (self.len - self.at).min(PART_BYTES as u64) as usize;
-        let part: Arc<crate::io::AlignedBuf> = Arc::new(crate::io::read_aligned_steps(
-            self.file, self.at, n, self.steps,
-        )?);
-        self.crc = crc32c::crc32c_append(self.crc, &part);
+        let part = match self.pre.remove(&i) {
+            Some(part) => part,
+            None => {
+                let part = self.read_part(i)?;
+                if let Some(stream) = self.stream {
+                    stream.give(i, Arc::clone(&part), true)?;
+                }
+                part
+            }
+        };
+        self.crc = crc32c::crc32c_append(self.crc, (*part).as_ref());
         self.at += n as u64;
         if let Some(kept) = &mut self.kept {
-            kept.push(Arc::clone(&part) as _);
+            kept.push(Arc::clone(&part));
             if self.at == self.len {
                 crate::inspect::verify_layer_bytes(self.path, std::mem::take(kept), PART_BYTES)?;
+            }
+        }
+        if let Some(stream) = self.stream {
+            if self.at == self.len {
+                // Every part is with the check: the last goes once it passed.
+                stream.checked()?;
             }
         }
         Ok(Payload::shared(part))

@@ -434,6 +434,13 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// Reads and checks the footer: its length, crc32c, magic and
     /// version, and that its fields agree (sections back to back, counts
     /// possible).
+    /// Where the block index starts, from the footer alone (read and
+    /// checked): the bytes from there to the end and the header are all
+    /// that [`Self::open`] reads.
+    pub(crate) fn sections_offset(file: &R) -> Result<u64> {
+        Ok(Self::read_footer(file)?.index_offset)
+    }
+
     fn read_footer(file: &R) -> Result<Footer> {
         let path = file.path();
         let file_len = file.file_len();
