@@ -219,10 +219,19 @@ fn dir_store_round_trip() {
     round_trip(&store);
 }
 
+/// The directory store writes each part as it comes into a temporary
+/// file: none is left behind, the failed put's neither.
 #[test]
 fn dir_store_put_in_parts() {
-    let (_d, store) = dir_store();
+    let (d, store) = dir_store();
     put_in_parts(&store);
+    let layers = d.path().join("bucket").join("layers");
+    let left: Vec<String> = std::fs::read_dir(&layers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
 }
 
 #[test]

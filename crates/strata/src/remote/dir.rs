@@ -68,7 +68,16 @@ impl DirRemote {
         }
     }
 
-    fn put_file(&self, key: &str, bytes: &[u8], mode: PutMode) -> std::io::Result<bool> {
+    /// Writes `parts` in turn into a temporary file, syncs it and puts it
+    /// in place as `mode` says (a part's error stops it, the temporary
+    /// file removed): whether it was placed (a create-only put of a key
+    /// that exists is not).
+    fn put_file(
+        &self,
+        key: &str,
+        parts: &mut dyn Iterator<Item = Result<Payload>>,
+        mode: PutMode,
+    ) -> std::result::Result<bool, PutFailure> {
         let path = self.root.join(key);
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
         self.make_dirs(&dir)?;
@@ -81,16 +90,26 @@ impl DirRemote {
             .write(true)
             .create_new(true)
             .open(&temp)?;
-        let written = f.write_all(bytes).and_then(|()| f.sync_all());
+        let write = || -> std::result::Result<(), PutFailure> {
+            for part in parts {
+                f.write_all(&part?)?;
+            }
+            Ok(f.sync_all()?)
+        };
+        let written = write();
         drop(f);
-        let placed = written.and_then(|()| match mode {
+        if let Err(e) = written {
+            let _ = fs::remove_file(&temp);
+            return Err(e);
+        }
+        let placed = match mode {
             PutMode::Create => match fs::hard_link(&temp, &path) {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
                 Err(e) => Err(e),
             },
             PutMode::Overwrite => fs::rename(&temp, &path).map(|()| true),
-        });
+        };
         // Gone after a link or a refusal; after a rename, already gone.
         let _ = fs::remove_file(&temp);
         let placed = placed?;
@@ -98,6 +117,27 @@ impl DirRemote {
             sync_dir(&dir)?;
         }
         Ok(placed)
+    }
+
+    /// [`Self::put_file`] as the store's answer.
+    fn put_parts_as(
+        &self,
+        key: &str,
+        parts: &mut dyn Iterator<Item = Result<Payload>>,
+        mode: PutMode,
+    ) -> Result<()> {
+        check_key(&self.url, "put", key)?;
+        match self.put_file(key, parts, mode) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(remote_error(
+                &self.url,
+                "put",
+                key,
+                RemoteErrorKind::AlreadyExists,
+            )),
+            Err(PutFailure::Io(e)) => Err(self.err("put", key, e)),
+            Err(PutFailure::Part(e)) => Err(e),
+        }
     }
 
     fn walk(&self, dir: &Path, prefix: &str, out: &mut Vec<ObjectInfo>) -> std::io::Result<()> {
@@ -136,6 +176,24 @@ impl DirRemote {
     }
 }
 
+/// Why a put into the directory failed: its file, or a part given to it.
+enum PutFailure {
+    Io(std::io::Error),
+    Part(crate::error::Error),
+}
+
+impl From<std::io::Error> for PutFailure {
+    fn from(e: std::io::Error) -> PutFailure {
+        PutFailure::Io(e)
+    }
+}
+
+impl From<crate::error::Error> for PutFailure {
+    fn from(e: crate::error::Error) -> PutFailure {
+        PutFailure::Part(e)
+    }
+}
+
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -146,17 +204,13 @@ impl RemoteStore for DirRemote {
     }
 
     fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> Result<()> {
-        check_key(&self.url, "put", key)?;
-        match self.put_file(key, &bytes, mode) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(remote_error(
-                &self.url,
-                "put",
-                key,
-                RemoteErrorKind::AlreadyExists,
-            )),
-            Err(e) => Err(self.err("put", key, e)),
-        }
+        self.put_parts_as(key, &mut std::iter::once(Ok(bytes)), mode)
+    }
+
+    /// Each part written into the temporary file as it comes (no copy of
+    /// the whole object in memory).
+    fn put_parts(&self, key: &str, parts: &mut dyn Iterator<Item = Result<Payload>>) -> Result<()> {
+        self.put_parts_as(key, parts, PutMode::Overwrite)
     }
 
     fn get(&self, key: &str) -> Result<Vec<u8>> {
