@@ -66,34 +66,43 @@ impl LayerBytes {
     }
 }
 
+/// The `len` bytes at `offset` of bytes held in parts of `part_bytes`
+/// each (`part(i)`: part i, the last shorter or equal), copied out; `None`
+/// when a part they lie in is missing or too short.
+pub(crate) fn read_from_parts<'a>(
+    part: impl Fn(usize) -> Option<&'a [u8]>,
+    part_bytes: usize,
+    offset: u64,
+    len: usize,
+) -> Option<Vec<u8>> {
+    let part_bytes = part_bytes.max(1) as u64;
+    let mut out = Vec::with_capacity(len);
+    let mut at = offset;
+    while out.len() < len {
+        let i = usize::try_from(at / part_bytes).ok()?;
+        let part = part(i)?;
+        let from = (at % part_bytes) as usize;
+        let take = (len - out.len()).min(part.len().saturating_sub(from));
+        if take == 0 {
+            return None;
+        }
+        out.extend_from_slice(&part[from..from + take]);
+        at += take as u64;
+    }
+    Some(out)
+}
+
 impl ReadAt for LayerBytes {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let past_end = || -> crate::error::Error {
+        let part = |i: usize| self.parts.get(i).map(|p| (**p).as_ref());
+        read_from_parts(part, self.part_bytes, offset, len).ok_or_else(|| {
             crate::error::Corruption::new(
                 &self.path,
                 offset,
                 format!("a read of {len} bytes past the end of {} bytes", self.len()),
             )
             .into()
-        };
-        let start = usize::try_from(offset).map_err(|_| past_end())?;
-        let mut out = Vec::with_capacity(len);
-        let mut at = start;
-        while out.len() < len {
-            let part = self
-                .parts
-                .get(at / self.part_bytes.max(1))
-                .ok_or_else(past_end)?;
-            let part = (**part).as_ref();
-            let from = at % self.part_bytes.max(1);
-            let take = (len - out.len()).min(part.len().saturating_sub(from));
-            if take == 0 {
-                return Err(past_end());
-            }
-            out.extend_from_slice(&part[from..from + take]);
-            at += take;
-        }
-        Ok(out)
+        })
     }
     fn file_len(&self) -> u64 {
         self.len()

@@ -20,6 +20,7 @@
 use crate::error::{Corruption, Error, Result};
 use crate::layer::delta::reader::DeltaLayerReader;
 use crate::layer::delta::{ReadAt, FOOTER_BYTES_MAX};
+use crate::layer::file::read_from_parts;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -232,22 +233,10 @@ impl LayerStream {
             s = self.wait(s);
         }
         s.starved = false;
-        let mut out = Vec::with_capacity(len);
-        let mut at = offset;
-        while at < end {
-            let i = self.part_of(at);
-            let part = (*s.parts[&i]).as_ref();
-            let from = (at - i as u64 * self.part_bytes as u64) as usize;
-            let take = ((end - at) as usize).min(part.len().saturating_sub(from));
-            if take == 0 {
-                return Err(
-                    Corruption::new(&self.path, at, "a part shorter than its place").into(),
-                );
-            }
-            out.extend_from_slice(&part[from..from + take]);
-            at += take as u64;
-        }
-        Ok(out)
+        let part = |i: usize| s.parts.get(&i).map(|p| (**p).as_ref());
+        read_from_parts(part, self.part_bytes, offset, len).ok_or_else(|| {
+            Corruption::new(&self.path, offset, "a part shorter than its place").into()
+        })
     }
 }
 
