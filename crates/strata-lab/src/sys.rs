@@ -138,8 +138,10 @@ mod tests {
 
     #[test]
     fn proc_figures_are_readable() {
-        let peak = peak_rss_bytes(None).unwrap();
+        // The resident set first: other test threads allocate between the
+        // two reads, and the peak read second covers whatever they added.
         let now = rss_bytes(None).unwrap();
+        let peak = peak_rss_bytes(None).unwrap();
         assert!(now > 0 && now <= peak, "rss {now} peak {peak}");
         proc_io(None).unwrap();
     }
