@@ -29,6 +29,11 @@ pub struct KvArgs {
     /// a path. A DIR that holds no database is restored from it.
     #[arg(long, global = true)]
     remote: Option<String>,
+    /// Open DIR as a read-only follower of --remote: the database is the
+    /// store's newest index, read from the store; DIR (empty, or a
+    /// follower's own) is the follower's, and writes are refused.
+    #[arg(long, global = true, requires = "remote")]
+    follow: bool,
     #[command(subcommand)]
     command: KvCommand,
 }
@@ -129,6 +134,7 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
         // With a remote store, an empty directory opens from it.
         create_if_missing: matches!(args.command, KvCommand::Put { .. }) || remote.is_some(),
         remote,
+        remote_follower: args.follow,
         ..Options::default()
     }
     // STRATA_IO_MODE / STRATA_IO_ENGINE choose the io mode of the CLI's

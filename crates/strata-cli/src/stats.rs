@@ -128,6 +128,14 @@ pub fn write_text(out: &mut impl Write, stats: &Stats) -> io::Result<()> {
             "remote store",
             match &stats.remote {
                 None => "none".to_owned(),
+                Some(r) if r.following => format!(
+                    "{}: following, read-only: generation {}'s index, writes to LSN {}; {} GETs ({})",
+                    r.url,
+                    r.generation,
+                    r.consistent_lsn,
+                    r.gets,
+                    human_bytes(r.get_bytes),
+                ),
                 Some(r) => format!(
                     "{}: generation {}, writes to LSN {} uploaded, {} to upload; \
                      {} files ({}) uploaded, {} GETs ({}), {} layers evicted{}{}",

@@ -143,6 +143,47 @@ fn stats_of_a_database_with_a_remote_store_start_from_its_index() {
 }
 
 #[test]
+fn a_follower_reads_the_store_and_refuses_writes() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = dir.path().join("db");
+    let follower = dir.path().join("follower");
+    let store = dir.path().join("store");
+    let (db, follower, store) = (
+        db.to_str().unwrap(),
+        follower.to_str().unwrap(),
+        store.to_str().unwrap(),
+    );
+    assert!(strata(&["db", db, "--remote", store, "put", "apple", "red"]).0);
+    assert!(strata(&["db", db, "--remote", store, "sync-remote"]).0);
+    let follow = |args: &[&str]| {
+        let mut all = vec!["db", follower, "--remote", store, "--follow"];
+        all.extend_from_slice(args);
+        strata(&all)
+    };
+    let (ok, out, err) = follow(&["get", "apple"]);
+    assert!(ok && out == "red\n", "{out}{err}");
+    let (ok, _, err) = follow(&["put", "pear", "green"]);
+    assert!(
+        !ok && err.contains("read-only") && err.lines().count() == 1,
+        "{err}"
+    );
+    let (ok, out, err) = follow(&["stats"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("remote store") && l.contains("following, read-only")),
+        "{out}"
+    );
+    // The writer's next write, synced to the store, is there at the
+    // follower's next open.
+    assert!(strata(&["db", db, "--remote", store, "put", "pear", "green"]).0);
+    assert!(strata(&["db", db, "--remote", store, "sync-remote"]).0);
+    assert_eq!(follow(&["get", "pear"]).1, "green\n");
+    let (ok, _, err) = strata(&["db", follower, "--follow", "get", "pear"]);
+    assert!(!ok && err.contains("--remote"), "{err}");
+}
+
+#[test]
 fn a_directory_that_is_not_a_database_is_a_clear_error() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::write(dir.path().join("x"), "y").unwrap();

@@ -70,6 +70,7 @@ extern "C" {
 #define STRATA_ERROR 9            /* any other engine error */
 #define STRATA_NOT_DURABLE 10     /* write: applied, but maybe not durable (reopen, compare the last LSN) */
 #define STRATA_CANCELLED 11       /* read queue: the get was cancelled */
+#define STRATA_READ_ONLY 12       /* a follower (config "remote_follower"): only its writer writes */
 
 typedef struct strata_db_t strata_db_t;
 typedef struct strata_writebatch_t strata_writebatch_t;
@@ -199,6 +200,9 @@ extern int strata_flush(const strata_db_t *db, strata_error_t **err); /* in-memo
 extern int strata_compact(const strata_db_t *db, strata_error_t **err);
 /* The remote store (config key "remote") holds every write made so far. */
 extern int strata_sync_remote(const strata_db_t *db, strata_error_t **err);
+/* A follower (config "remote_follower"): moves to the store's newest index,
+ * if newer; *lsn (may be NULL) gets the LSN the database now shows. */
+extern int strata_refresh_remote(const strata_db_t *db, uint64_t *lsn, strata_error_t **err);
 /* Statistics as a JSON object; free with strata_free. */
 extern char *strata_stats_json(const strata_db_t *db, strata_error_t **err);
 

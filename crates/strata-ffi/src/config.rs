@@ -65,6 +65,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "local_layer_bytes_max",
         "with a remote store: most bytes of layer files kept locally (the least recently read ones the store holds are evicted); null or \"none\" = no budget",
     ),
+    (
+        "remote_follower",
+        "true | false: open as a read-only follower of the remote store (its newest index; strata_refresh_remote moves on)",
+    ),
 ];
 
 /// Engine options plus the database path a configuration may carry.
@@ -142,6 +146,7 @@ impl Config {
             "background_flush" => o.background_flush = as_bool(key, value)?,
             "frozen_layers_max" => o.frozen_layers_max = as_usize(key, value)?,
             "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
+            "remote_follower" => o.remote_follower = as_bool(key, value)?,
             "local_layer_bytes_max" => {
                 o.local_layer_bytes_max = if as_none(value) {
                     None
@@ -189,6 +194,7 @@ impl Config {
             "create_if_missing": o.create_if_missing,
             "remote": o.remote.as_ref().map(|r| r.0.url().to_string()),
             "local_layer_bytes_max": o.local_layer_bytes_max,
+            "remote_follower": o.remote_follower,
         })
     }
 }

@@ -465,6 +465,26 @@ pub unsafe extern "C" fn strata_sync_remote(
     })
 }
 
+/// A follower's move to its store's newest index (`Db::refresh_remote`):
+/// `*lsn` (if not null) gets the LSN the database shows.
+///
+/// # Safety
+/// `db` a live handle; `lsn` null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn strata_refresh_remote(
+    db: *const strata_db_t,
+    lsn: *mut u64,
+    err: *mut *mut strata_error_t,
+) -> c_int {
+    guard(err, || {
+        let at = handle("db", db)?.db.refresh_remote()?;
+        if let Some(out) = lsn.as_mut() {
+            *out = at;
+        }
+        Ok(STRATA_OK)
+    })
+}
+
 /// Flushes the in-memory layer to a layer file.
 ///
 /// # Safety

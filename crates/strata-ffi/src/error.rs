@@ -35,6 +35,8 @@ pub const STRATA_ERROR: c_int = 9;
 pub const STRATA_NOT_DURABLE: c_int = 10;
 /// A read queue's get cancelled before it completed (`strata_read_queue_cancel`).
 pub const STRATA_CANCELLED: c_int = 11;
+/// A write, flush or compaction of a read-only follower (`Error::ReadOnly`).
+pub const STRATA_READ_ONLY: c_int = 12;
 
 /// An error as the C caller sees it. Opaque in C.
 #[allow(non_camel_case_types)]
@@ -95,6 +97,7 @@ impl From<strata::Error> for FfiError {
             }
             strata::Error::NotDurable { .. } => STRATA_NOT_DURABLE,
             strata::Error::Cancelled => STRATA_CANCELLED,
+            strata::Error::ReadOnly { .. } => STRATA_READ_ONLY,
             _ => STRATA_ERROR,
         };
         FfiError::new(code, e.to_string())

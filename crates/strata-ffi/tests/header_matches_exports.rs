@@ -144,6 +144,7 @@ fn header_status_codes_equal_the_crate_constants() {
         ("STRATA_ERROR", strata_ffi::STRATA_ERROR),
         ("STRATA_NOT_DURABLE", strata_ffi::STRATA_NOT_DURABLE),
         ("STRATA_CANCELLED", strata_ffi::STRATA_CANCELLED),
+        ("STRATA_READ_ONLY", strata_ffi::STRATA_READ_ONLY),
     ];
     let h = header();
     let defines: Vec<(String, i32)> = h

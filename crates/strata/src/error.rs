@@ -118,6 +118,10 @@ pub enum InvalidInput {
     /// manifest lists are only in the store.
     #[error("{} was opened with a remote store, which holds {missing} and maybe more of its files: open it with that store (Options::remote)", dir.display())]
     RemoteNeeded { dir: PathBuf, missing: String },
+    /// A directory opened in a role its files are not for: a writer's
+    /// directory opened as a follower, or a follower's as a writer.
+    #[error("{}: {why}", dir.display())]
+    RemoteRole { dir: PathBuf, why: String },
     #[error("buffer is not aligned: {what} = {value} is not a multiple of {alignment}")]
     Unaligned {
         what: &'static str,
@@ -210,6 +214,11 @@ pub enum Error {
         generation: u64,
         newer: u64,
     },
+    /// A write, flush or compaction asked of a read-only follower of a
+    /// remote store (`Options::remote_follower`): only the store's writer
+    /// writes. Nothing was written.
+    #[error("{} follows the remote store {store} read-only: its writer writes", dir.display())]
+    ReadOnly { dir: PathBuf, store: String },
     /// A call to the remote store (`remote::RemoteStore`) failed: `store`
     /// names the store (its URL), `op` the call, `key` the object.
     #[error("remote store {store}: {op} {key}: {kind}")]

@@ -1406,6 +1406,12 @@ impl ManifestLog {
         Ok(())
     }
 
+    /// Writes `state` whole as the manifest (a follower's move to a newer
+    /// index: `VersionSet::follow`); when it returns `Ok`, the state holds.
+    pub(crate) fn replace(&mut self, state: ManifestState) -> Result<()> {
+        self.rollover(state)
+    }
+
     /// Replaces the manifest with a new file holding `state`.
     fn rollover(&mut self, state: ManifestState) -> Result<()> {
         state

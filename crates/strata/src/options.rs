@@ -203,6 +203,13 @@ pub struct Options {
     /// store, a ranged GET a block). Logs and value files are not counted
     /// and stay local. `None`: every layer stays.
     pub local_layer_bytes_max: Option<u64>,
+    /// With a remote store: open as a read-only follower of it instead of
+    /// its writer. The directory (empty, or a follower's own) is a local
+    /// workspace; the database is the store's newest index, read where it
+    /// is (ranged GETs), and `Db::refresh_remote` moves to a newer one. No
+    /// generation is taken (the writer is not fenced); writes, flushes and
+    /// compactions return `Error::ReadOnly`.
+    pub remote_follower: bool,
 }
 
 impl Default for Options {
@@ -237,6 +244,7 @@ impl Default for Options {
             storage: None,
             remote: None,
             local_layer_bytes_max: None,
+            remote_follower: false,
         }
     }
 }
@@ -380,6 +388,13 @@ impl Options {
                 }
                 .into());
             }
+        }
+        if self.remote_follower && self.remote.is_none() {
+            return Err(InvalidInput::RemoteUrl {
+                url: String::new(),
+                why: "Options::remote_follower follows a remote store: set Options::remote".into(),
+            }
+            .into());
         }
         Ok(())
     }

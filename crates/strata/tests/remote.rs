@@ -488,6 +488,34 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
             );
         }
         assert_eq!(db.stats().remote.unwrap().generation, 2);
+        // A read-only follower in a directory of its own, beside the
+        // writer: it reads the bucket's database, and a refresh shows the
+        // writer's next synced write.
+        let follower = Db::open(
+            tmp.path().join("f"),
+            Options {
+                remote_follower: true,
+                ..opts()
+            },
+        )
+        .unwrap();
+        assert_eq!(follower.get("k00007").unwrap(), Some(value(7)));
+        assert!(matches!(
+            follower.put("x", "y", WriteOptions::default()),
+            Err(strata::Error::ReadOnly { .. })
+        ));
+        db.put("k00007", "new", WriteOptions::default()).unwrap();
+        db.sync_remote().unwrap();
+        assert_eq!(follower.get("k00007").unwrap(), Some(value(7)));
+        assert_eq!(
+            follower.refresh_remote().unwrap(),
+            db.stats().remote.unwrap().consistent_lsn
+        );
+        assert_eq!(
+            follower.get("k00007").unwrap().as_deref(),
+            Some(&b"new"[..])
+        );
+        assert!(!db.stats().remote.unwrap().fenced);
     }
 
     #[test]

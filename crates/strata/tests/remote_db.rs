@@ -849,3 +849,247 @@ fn a_restored_directory_opened_without_its_store_says_it_needs_it() {
     let db = Db::open(tmp.path().join("a"), local).unwrap();
     check_round(&db, 0, 500);
 }
+
+fn follower_options(store: Arc<dyn RemoteStore>) -> Options {
+    Options {
+        remote_follower: true,
+        ..options(store)
+    }
+}
+
+fn is_read_only<T>(r: strata::Result<T>) -> bool {
+    matches!(r, Err(Error::ReadOnly { .. }))
+}
+
+/// A read-only follower opens from the store alone, beside its writer
+/// (which it does not fence), refuses every write, shows one index at a
+/// time and moves to a newer one when refreshed, through deletions, a
+/// compaction with GC and a new writer; a snapshot keeps what it saw.
+#[test]
+fn a_follower_reads_the_store_and_follows_newer_indexes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let writer = Db::open(tmp.path().join("w"), options(Arc::clone(&store))).unwrap();
+    write_round(&writer, 0, 3000);
+    writer.sync_remote().unwrap();
+    let f_dir = tmp.path().join("f");
+    let follower = Db::open(&f_dir, follower_options(Arc::clone(&store))).unwrap();
+    check_round(&follower, 0, 3000);
+    let remote = follower.stats().remote.unwrap();
+    assert!(remote.following && remote.generation == 1, "{remote:?}");
+    assert_eq!(
+        remote.consistent_lsn,
+        writer.stats().remote.unwrap().consistent_lsn
+    );
+    assert_eq!(follower.last_lsn(), remote.consistent_lsn);
+    assert!(is_read_only(follower.put(
+        b"k",
+        b"v",
+        WriteOptions::default()
+    )));
+    assert!(is_read_only(follower.delete(b"k", WriteOptions::default())));
+    assert!(is_read_only(follower.flush()));
+    assert!(is_read_only(follower.compact()));
+    assert!(is_read_only(follower.sync_remote()));
+    // Its directory holds its own empty log, no data.
+    assert_eq!(local_data_files(&f_dir).len(), 1);
+
+    // The writer goes on (not fenced): new keys, deletions.
+    write_round(&writer, 1, 2000);
+    for i in 0..100 {
+        writer.delete(key(0, i), WriteOptions::default()).unwrap();
+    }
+    writer.sync_remote().unwrap();
+    assert!(!writer.stats().remote.unwrap().fenced);
+    assert_eq!(
+        follower.get(key(1, 0)).unwrap(),
+        None,
+        "shown before a refresh"
+    );
+    let before = follower.snapshot();
+    let lsn = follower.refresh_remote().unwrap();
+    assert_eq!(lsn, writer.stats().remote.unwrap().consistent_lsn);
+    assert_eq!(follower.last_lsn(), lsn);
+    check_round(&follower, 1, 2000);
+    for i in 0..100 {
+        assert_eq!(follower.get(key(0, i)).unwrap(), None, "key {i} deleted");
+        assert_eq!(
+            before.get(key(0, i)).unwrap(),
+            Some(value(0, i)),
+            "snapshot"
+        );
+    }
+    assert_eq!(follower.refresh_remote().unwrap(), lsn, "nothing newer");
+    drop(before);
+
+    // A compaction with GC: the layers the follower read are replaced
+    // and their objects deleted; refreshed, it reads the new ones.
+    writer.set_horizon(writer.last_lsn());
+    writer.compact().unwrap();
+    writer.sync_remote().unwrap();
+    wait_for_deletions(&writer);
+    assert!(writer.stats().remote.unwrap().deleted_objects > 0);
+    // Not refreshed: a read finds its value or the object gone, never a
+    // wrong value.
+    for i in (100..3000).step_by(97) {
+        match follower.get(key(0, i)) {
+            Ok(v) => assert_eq!(v, Some(value(0, i))),
+            Err(Error::Remote { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    follower.refresh_remote().unwrap();
+    assert!(follower.horizon() > 0, "the GC cutoff follows the index");
+    check_round(&follower, 1, 2000);
+    for i in 100..3000 {
+        assert_eq!(follower.get(key(0, i)).unwrap(), Some(value(0, i)));
+    }
+    drop(writer);
+
+    // A new writer elsewhere (a new generation), followed on; and the
+    // follower's directory opens again on the newest index.
+    let writer = Db::open(tmp.path().join("w2"), options(Arc::clone(&store))).unwrap();
+    write_round(&writer, 2, 1000);
+    writer.sync_remote().unwrap();
+    follower.refresh_remote().unwrap();
+    assert_eq!(follower.stats().remote.unwrap().generation, 2);
+    check_round(&follower, 2, 1000);
+    drop(follower);
+    write_round(&writer, 3, 500);
+    writer.sync_remote().unwrap();
+    let follower = Db::open(&f_dir, follower_options(Arc::clone(&store))).unwrap();
+    check_round(&follower, 1, 2000);
+    check_round(&follower, 3, 500);
+    assert_eq!(
+        local_data_files(&f_dir).len(),
+        1,
+        "its last open's log went"
+    );
+    assert_eq!(
+        follower.last_lsn(),
+        writer.stats().remote.unwrap().consistent_lsn
+    );
+}
+
+/// A follower opens an empty directory or its own, never a writer's; a
+/// follower's directory is not a writer's, nor a database without its
+/// store; a store without a database has nothing to follow.
+#[test]
+fn a_follower_and_a_writer_keep_to_their_own_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let role = |r: strata::Result<Db>| match r {
+        Err(e @ Error::InvalidInput(strata::InvalidInput::RemoteRole { .. })) => e.to_string(),
+        other => panic!("{:?}", other.map(|_| "opened")),
+    };
+    match Db::open(tmp.path().join("f"), follower_options(Arc::clone(&store))) {
+        Err(e @ Error::InvalidInput(strata::InvalidInput::RemoteUrl { .. })) => {
+            assert!(e.to_string().contains("no database to follow"), "{e}")
+        }
+        other => panic!("{:?}", other.map(|_| "opened")),
+    }
+    let writer = Db::open(tmp.path().join("w"), options(Arc::clone(&store))).unwrap();
+    write_round(&writer, 0, 500);
+    writer.sync_remote().unwrap();
+    drop(writer);
+    let text = role(Db::open(
+        tmp.path().join("w"),
+        follower_options(Arc::clone(&store)),
+    ));
+    assert!(text.contains("a writer's directory"), "{text}");
+    let local = local_db(&tmp.path().join("l"));
+    drop(local);
+    let text = role(Db::open(
+        tmp.path().join("l"),
+        follower_options(Arc::clone(&store)),
+    ));
+    assert!(text.contains("not a follower's"), "{text}");
+    drop(Db::open(tmp.path().join("f"), follower_options(Arc::clone(&store))).unwrap());
+    let text = role(Db::open(tmp.path().join("f"), options(Arc::clone(&store))));
+    assert!(text.contains("a follower's directory"), "{text}");
+    match Db::open(
+        tmp.path().join("f"),
+        Options {
+            background_flush: false,
+            ..Options::default()
+        },
+    ) {
+        Err(Error::InvalidInput(strata::InvalidInput::RemoteNeeded { .. })) => {}
+        other => panic!("{:?}", other.map(|_| "opened")),
+    }
+    let no_store = Options {
+        remote_follower: true,
+        ..Options::default()
+    };
+    assert!(Db::open(tmp.path().join("x"), no_store).is_err());
+    // The writer's directory is still the writer's.
+    let writer = Db::open(tmp.path().join("w"), options(store)).unwrap();
+    check_round(&writer, 0, 500);
+}
+
+/// A follower on a store failing one call in three: a refresh that fails
+/// leaves the version it had (its LSN and every read as before), one that
+/// passes shows the writer's newest index, a read is right or the store's
+/// one-line error, never a wrong value; with the faults gone, every read
+/// is right.
+#[test]
+fn a_follower_refreshes_through_a_failing_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inner = dir_store(&tmp.path().join("bucket"));
+    let writer = Db::open(tmp.path().join("w"), options(Arc::clone(&inner))).unwrap();
+    write_round(&writer, 0, 500);
+    writer.sync_remote().unwrap();
+    let faulty = Arc::new(FaultyRemote::new(Arc::clone(&inner), 11));
+    let follower = Db::open(
+        tmp.path().join("f"),
+        Options {
+            block_cache_bytes: 0,
+            ..follower_options(Arc::clone(&faulty) as _)
+        },
+    )
+    .unwrap();
+    faulty.random(3, &[RemoteFault::Before, RemoteFault::After]);
+    let (mut refreshes_failed, mut reads_failed) = (0, 0);
+    for round in 1..6 {
+        write_round(&writer, round, 500);
+        if round == 3 {
+            writer.compact().unwrap();
+        }
+        writer.sync_remote().unwrap();
+        let target = writer.stats().remote.unwrap().consistent_lsn;
+        loop {
+            let before = follower.last_lsn();
+            match follower.refresh_remote() {
+                Ok(lsn) => {
+                    assert_eq!(lsn, target);
+                    break;
+                }
+                Err(e) => {
+                    assert!(!e.to_string().contains('\n'), "{e}");
+                    assert_eq!(follower.last_lsn(), before, "a failed refresh moved");
+                    refreshes_failed += 1;
+                }
+            }
+        }
+        for r in 0..=round {
+            for i in (0..500).step_by(7) {
+                match follower.get(key(r, i)) {
+                    Ok(v) => assert_eq!(v, Some(value(r, i)), "round {r} key {i}"),
+                    Err(e @ Error::Remote { .. }) => {
+                        assert!(!e.to_string().contains('\n'), "{e}");
+                        reads_failed += 1;
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    }
+    assert!(
+        refreshes_failed > 0 && reads_failed > 0,
+        "{refreshes_failed} refreshes and {reads_failed} reads failed"
+    );
+    faulty.random(1, &[]);
+    for round in 0..6 {
+        check_round(&follower, round, 500);
+    }
+}

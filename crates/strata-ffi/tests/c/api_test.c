@@ -465,6 +465,30 @@ static void test_remote(const char *dir)
 		      memcmp(buf, "away", 4) == 0,
 	      "the restored database holds what was synced to the store");
 	CHECK(strata_close(db, &err) == STRATA_OK, "close the restored one");
+	/* A follower: reads the store's database, refuses writes. */
+	{
+		char follower[4096], follow_config[4096];
+		uint64_t lsn = 0;
+
+		snprintf(follower, sizeof(follower), "%s.follower", dir);
+		snprintf(follow_config, sizeof(follow_config),
+			 "{\"io_mode\": \"buffered\", \"remote\": \"%s.bucket\", \"remote_follower\": true}", dir);
+		db = strata_open(follower, follow_config, &err);
+		CHECK(db != NULL, "open a follower of the store");
+		if (!db) {
+			fprintf(stderr, "  %s\n", strata_error_message(err));
+			strata_error_free(err);
+			return;
+		}
+		CHECK(strata_get(db, "far", 3, buf, sizeof(buf), &len, &err) == STRATA_OK && len == 4 &&
+			      memcmp(buf, "away", 4) == 0,
+		      "the follower reads what the store holds");
+		expect_error(&err, strata_put(db, "near", 4, "here", 4, 0, &err), STRATA_READ_ONLY,
+			     "a follower refuses a put");
+		CHECK(strata_refresh_remote(db, &lsn, &err) == STRATA_OK && lsn == 1,
+		      "refresh_remote: the newest index's LSN");
+		CHECK(strata_close(db, &err) == STRATA_OK, "close the follower");
+	}
 	/*
 	 * The restored directory holds none of the layer files (they are read
 	 * from the store): without the store it refuses to open, saying so.

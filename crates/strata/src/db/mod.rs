@@ -65,6 +65,7 @@ use std::thread::JoinHandle;
 mod background;
 mod compact;
 mod flush;
+mod follow;
 mod queue;
 mod recovery;
 mod remote;
@@ -138,6 +139,9 @@ struct DbInner {
     tiered: Option<Arc<crate::remote::tiered::TieredStorage>>,
     /// Bytes of layer files on the local disk at the last eviction round.
     local_layer_bytes: AtomicU64,
+    /// A read-only follower's store and the index it shows
+    /// (`Options::remote_follower`); `None` for a writer.
+    following: Option<follow::Following>,
 }
 
 /// An open database. `Send + Sync`: share it (e.g. in an `Arc`) between

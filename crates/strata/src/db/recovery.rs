@@ -24,26 +24,49 @@ impl Db {
         let stats = IoStats::new();
         // Locked before any file of the database is read or written (a
         // restore from the remote store writes them).
-        let (lock, claimed) = match &opts.remote {
+        let (lock, claimed, following) = match &opts.remote {
+            Some(remote) if opts.remote_follower => {
+                let lock = storage.lock(&dir.join(LOCK_NAME))?;
+                let following =
+                    super::follow::follow(&*storage, &dir, Arc::clone(&remote.0), &stats)?;
+                (lock, None, Some(following))
+            }
             Some(remote) => {
+                if storage
+                    .entry_kind(&dir.join(super::follow::FOLLOWER_NAME))?
+                    .is_some()
+                {
+                    return Err(InvalidInput::RemoteRole {
+                        dir: dir.clone(),
+                        why:
+                            "it is a follower's directory: its writer opens a directory of its own"
+                                .into(),
+                    }
+                    .into());
+                }
                 check_restorable(&*storage, &dir)?;
                 let lock = storage.lock(&dir.join(LOCK_NAME))?;
                 let claimed = super::remote::claim(&*storage, &dir, Arc::clone(&remote.0), &stats)?;
                 check_is_database(&*storage, &dir, &opts)?;
-                (lock, Some(claimed))
+                (lock, Some(claimed), None)
             }
             None => {
                 check_is_database(&*storage, &dir, &opts)?;
-                (storage.lock(&dir.join(LOCK_NAME))?, None)
+                (storage.lock(&dir.join(LOCK_NAME))?, None, None)
             }
         };
         // With a remote store, the files only the store holds are files of
         // the directory too (`TieredStorage`).
-        let tiered = claimed.as_ref().map(|c| {
+        let objects = match (&claimed, &following) {
+            (Some(c), _) => Some(&c.objects),
+            (None, Some(f)) => Some(&f.objects),
+            (None, None) => None,
+        };
+        let tiered = objects.map(|objects| {
             Arc::new(crate::remote::tiered::TieredStorage::new(
                 Arc::clone(&storage),
                 &dir,
-                Arc::clone(&c.objects),
+                Arc::clone(objects),
             ))
         });
         let storage: Arc<dyn Storage> = match &tiered {
@@ -63,7 +86,11 @@ impl Db {
                 None,
             ),
         };
-        let unlisted = unlisted_files(&*storage, &dir, &state, &v1_deltas, claimed.is_some())?;
+        if following.is_some() {
+            state.next_file_id = state.next_file_id.max(super::follow::FOLLOWER_FILE_IDS);
+        }
+        let remote = claimed.is_some() || following.is_some();
+        let unlisted = unlisted_files(&*storage, &dir, &state, &v1_deltas, remote)?;
         describe_v1_layers(&mut state, &v1_deltas, &layer_io)?;
         let flushed_lsn = state.layers.iter().map(|l| l.lsn_max).max().unwrap_or(0);
         let layers: Vec<Arc<Layer>> = state
@@ -178,6 +205,7 @@ impl Db {
             closed: AtomicBool::new(false),
             tiered,
             local_layer_bytes: AtomicU64::new(0),
+            following,
         };
         if let Some(claimed) = claimed {
             super::remote::start_uploader(&inner, claimed)?;
@@ -189,7 +217,9 @@ impl Db {
     fn start(inner: Arc<DbInner>, lock: StorageLock) -> Result<Db> {
         let opts = &inner.opts;
         let dir = inner.dir.clone();
-        let flush_thread = if opts.background_flush {
+        // A follower writes nothing: no flush, no compaction.
+        let background = opts.background_flush && inner.following.is_none();
+        let flush_thread = if background {
             let bg = Arc::clone(&inner);
             Some(
                 std::thread::Builder::new()
@@ -200,7 +230,7 @@ impl Db {
         } else {
             None
         };
-        let compact = opts.background_flush && opts.l0_compaction_trigger > 0;
+        let compact = background && opts.l0_compaction_trigger > 0;
         let mut db = Db {
             inner,
             flush_thread,
@@ -285,10 +315,10 @@ fn unlisted_files(
         // A directory a remote store wrote into (its generation record is
         // there) holds only part of its files when they are opened
         // without the store: not damage, a missing option.
+        let marked =
+            |name: &str| -> Result<bool> { Ok(storage.entry_kind(&dir.join(name))?.is_some()) };
         if !remote
-            && storage
-                .entry_kind(&dir.join(super::remote::GENERATION_NAME))?
-                .is_some()
+            && (marked(super::remote::GENERATION_NAME)? || marked(super::follow::FOLLOWER_NAME)?)
         {
             return Err(InvalidInput::RemoteNeeded {
                 dir: dir.to_owned(),

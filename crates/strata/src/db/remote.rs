@@ -66,7 +66,12 @@ fn small_file_opts(class: FileClass) -> FileOptions {
 }
 
 /// Writes `bytes` to `path` whole and syncs it (not its directory).
-fn write_synced(storage: &dyn Storage, path: &Path, bytes: &[u8], stats: &IoStats) -> Result<()> {
+pub(super) fn write_synced(
+    storage: &dyn Storage,
+    path: &Path,
+    bytes: &[u8],
+    stats: &IoStats,
+) -> Result<()> {
     let f = storage.create(path, &small_file_opts(FileClass::Other), stats)?;
     f.write_all_at(bytes, 0)?;
     f.sync_data()
@@ -191,7 +196,12 @@ pub(super) fn claim(
 
 /// Puts `index`'s manifest in place in `dir` (step 1: its files stay in
 /// the store until they are read).
-fn restore(storage: &dyn Storage, dir: &Path, index: &RemoteIndex, stats: &IoStats) -> Result<()> {
+pub(super) fn restore(
+    storage: &dyn Storage,
+    dir: &Path,
+    index: &RemoteIndex,
+    stats: &IoStats,
+) -> Result<()> {
     // A store that held no database: nothing to restore.
     if index.manifest.is_empty() {
         return Ok(());
@@ -226,12 +236,17 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
 }
 
 /// Where the remote store stands, as `Stats::remote` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RemoteStats {
     /// The store's URL.
     pub url: String,
-    /// This writer's generation.
+    /// This writer's generation (a follower's: the generation of the
+    /// writer whose index it shows).
     pub generation: u64,
+    /// A read-only follower of the store (`Options::remote_follower`):
+    /// `consistent_lsn` is the LSN of the index it shows, and nothing is
+    /// uploaded.
+    pub following: bool,
     /// Every write at or below this LSN is in the store, listed by its
     /// newest index.
     pub consistent_lsn: Lsn,
@@ -290,6 +305,7 @@ impl DbInner {
                 .map(|r| r.0.url().to_string())
                 .unwrap_or_default(),
             generation,
+            following: false,
             consistent_lsn: remote_lsn,
             backlog_bytes,
             error,
@@ -357,6 +373,7 @@ impl Db {
 
     /// [`Db::sync_remote`], giving up after `patience` of failing uploads.
     pub fn sync_remote_within(&self, patience: Duration) -> Result<()> {
+        self.inner.check_writer()?;
         let Some(up) = self.inner.versions.uploader() else {
             return Err(InvalidInput::RemoteUrl {
                 url: String::new(),

@@ -180,7 +180,7 @@ impl DbInner {
             value_live_bytes: 0,
             value_relocated_bytes: self.compaction_bytes.relocated.load(Ordering::Relaxed),
             io: self.stats.snapshot(),
-            remote: self.remote_stats(),
+            remote: self.remote_stats().or_else(|| self.follower_stats()),
         };
         stats.read_retries = stats.io.read_retries_total();
         if let Some(cache) = &self.layer_io.cache {

@@ -58,6 +58,7 @@ impl DbInner {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        self.check_writer()?;
         // Before anything is written: a writer waits out the flush backlog,
         // or is refused (`Error::FlushBacklog`, nothing written) while the
         // flush fails; likewise at the L0 stop count while compaction fails
@@ -193,6 +194,7 @@ impl DbInner {
 
     /// Freezes the open layer; the caller holds the write lock.
     pub(super) fn freeze_locked(&self, ws: &mut WriteState) -> Result<()> {
+        self.check_writer()?;
         let open = Arc::clone(&self.version()?.open);
         if open.is_empty() {
             return Ok(());

@@ -80,7 +80,7 @@ impl RemoteObjects {
         self.lock().contains_key(name)
     }
 
-    fn get(&self, name: &str) -> Option<IndexedObject> {
+    pub(crate) fn get(&self, name: &str) -> Option<IndexedObject> {
         self.lock().get(name).cloned()
     }
 

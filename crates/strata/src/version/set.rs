@@ -451,6 +451,39 @@ impl VersionSet {
         Ok(built.gone_layers)
     }
 
+    /// A follower's move to a newer index of its store (`Db::refresh_remote`):
+    /// the version of `index`'s layers, value files and horizon, with this
+    /// set's logs kept (a follower's open log holds nothing), each file the
+    /// object the current version holds under its id or one `new` brings.
+    /// Built and checked first, then written whole as the manifest, then
+    /// installed: a failure leaves the current version, and poisons nothing
+    /// (an index that does not fit is the store's, not a bug here).
+    pub(crate) fn follow(&self, index: &ManifestState, new: NewFiles) -> Result<()> {
+        self.poison.check()?;
+        let mut manifest = self.manifest()?;
+        let current = self.current()?;
+        let now = manifest.state();
+        let next = ManifestState {
+            next_file_id: now.next_file_id,
+            logs: now.logs.clone(),
+            layers: index.layers.clone(),
+            gc_lsn: index.gc_lsn.max(now.gc_lsn),
+            value_files: index.value_files.clone(),
+        };
+        let built = build(&next, Some(&current), new, &self.layer_io)?;
+        drop(current);
+        manifest.replace(next)?;
+        self.install(built.version)?;
+        drop(manifest);
+        for layer in &built.gone_layers {
+            layer.mark_obsolete();
+        }
+        for value in &built.gone_values {
+            value.mark_obsolete();
+        }
+        Ok(())
+    }
+
     fn install(&self, version: Version) -> Result<()> {
         let mut current = self
             .current
