@@ -1746,6 +1746,18 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
     }
 
     fn next_item(&mut self) -> Result<Option<DeltaEntry>> {
+        self.next_with(|block, entry| {
+            let value = block.bytes[entry.value.clone()].to_vec();
+            (block.key.clone(), entry.lsn, entry.kind, value)
+        })
+    }
+
+    /// The next entry in range, as `take` makes it of the block it is in
+    /// (every entry checked as it is stepped over, whatever `take` keeps).
+    fn next_with<T>(
+        &mut self,
+        take: impl FnOnce(&BlockCursor, &EntryMeta) -> T,
+    ) -> Result<Option<T>> {
         loop {
             let block = match &mut self.block {
                 Some(block) => block,
@@ -1794,8 +1806,7 @@ impl<R: ReadAt, P: Deref<Target = DeltaLayerReader<R>>> BlockScan<P> {
                 return Ok(None);
             }
             if after_start(&self.start, key) {
-                let value = block.bytes[entry.value].to_vec();
-                return Ok(Some((block.key.clone(), entry.lsn, entry.kind, value)));
+                return Ok(Some(take(block, &entry)));
             }
         }
     }
@@ -1888,6 +1899,24 @@ pub(crate) struct DeltaRangeIterOwned<R: ReadAt> {
 }
 
 impl<R: ReadAt> DeltaRangeIterOwned<R> {
+    /// Steps over every entry left in range, each checked as a scan checks
+    /// it (and, for a whole-layer scan, the footer's counts at the end),
+    /// copying none out: returns how many there were.
+    pub(crate) fn check_rest(mut self) -> Result<u64> {
+        let mut n = 0;
+        while !self.scan.done {
+            match self.scan.next_with(|_, _| ()) {
+                Ok(Some(())) => n += 1,
+                Ok(None) => self.scan.done = true,
+                Err(e) => {
+                    self.scan.done = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(n)
+    }
+
     /// Reads up to `bytes` of consecutive blocks at a time (sequential
     /// scans, compaction), instead of one block per read.
     pub(crate) fn with_readahead(mut self, bytes: usize) -> Self {
