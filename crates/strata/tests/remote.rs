@@ -518,6 +518,91 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
         assert!(!db.stats().remote.unwrap().fenced);
     }
 
+    /// A layer damaged in its middle, on the real server, of two 8 MiB
+    /// parts (checked whole once both are read, while they go: the check
+    /// fails at the end of the parts) and of five (checked on a helper
+    /// thread as they go: it fails at the middle part): the multipart
+    /// upload never completes, and the bucket holds no object of it; whole
+    /// again, it uploads, the object the file byte for byte.
+    #[test]
+    fn a_damaged_layer_never_becomes_an_object_in_the_bucket() {
+        for (thousands, parts) in [(12u32, 2usize), (36, 5)] {
+            damaged_layer_upload(thousands, parts);
+        }
+    }
+
+    /// A layer of `thousands` thousand values of 1000 bytes, of `parts`
+    /// parts, damaged in its middle (see above).
+    fn damaged_layer_upload(thousands: u32, parts: usize) {
+        use std::sync::Arc;
+        use strata::remote::Remote;
+        use strata::{Db, Options, WriteBatch, WriteOptions};
+        let moto = Moto::start();
+        let store: Arc<dyn RemoteStore> = Arc::new(moto.store("db"));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a");
+        let local = Options {
+            background_flush: false,
+            ..Options::default()
+        };
+        {
+            let db = Db::open(&dir, local.clone()).unwrap();
+            for chunk in 0..thousands {
+                let mut b = WriteBatch::new();
+                for i in 0..1000u32 {
+                    b.put(format!("k{chunk:03}-{i:05}"), vec![(i % 253) as u8; 1000]);
+                }
+                db.write(&b, WriteOptions::default()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let layer = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "delta"))
+            .unwrap();
+        let whole = std::fs::read(&layer).unwrap();
+        assert_eq!(
+            whole.len().div_ceil(8 << 20),
+            parts,
+            "{} bytes",
+            whole.len()
+        );
+        let name = layer.file_name().unwrap().to_str().unwrap().to_string();
+        let mut bad = whole.clone();
+        bad[whole.len() / 2] ^= 0x10;
+        std::fs::write(&layer, &bad).unwrap();
+        let opts = Options {
+            remote: Some(Remote(Arc::clone(&store))),
+            ..local
+        };
+        let layers = || -> Vec<String> {
+            store
+                .list("layers/")
+                .unwrap()
+                .into_iter()
+                .map(|o| o.key)
+                .filter(|k| k.contains(&name))
+                .collect()
+        };
+        {
+            let db = Db::open(&dir, opts.clone()).unwrap();
+            let e = db
+                .sync_remote_within(Duration::from_millis(1500))
+                .unwrap_err();
+            assert!(e.to_string().contains(&name), "{e}");
+        }
+        assert_eq!(layers(), Vec::<String>::new());
+        std::fs::write(&layer, &whole).unwrap();
+        Db::open(&dir, opts).unwrap().sync_remote().unwrap();
+        let objects = layers();
+        assert_eq!(objects.len(), 1, "{objects:?}");
+        assert!(
+            store.get(&objects[0]).unwrap() == whole,
+            "the object differs"
+        );
+    }
+
     #[test]
     fn a_stopped_server_is_one_line_transport_error() {
         let moto = Moto::start();

@@ -138,8 +138,10 @@ pub trait RemoteStore: Send + Sync {
     fn url(&self) -> &str;
     /// Writes `bytes` under `key`, durably, as `mode` says.
     fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> Result<()>;
-    /// Writes `parts`, in order, as the one object `key` (a part's error
-    /// ends the put, and nothing is written). For keys that one writer
+    /// Writes `parts`, in order, as the one object `key`. The object is
+    /// written only once `parts` has ended (`None`): an error from it, at
+    /// any point, the item after the last part included, ends the put, and
+    /// nothing is written (the uploader's check of a layer comes there). For keys that one writer
     /// alone names (a key with the writer's generation): a store may send
     /// each part while the next is being produced, and the object is
     /// written whether or not the key exists, as `PutMode::Overwrite`

@@ -40,10 +40,12 @@
 //! buffers kept for the next parts and files. A layer of a few parts is
 //! kept until it is checked whole; a larger one is checked on a helper
 //! thread while its parts go (`layer_stream`: its header's part and its
-//! tail are read first, the check holds a few parts besides, and the last
-//! part goes only once the check has passed), so an upload holds about
-//! the tail and six parts whatever the layer's size; a value file's parts
-//! go once sent.
+//! tail are read first, and the check holds a few parts besides), so an
+//! upload holds about the tail and six parts whatever the layer's size; a
+//! value file's parts go once sent. Every part goes as it is read; the end
+//! of a layer's parts waits for its check, and a failed check ends them
+//! with its error, so the store never completes the object (the multipart
+//! upload is aborted).
 //!
 use super::generation::{object_key, parse_object_generation};
 use super::index::{put_next, IndexedObject, RemoteIndex};
@@ -519,12 +521,11 @@ impl Shared {
 
     /// Uploads one local file; the object it became. The file is read in
     /// parts of `PART_BYTES`, each sent (`RemoteStore::put_parts`) while
-    /// the next is read; a layer file's parts are kept until the last is
-    /// read, when they are checked as a whole layer (every block's
-    /// checksum, the entries' order and count) before the last part goes:
-    /// the store never holds, under a fresh crc32c in its index, bytes the
-    /// disk returned damaged. (A value file's entries are each checked
-    /// against their pointers when read.)
+    /// the next is read; a layer file is checked as a whole layer (every
+    /// block's checksum, the entries' order and count) before its parts
+    /// end (`FileParts`): the store never holds, under a fresh crc32c in
+    /// its index, bytes the disk returned damaged. (A value file's entries
+    /// are each checked against their pointers when read.)
     fn upload_file(&self, f: &SnapFile, buffers: &mut PartBuffers) -> Result<IndexedObject> {
         let t = &self.target;
         let path = t.dir.join(&f.name);
@@ -560,6 +561,7 @@ impl Shared {
                 pre: BTreeMap::new(),
                 steps: &*t.read_steps,
                 started: false,
+                check_pending: !value_file,
                 buffers,
             };
             // Closed when this ends, however: the check's waits end too
@@ -618,6 +620,9 @@ struct FileParts<'a> {
     steps: &'a dyn Fn() -> usize,
     /// Whether a part was given (an empty file is one empty part).
     started: bool,
+    /// A layer file's check, not yet done: the end of the parts waits
+    /// for it.
+    check_pending: bool,
     buffers: &'a mut PartBuffers,
 }
 
@@ -704,35 +709,47 @@ impl<'a> FileParts<'a> {
         self.at += n as u64;
         if let Some(kept) = &mut self.kept {
             kept.push(Arc::clone(&part));
-            if self.at == self.len {
-                crate::inspect::verify_layer_bytes(self.path, std::mem::take(kept), PART_BYTES)?;
-            }
-        }
-        if let Some(stream) = self.stream {
-            if self.at == self.len {
-                // Every part is with the check: the last goes once it passed.
-                stream.checked()?;
-            }
         }
         Ok(Payload::shared(part))
     }
+
+    /// A layer's check, once every part is read: a small layer's kept
+    /// parts checked whole here, a large one's verdict waited for.
+    fn check(&mut self) -> Result<()> {
+        if let Some(kept) = &mut self.kept {
+            crate::inspect::verify_layer_bytes(self.path, std::mem::take(kept), PART_BYTES)?;
+        }
+        match self.stream {
+            Some(stream) => stream.checked().map(|_| ()),
+            None => Ok(()),
+        }
+    }
 }
 
+/// Every part goes as soon as it is read; after the last, the end waits
+/// for the layer's check (it runs while the last parts are sent), and a
+/// check that failed is the last item: the store completes an object only
+/// at the end of its parts (`RemoteStore::put_parts`), so a layer that
+/// fails its check never becomes one.
 impl Iterator for FileParts<'_> {
     type Item = Result<Payload>;
     fn next(&mut self) -> Option<Result<Payload>> {
         if self.at >= self.len && self.started {
+            if std::mem::take(&mut self.check_pending) {
+                return self.check().err().map(Err);
+            }
             return None;
         }
         self.started = true;
         Some(self.read_next())
     }
 
-    /// Exact: the parts not yet read (an empty file is one part).
+    /// The parts not yet read (an empty file is one part), and, while a
+    /// layer's check is pending, one item more at most: its error.
     fn size_hint(&self) -> (usize, Option<usize>) {
         let left = (self.len - self.at).div_ceil(PART_BYTES as u64) as usize;
         let left = if self.started { left } else { left.max(1) };
-        (left, Some(left))
+        (left, Some(left + usize::from(self.check_pending)))
     }
 }
 
