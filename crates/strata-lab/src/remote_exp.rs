@@ -689,7 +689,14 @@ mod imp {
                 copy_dir(&db_dir, &dir)?;
                 (format!("db-{round}"), dir)
             };
-            let upload = upload_round(&dir, Remote(Arc::new(server.store(&name)?)), &mut options)?;
+            // What the store and the uploader held is recorded of round 1:
+            // its store, `db`, is the one the rest of the experiment opens.
+            let mut round_options = BTreeMap::new();
+            let store = Remote(Arc::new(server.store(&name)?));
+            let upload = upload_round(&dir, store, &mut round_options)?;
+            if round == 0 {
+                options.extend(round_options);
+            }
             if round > 0 {
                 std::fs::remove_dir_all(&dir)?;
             }
