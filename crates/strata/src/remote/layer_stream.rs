@@ -95,13 +95,18 @@ impl LayerStream {
     /// opening the layer reads: the header's part, the footer's, and those
     /// of the block index, filter and key range before it (the footer says
     /// where they start); hands them over and marks the tail, so that the
-    /// check can start. Returns them by number, for their turn to be sent.
+    /// check can start (its reads wait for the tail). Returns them by
+    /// number, for their turn to be sent; a part handed over before (the
+    /// first, sent while the tail is read) is not read again.
     pub(crate) fn start(
         &self,
         read: &mut dyn FnMut(usize) -> Result<Part>,
     ) -> Result<BTreeMap<usize, Part>> {
         let mut pre = BTreeMap::new();
         let mut ahead = |i: usize, pre: &mut BTreeMap<usize, Part>| -> Result<()> {
+            if self.lock().parts.contains_key(&i) {
+                return Ok(());
+            }
             if let std::collections::btree_map::Entry::Vacant(slot) = pre.entry(i) {
                 let part = read(i)?;
                 self.give(i, Arc::clone(&part), false)?;
@@ -207,6 +212,11 @@ impl LayerStream {
         };
         let (first, last) = (self.part_of(offset), self.part_of(end.saturating_sub(1)));
         let mut s = self.lock();
+        // The check reads once `start` has marked the tail: which parts it
+        // may let go depends on it.
+        while wait && s.tail_first == usize::MAX && !s.closed {
+            s = self.wait(s);
+        }
         let tail_first = s.tail_first;
         if wait && first < tail_first {
             // The scan reads the data blocks in order: a read that starts
@@ -312,13 +322,18 @@ mod tests {
         let parts = bytes.len().div_ceil(part_bytes);
         std::thread::scope(|scope| {
             let _closing = stream.closing();
+            // The check waits for the tail; the first part goes before it
+            // is read.
+            scope.spawn(|| stream.finish(crate::inspect::verify_layer(path, stream.reader())));
+            if let Err(e) = stream.give(0, part(0), true) {
+                return (Err(e), 0);
+            }
             let pre = match stream.start(&mut |i| Ok(part(i))) {
                 Ok(pre) => pre,
                 Err(e) => return (Err(e), 0),
             };
-            scope.spawn(|| stream.finish(crate::inspect::verify_layer(path, stream.reader())));
             let mut most = 0;
-            for i in 0..parts {
+            for i in 1..parts {
                 if !pre.contains_key(&i) {
                     if let Err(e) = stream.give(i, part(i), true) {
                         return (Err(e), most);

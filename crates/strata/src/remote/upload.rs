@@ -39,8 +39,9 @@
 //! a time, read in 8 MiB parts, each sent while the next is read, into
 //! buffers kept for the next parts and files. A layer of a few parts is
 //! kept until it is checked whole; a larger one is checked on a helper
-//! thread while its parts go (`layer_stream`: its header's part and its
-//! tail are read first, and the check holds a few parts besides), so an
+//! thread while its parts go (`layer_stream`: its first part goes, the
+//! tail is read while it is sent, and the check holds a few parts
+//! besides), so an
 //! upload holds about the tail and six parts whatever the layer's size; a
 //! value file's parts go once sent. Every part goes as it is read; the end
 //! of a layer's parts waits for its check, and a failed check ends them
@@ -567,8 +568,8 @@ impl Shared {
             // Closed when this ends, however: the check's waits end too
             // (the scope joins its thread after).
             let _closing = stream.as_ref().map(LayerStream::closing);
+            parts.stream = stream.as_ref();
             if let Some(stream) = &stream {
-                parts.start_stream(stream)?;
                 let path = &path;
                 scope.spawn(move || {
                     stream.finish(crate::inspect::verify_layer(path, stream.reader()));
@@ -685,15 +686,13 @@ impl<'a> FileParts<'a> {
         Ok(self.buffers.read(self.file, offset, n, self.steps)? as Part)
     }
 
-    /// Starts `stream`'s check (`LayerStream::start`).
-    fn start_stream(&mut self, stream: &'a LayerStream) -> Result<()> {
-        self.stream = Some(stream);
-        self.pre = stream.start(&mut |i| self.read_part(i))?;
-        Ok(())
-    }
-
     fn read_next(&mut self) -> Result<Payload> {
         let i = (self.at / PART_BYTES as u64) as usize;
+        if let Some(stream) = self.stream.filter(|_| i == 1) {
+            // A large layer's first part is being sent: now the tail,
+            // which its check opens the layer with (`LayerStream::start`).
+            self.pre = stream.start(&mut |j| self.read_part(j))?;
+        }
         let n = (self.len - self.at).min(PART_BYTES as u64) as usize;
         let part = match self.pre.remove(&i) {
             Some(part) => part,
