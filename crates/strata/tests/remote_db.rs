@@ -1014,7 +1014,9 @@ fn a_follower_and_a_writer_keep_to_their_own_directories() {
             ..Options::default()
         },
     ) {
-        Err(Error::InvalidInput(strata::InvalidInput::RemoteNeeded { .. })) => {}
+        Err(e @ Error::InvalidInput(strata::InvalidInput::RemoteRole { .. })) => {
+            assert!(e.to_string().contains("a follower's directory"), "{e}")
+        }
         other => panic!("{:?}", other.map(|_| "opened")),
     }
     let no_store = Options {

@@ -21,6 +21,15 @@ impl Db {
             None => Arc::new(OsStorage),
         };
         prepare_dir(&*storage, &dir, &opts)?;
+        // A follower's directory holds nothing of its own to write to.
+        let marker = dir.join(super::follow::FOLLOWER_NAME);
+        if !opts.remote_follower && storage.entry_kind(&marker)?.is_some() {
+            return Err(InvalidInput::RemoteRole {
+                dir: dir.clone(),
+                why: "it is a follower's directory: a follower of its store opens it (Options::remote_follower), a writer opens a directory of its own".into(),
+            }
+            .into());
+        }
         let stats = IoStats::new();
         // Locked before any file of the database is read or written (a
         // restore from the remote store writes them).
@@ -32,18 +41,6 @@ impl Db {
                 (lock, None, Some(following))
             }
             Some(remote) => {
-                if storage
-                    .entry_kind(&dir.join(super::follow::FOLLOWER_NAME))?
-                    .is_some()
-                {
-                    return Err(InvalidInput::RemoteRole {
-                        dir: dir.clone(),
-                        why:
-                            "it is a follower's directory: its writer opens a directory of its own"
-                                .into(),
-                    }
-                    .into());
-                }
                 check_restorable(&*storage, &dir)?;
                 let lock = storage.lock(&dir.join(LOCK_NAME))?;
                 let claimed = super::remote::claim(&*storage, &dir, Arc::clone(&remote.0), &stats)?;
@@ -315,10 +312,10 @@ fn unlisted_files(
         // A directory a remote store wrote into (its generation record is
         // there) holds only part of its files when they are opened
         // without the store: not damage, a missing option.
-        let marked =
-            |name: &str| -> Result<bool> { Ok(storage.entry_kind(&dir.join(name))?.is_some()) };
         if !remote
-            && (marked(super::remote::GENERATION_NAME)? || marked(super::follow::FOLLOWER_NAME)?)
+            && storage
+                .entry_kind(&dir.join(super::remote::GENERATION_NAME))?
+                .is_some()
         {
             return Err(InvalidInput::RemoteNeeded {
                 dir: dir.to_owned(),
