@@ -39,7 +39,6 @@ use crate::remote::tiered::RemoteObjects;
 use crate::remote::RemoteStore;
 use crate::table_cache::Layer;
 use crate::types::Lsn;
-use crate::value::ValueFile;
 use crate::version::set::NewFiles;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -246,23 +245,20 @@ impl Db {
             .filter(|d| !held.contains(&d.id))
             .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&inner.layer_io))))
             .collect();
-        let mut values = Vec::new();
-        for (&id, &bytes) in &loaded.state.value_files {
-            if current.values.contains_key(&id) {
-                continue;
-            }
-            let file =
-                inner
-                    .storage
-                    .open(&inner.dir.join(log_name(id)), &inner.log_opts, &inner.stats)?;
-            values.push(Arc::new(ValueFile::new(
-                id,
-                bytes,
-                file,
-                inner.stats.clone(),
-                Arc::clone(&inner.storage),
-            )));
-        }
+        // The value files the followed version does not hold yet.
+        let brought = loaded
+            .state
+            .value_files
+            .iter()
+            .map(|(&id, &bytes)| (id, bytes))
+            .filter(|(id, _)| !current.values.contains_key(id));
+        let values = super::open_value_files(
+            &inner.storage,
+            &inner.dir,
+            brought,
+            &inner.log_opts,
+            &inner.stats,
+        )?;
         drop(current);
         inner.versions.follow(
             &loaded.state,

@@ -708,3 +708,36 @@ impl DbInner {
         Ok(Scan::new(sources, Arc::clone(&version)))
     }
 }
+
+/// The value files `files` names (id, bytes), opened for reads; one
+/// shorter than its listed bytes is corruption naming it.
+fn open_value_files(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    files: impl Iterator<Item = (u64, u64)>,
+    log_opts: &FileOptions,
+    stats: &IoStats,
+) -> Result<Vec<Arc<crate::value::ValueFile>>> {
+    let mut out = Vec::new();
+    for (id, bytes) in files {
+        let path = dir.join(log_name(id));
+        let file = storage.open(&path, log_opts, stats)?;
+        let len = file.len()?;
+        if len < bytes {
+            return Err(crate::error::Corruption::new(
+                &path,
+                len,
+                format!("the value file ends at {len}, the manifest says it holds {bytes} bytes"),
+            )
+            .into());
+        }
+        out.push(Arc::new(crate::value::ValueFile::new(
+            id,
+            bytes,
+            file,
+            stats.clone(),
+            Arc::clone(storage),
+        )));
+    }
+    Ok(out)
+}

@@ -150,7 +150,12 @@ impl Db {
         manifest.apply(Edit::AddLog(id))?;
         let mut logs = replayed.frozen;
         logs.push(open);
-        let values = open_value_files(&storage, &dir, manifest.state(), &log_opts, &stats)?;
+        let listed = manifest
+            .state()
+            .value_files
+            .iter()
+            .map(|(&id, &bytes)| (id, bytes));
+        let values = open_value_files(&storage, &dir, listed, &log_opts, &stats)?;
         let versions = VersionSet::recover(
             manifest,
             NewFiles {
@@ -331,39 +336,6 @@ fn unlisted_files(
         .into());
     }
     Ok(unlisted)
-}
-
-/// The value files `state` lists, opened for reads; one shorter than the
-/// state says is corruption naming it.
-fn open_value_files(
-    storage: &Arc<dyn Storage>,
-    dir: &Path,
-    state: &ManifestState,
-    log_opts: &FileOptions,
-    stats: &IoStats,
-) -> Result<Vec<Arc<crate::value::ValueFile>>> {
-    let mut out = Vec::with_capacity(state.value_files.len());
-    for (&id, &bytes) in &state.value_files {
-        let path = dir.join(log_name(id));
-        let file = storage.open(&path, log_opts, stats)?;
-        let len = file.len()?;
-        if len < bytes {
-            return Err(crate::error::Corruption::new(
-                &path,
-                len,
-                format!("the value file ends at {len}, the manifest says it holds {bytes} bytes"),
-            )
-            .into());
-        }
-        out.push(Arc::new(crate::value::ValueFile::new(
-            id,
-            bytes,
-            file,
-            stats.clone(),
-            Arc::clone(storage),
-        )));
-    }
-    Ok(out)
 }
 
 /// A version 1 manifest has no layer descriptors: those files are read

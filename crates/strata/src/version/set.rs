@@ -437,18 +437,30 @@ impl VersionSet {
         }
         self.install(built.version)?;
         drop(manifest);
-        for layer in &built.gone_layers {
+        self.retire(&built.gone_layers, &built.gone_values, &built.gone_logs);
+        Ok(built.gone_layers)
+    }
+
+    /// Lets go of what the version just installed no longer holds: layers
+    /// and value files marked obsolete (each deleted when its last reader
+    /// lets go), logs deleted.
+    fn retire(
+        &self,
+        layers: &[Arc<Layer>],
+        values: &[Arc<ValueFile>],
+        logs: &[Arc<InMemoryLayer>],
+    ) {
+        for layer in layers {
             layer.mark_obsolete();
         }
-        for value in &built.gone_values {
+        for value in values {
             value.mark_obsolete();
         }
-        for log in &built.gone_logs {
+        for log in logs {
             // A failure leaves an unlisted log: garbage the next open
             // removes once it proves it superseded.
             let _ = self.layer_io.storage.remove_file(log.path());
         }
-        Ok(built.gone_layers)
     }
 
     /// A follower's move to a newer index of its store (`Db::refresh_remote`):
@@ -475,12 +487,7 @@ impl VersionSet {
         manifest.replace(next)?;
         self.install(built.version)?;
         drop(manifest);
-        for layer in &built.gone_layers {
-            layer.mark_obsolete();
-        }
-        for value in &built.gone_values {
-            value.mark_obsolete();
-        }
+        self.retire(&built.gone_layers, &built.gone_values, &built.gone_logs);
         Ok(())
     }
 
