@@ -34,6 +34,12 @@ pub struct KvArgs {
     /// follower's own) is the follower's, and writes are refused.
     #[arg(long, global = true, requires = "remote")]
     follow: bool,
+    /// Seconds an object no index lists any more stays in --remote before
+    /// this writer deletes it (a follower that refreshes at least that
+    /// often never finds a file gone); default 300. A process that ends
+    /// sooner leaves them to the next writer's sweep.
+    #[arg(long, global = true, requires = "remote", value_name = "SECS")]
+    remote_deletion_delay: Option<u64>,
     #[command(subcommand)]
     command: KvCommand,
 }
@@ -135,6 +141,10 @@ fn run(command: &str, args: KvArgs) -> Result<ExitCode> {
         create_if_missing: matches!(args.command, KvCommand::Put { .. }) || remote.is_some(),
         remote,
         remote_follower: args.follow,
+        remote_deletion_delay: args.remote_deletion_delay.map_or(
+            strata::REMOTE_DELETION_DELAY_DEFAULT,
+            std::time::Duration::from_secs,
+        ),
         ..Options::default()
     }
     // STRATA_IO_MODE / STRATA_IO_ENGINE choose the io mode of the CLI's

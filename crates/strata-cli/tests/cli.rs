@@ -181,6 +181,13 @@ fn a_follower_reads_the_store_and_refuses_writes() {
     assert_eq!(follow(&["get", "pear"]).1, "green\n");
     let (ok, _, err) = strata(&["db", follower, "--follow", "get", "pear"]);
     assert!(!ok && err.contains("--remote"), "{err}");
+    // The writer's deletion delay is a writer's remote option too.
+    let delay = ["--remote-deletion-delay", "0"];
+    let (ok, out, err) =
+        strata(&[&["db", db, "--remote", store][..], &delay, &["get", "pear"]].concat());
+    assert!(ok && out == "green\n", "{err}");
+    let (ok, _, err) = strata(&[&["db", db][..], &delay, &["get", "pear"]].concat());
+    assert!(!ok && err.contains("--remote"), "{err}");
 }
 
 #[test]

@@ -69,6 +69,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "remote_follower",
         "true | false: open as a read-only follower of the remote store (its newest index; strata_refresh_remote moves on)",
     ),
+    (
+        "remote_deletion_delay_ms",
+        "with a remote store: milliseconds an object no index lists any more stays in it before the writer deletes it (default 300000)",
+    ),
 ];
 
 /// Engine options plus the database path a configuration may carry.
@@ -147,6 +151,9 @@ impl Config {
             "frozen_layers_max" => o.frozen_layers_max = as_usize(key, value)?,
             "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
             "remote_follower" => o.remote_follower = as_bool(key, value)?,
+            "remote_deletion_delay_ms" => {
+                o.remote_deletion_delay = std::time::Duration::from_millis(as_u64(key, value)?)
+            }
             "local_layer_bytes_max" => {
                 o.local_layer_bytes_max = if as_none(value) {
                     None
@@ -195,6 +202,7 @@ impl Config {
             "remote": o.remote.as_ref().map(|r| r.0.url().to_string()),
             "local_layer_bytes_max": o.local_layer_bytes_max,
             "remote_follower": o.remote_follower,
+            "remote_deletion_delay_ms": u64::try_from(o.remote_deletion_delay.as_millis()).unwrap_or(u64::MAX),
         })
     }
 }
@@ -310,6 +318,15 @@ fn as_bytes(key: &str, v: &Value) -> Result<u64, String> {
     }
 }
 
+fn as_u64(key: &str, v: &Value) -> Result<u64, String> {
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    n.ok_or_else(|| format!("key `{key}` must be a non-negative integer, found {v}"))
+}
+
 fn as_usize(key: &str, v: &Value) -> Result<usize, String> {
     let n = as_bytes(key, v)?;
     usize::try_from(n).map_err(|_| format!("key `{key}` = {n} does not fit this machine's usize"))
@@ -413,6 +430,30 @@ mod tests {
         assert_eq!(c.options.history_lsns, None);
         c.set("background_flush", "false").unwrap();
         assert!(!c.options.background_flush);
+    }
+
+    #[test]
+    fn the_remote_deletion_delay_is_a_key_in_milliseconds() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.to_json()["remote_deletion_delay_ms"],
+            strata::REMOTE_DELETION_DELAY_DEFAULT.as_millis() as u64
+        );
+        c.load(Some(r#"{"remote_deletion_delay_ms": 1500}"#))
+            .unwrap();
+        assert_eq!(
+            c.options.remote_deletion_delay,
+            std::time::Duration::from_millis(1500)
+        );
+        c.set("remote_deletion_delay_ms", "0").unwrap();
+        assert!(c.options.remote_deletion_delay.is_zero());
+        for bad in ["-1", "\"soon\"", "1.5"] {
+            let e = c
+                .load(Some(&format!(r#"{{"remote_deletion_delay_ms": {bad}}}"#)))
+                .unwrap_err();
+            assert!(e.message.contains("remote_deletion_delay_ms"), "{e}");
+        }
+        assert!(c.options.remote_deletion_delay.is_zero());
     }
 
     #[test]

@@ -64,6 +64,11 @@ pub const LOG_MEMORY_BYTES_DEFAULT: u64 = 64 << 20;
 pub const LARGE_VALUE_BYTES_DEFAULT: usize = 4096;
 /// Default of `Options::value_garbage_percent`.
 pub const VALUE_GARBAGE_PERCENT_DEFAULT: u32 = 20;
+/// Default of `Options::remote_deletion_delay`: a follower that
+/// refreshes every few minutes never finds a file it reads gone, and the
+/// store holds a replaced layer that much longer (a compaction's inputs,
+/// at most, beside its outputs).
+pub const REMOTE_DELETION_DELAY_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
 /// Default of `Options::block_cache_bytes`.
 pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::index_memory_bytes_max`: the indexes and filters of
@@ -210,6 +215,15 @@ pub struct Options {
     /// generation is taken (the writer is not fenced); writes, flushes and
     /// compactions return `Error::ReadOnly`.
     pub remote_follower: bool,
+    /// With a remote store, as its writer: how long an object no index
+    /// lists any more (a layer a compaction replaced) stays in the store,
+    /// counted from when the index that dropped it is there. A follower
+    /// (`remote_follower`) that refreshes at least this often never finds
+    /// a file it reads gone; one left longer on an older index may: its
+    /// read then fails with the store's "no such object" (never a wrong
+    /// value), and a refresh answers it. Zero: deleted as soon as the
+    /// database lets its file go.
+    pub remote_deletion_delay: std::time::Duration,
 }
 
 impl Default for Options {
@@ -245,6 +259,7 @@ impl Default for Options {
             remote: None,
             local_layer_bytes_max: None,
             remote_follower: false,
+            remote_deletion_delay: REMOTE_DELETION_DELAY_DEFAULT,
         }
     }
 }

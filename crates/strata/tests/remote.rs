@@ -433,6 +433,8 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
         let opts = || Options {
             remote: Some(Remote(Arc::clone(&store))),
             layer_size_bytes_max: 1 << 20,
+            // Replaced objects go at once (no follower waits for them).
+            remote_deletion_delay: std::time::Duration::ZERO,
             ..Options::default()
         };
         let tmp = tempfile::tempdir().unwrap();

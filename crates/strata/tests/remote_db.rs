@@ -12,11 +12,15 @@ use std::time::Duration;
 use strata::remote::{DirRemote, FaultyRemote, Remote, RemoteFault, RemoteStore};
 use strata::{Db, Error, Options, WriteBatch, WriteOptions};
 
+/// A writer of `store` whose replaced objects go as soon as its database
+/// lets their files go (`remote_deletion_delay` zero), so that tests see
+/// the store hold exactly what its newest index lists.
 fn options(store: Arc<dyn RemoteStore>) -> Options {
     Options {
         remote: Some(Remote(store)),
         layer_size_bytes_max: 1 << 20,
         background_flush: false,
+        remote_deletion_delay: Duration::ZERO,
         ..Options::default()
     }
 }
@@ -854,6 +858,74 @@ fn follower_options(store: Arc<dyn RemoteStore>) -> Options {
     Options {
         remote_follower: true,
         ..options(store)
+    }
+}
+
+/// A writer's replaced objects stay in the store for its deletion delay:
+/// a follower left on the index before a compaction with GC reads every
+/// value right for that long (its files are still there), and the
+/// objects go after it.
+#[test]
+fn replaced_objects_stay_for_the_deletion_delay_so_a_follower_on_an_older_index_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let delay = Duration::from_secs(3);
+    let writer = Db::open(
+        tmp.path().join("w"),
+        Options {
+            remote_deletion_delay: delay,
+            ..options(Arc::clone(&store))
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        Options::default().remote_deletion_delay,
+        strata::REMOTE_DELETION_DELAY_DEFAULT
+    );
+    for round in 0..3 {
+        write_round(&writer, round, 1500);
+        writer.flush().unwrap();
+    }
+    writer.sync_remote().unwrap();
+    let follower = Db::open(tmp.path().join("f"), follower_options(Arc::clone(&store))).unwrap();
+    let before = data_objects(&*store);
+    // The clock starts before the index that drops the old layers is in
+    // the store: while it reads under the delay, nothing is deleted yet.
+    let started = std::time::Instant::now();
+    writer.set_horizon(writer.last_lsn());
+    writer.compact().unwrap();
+    writer.sync_remote().unwrap();
+    let stats = writer.stats().remote.unwrap();
+    assert!(stats.unlisted_objects > 0, "{stats:?}");
+    let mut read_within = 0;
+    for round in 0..3 {
+        for i in (0..1500).step_by(7) {
+            let within = started.elapsed() < delay;
+            match follower.get(key(round, i)) {
+                Ok(v) => assert_eq!(v, Some(value(round, i))),
+                // Past the delay an unrefreshed follower may find a file
+                // gone; within it, never.
+                Err(Error::Remote { .. }) if !within => {}
+                Err(e) => panic!("round {round} key {i}: {e}"),
+            }
+            read_within += u32::from(within);
+        }
+    }
+    if started.elapsed() < delay {
+        let stats = writer.stats().remote.unwrap();
+        assert_eq!(stats.deleted_objects, 0, "{stats:?}");
+        assert!(before.iter().all(|k| data_objects(&*store).contains(k)));
+    }
+    assert!(read_within > 0, "the machine took the whole delay to read");
+    // After the delay they go: the store then holds what its newest index
+    // lists.
+    wait_for_deletions(&writer);
+    assert!(started.elapsed() >= delay);
+    assert!(writer.stats().remote.unwrap().deleted_objects > 0);
+    assert!(before.iter().any(|k| !data_objects(&*store).contains(k)));
+    follower.refresh_remote().unwrap();
+    for round in 0..3 {
+        check_round(&follower, round, 1500);
     }
 }
 

@@ -229,6 +229,7 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
             stats: inner.stats.clone(),
             objects: claimed.objects,
             read_steps: inner.pacer.steps(),
+            deletion_delay: inner.opts.remote_deletion_delay,
         },
         claimed.index,
     )?;

@@ -21,7 +21,10 @@
 //! 4. deletes the objects that index no longer lists (files a compaction
 //!    or a GC replaced, uploads of a snapshot that was superseded before
 //!    its index): only after an index of this writer that drops them is
-//!    in the store. No index that comes after it lists them (every index
+//!    in the store, and not before `Options::remote_deletion_delay` has
+//!    passed since (a read-only follower still on an older index reads
+//!    them: one that refreshes at least that often never finds a file
+//!    gone). No index that comes after it lists them (every index
 //!    after it is this writer's, or a newer writer's claim, a copy of the
 //!    newest: the sequence is create-only), so nothing that opens from the
 //!    store needs them. A fenced writer deletes nothing. At start, once,
@@ -142,6 +145,9 @@ pub(crate) struct UploadTarget {
     /// The size of each request of a file's read (`io::IoSteps`): the
     /// compaction pacer's, large while no foreground read needs the device.
     pub read_steps: crate::io::IoSteps,
+    /// How long an object stays in the store after the index that dropped
+    /// it is there (`Options::remote_deletion_delay`).
+    pub deletion_delay: Duration,
 }
 
 struct Shared {
@@ -427,6 +433,7 @@ impl Shared {
                     unlisted.push(Unlisted {
                         name: None,
                         key: o.key,
+                        since: Instant::now(),
                     });
                 }
             }
@@ -434,14 +441,18 @@ impl Shared {
         Ok(())
     }
 
-    /// Deletes the objects of `unlisted` (step 4) whose files the database
-    /// has let go (a reader of an older version may still read one that
-    /// only the store holds); the others, and those whose deletion fails,
-    /// stay for a later round.
+    /// Deletes the objects of `unlisted` (step 4) that no index in the
+    /// store has listed for `deletion_delay` (a follower still on an older
+    /// index may read them) and whose files the database has let go (a
+    /// reader of an older version may still read one that only the store
+    /// holds); the others, and those whose deletion fails, stay for a
+    /// later round.
     fn delete_unlisted(&self, unlisted: &mut Vec<Unlisted>) {
         let mut deleted = 0;
+        let delay = self.target.deletion_delay;
         unlisted.retain(|u| {
             if self.stopping()
+                || u.since.elapsed() < delay
                 || u.name
                     .as_ref()
                     .is_some_and(|n| self.target.objects.holds(n))
@@ -507,12 +518,14 @@ impl Shared {
         *seq = index.seq + 1;
         // In the store: what it no longer lists may go (step 4).
         let listed: HashSet<&str> = snap.files.iter().map(|f| f.name.as_str()).collect();
+        let since = Instant::now();
         uploaded.retain(|name, object| {
             let keep = listed.contains(name.as_str());
             if !keep {
                 unlisted.push(Unlisted {
                     name: Some(name.clone()),
                     key: object.key.clone(),
+                    since,
                 });
             }
             keep
@@ -753,8 +766,10 @@ impl Iterator for FileParts<'_> {
 }
 
 /// An object no index lists any more (step 4): the file of the database
-/// it was, if it was one, and its key.
+/// it was, if it was one, its key, and since when no index in the store
+/// lists it (it goes `UploadTarget::deletion_delay` after).
 struct Unlisted {
     name: Option<String>,
     key: String,
+    since: Instant,
 }
