@@ -70,6 +70,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "true | false: open as a read-only follower of the remote store (its newest index; strata_refresh_remote moves on)",
     ),
     (
+        "remote_follow_interval_ms",
+        "a follower refreshes to the store's newest index this often, milliseconds (default 60000, at least 10); null or \"none\" = only strata_refresh_remote",
+    ),
+    (
         "remote_deletion_delay_ms",
         "with a remote store: milliseconds an object no index lists any more stays in it before the writer deletes it (default 300000)",
     ),
@@ -151,6 +155,13 @@ impl Config {
             "frozen_layers_max" => o.frozen_layers_max = as_usize(key, value)?,
             "create_if_missing" => o.create_if_missing = as_bool(key, value)?,
             "remote_follower" => o.remote_follower = as_bool(key, value)?,
+            "remote_follow_interval_ms" => {
+                o.remote_follow_interval = if as_none(value) {
+                    None
+                } else {
+                    Some(std::time::Duration::from_millis(as_u64(key, value)?))
+                }
+            }
             "remote_deletion_delay_ms" => {
                 o.remote_deletion_delay = std::time::Duration::from_millis(as_u64(key, value)?)
             }
@@ -202,6 +213,7 @@ impl Config {
             "remote": o.remote.as_ref().map(|r| r.0.url().to_string()),
             "local_layer_bytes_max": o.local_layer_bytes_max,
             "remote_follower": o.remote_follower,
+            "remote_follow_interval_ms": o.remote_follow_interval.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             "remote_deletion_delay_ms": u64::try_from(o.remote_deletion_delay.as_millis()).unwrap_or(u64::MAX),
         })
     }
@@ -454,6 +466,17 @@ mod tests {
             assert!(e.message.contains("remote_deletion_delay_ms"), "{e}");
         }
         assert!(c.options.remote_deletion_delay.is_zero());
+        assert_eq!(
+            c.to_json()["remote_follow_interval_ms"],
+            strata::REMOTE_FOLLOW_INTERVAL_DEFAULT.as_millis() as u64
+        );
+        c.set("remote_follow_interval_ms", "250").unwrap();
+        assert_eq!(
+            c.options.remote_follow_interval,
+            Some(std::time::Duration::from_millis(250))
+        );
+        c.set("remote_follow_interval_ms", "none").unwrap();
+        assert_eq!(c.options.remote_follow_interval, None);
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub const VALUE_GARBAGE_PERCENT_DEFAULT: u32 = 20;
 /// store holds a replaced layer that much longer (a compaction's inputs,
 /// at most, beside its outputs).
 pub const REMOTE_DELETION_DELAY_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
+/// Default of `Options::remote_follow_interval`: a fifth of the writer's
+/// default deletion delay.
+pub const REMOTE_FOLLOW_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Default of `Options::block_cache_bytes`.
 pub const BLOCK_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::index_memory_bytes_max`: the indexes and filters of
@@ -224,6 +227,13 @@ pub struct Options {
     /// value), and a refresh answers it. Zero: deleted as soon as the
     /// database lets its file go.
     pub remote_deletion_delay: std::time::Duration,
+    /// A follower (`remote_follower`) refreshes to the store's newest
+    /// index this often on a thread of its own, as `Db::refresh_remote`
+    /// does (a failure shows in `Stats::remote.error` until one
+    /// succeeds). Keep it below the writer's `remote_deletion_delay`, so
+    /// that no file the follower reads goes before it moves on. `None`:
+    /// only `Db::refresh_remote` moves it. At least 10 ms.
+    pub remote_follow_interval: Option<std::time::Duration>,
 }
 
 impl Default for Options {
@@ -260,6 +270,7 @@ impl Default for Options {
             local_layer_bytes_max: None,
             remote_follower: false,
             remote_deletion_delay: REMOTE_DELETION_DELAY_DEFAULT,
+            remote_follow_interval: Some(REMOTE_FOLLOW_INTERVAL_DEFAULT),
         }
     }
 }
@@ -403,6 +414,16 @@ impl Options {
                 }
                 .into());
             }
+        }
+        if let Some(interval) = self.remote_follow_interval {
+            let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+            range(
+                "remote_follow_interval (ms)",
+                ms,
+                10,
+                u64::MAX,
+                "at least 10 ms (None: no background refresh)",
+            )?;
         }
         if self.remote_follower && self.remote.is_none() {
             return Err(InvalidInput::RemoteUrl {

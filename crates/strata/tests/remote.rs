@@ -497,6 +497,8 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
             tmp.path().join("f"),
             Options {
                 remote_follower: true,
+                // It moves when told (no background refresh).
+                remote_follow_interval: None,
                 ..opts()
             },
         )

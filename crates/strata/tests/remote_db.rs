@@ -854,11 +854,93 @@ fn a_restored_directory_opened_without_its_store_says_it_needs_it() {
     check_round(&db, 0, 500);
 }
 
+/// A follower that moves only when `refresh_remote` says (no background
+/// refresh), so that tests see exactly which index it shows.
 fn follower_options(store: Arc<dyn RemoteStore>) -> Options {
     Options {
         remote_follower: true,
+        remote_follow_interval: None,
         ..options(store)
     }
+}
+
+/// A follower left to itself moves to the writer's newer indexes on its
+/// own (`remote_follow_interval`), keeps a failure in its stats until a
+/// refresh succeeds, and closes at once however long its interval.
+#[test]
+fn a_follower_refreshes_on_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    // The follower's calls of the store, failing when told to.
+    let faulty = Arc::new(FaultyRemote::new(Arc::clone(&store), 7));
+    let writer = Db::open(tmp.path().join("w"), options(Arc::clone(&store))).unwrap();
+    write_round(&writer, 0, 500);
+    writer.sync_remote().unwrap();
+    let follower = Db::open(
+        tmp.path().join("f"),
+        Options {
+            remote_follow_interval: Some(Duration::from_millis(20)),
+            ..follower_options(faulty.clone())
+        },
+    )
+    .unwrap();
+    check_round(&follower, 0, 500);
+    // Waits (up to 20 s) until `done`.
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let started = std::time::Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let shows_the_writers = || {
+        let lsn = writer.last_lsn();
+        until("never moved on", &|| follower.last_lsn() >= lsn);
+    };
+    for round in 1..3 {
+        write_round(&writer, round, 500);
+        writer.sync_remote().unwrap();
+        shows_the_writers();
+        check_round(&follower, round, 500);
+    }
+    // Every call of the store fails: the refreshes fail, the stats say
+    // why, the follower stays where it was.
+    faulty.random(1, &[RemoteFault::Before]);
+    let shown = follower.last_lsn();
+    let error = || follower.stats().remote.unwrap().error;
+    until("no failure shown", &|| error().is_some());
+    assert_eq!(follower.last_lsn(), shown);
+    faulty.random(1, &[]);
+    write_round(&writer, 3, 500);
+    writer.sync_remote().unwrap();
+    shows_the_writers();
+    check_round(&follower, 3, 500);
+    until("the failure stays", &|| error().is_none());
+    drop(follower);
+    // A long interval does not hold the close up.
+    let follower = Db::open(
+        tmp.path().join("f"),
+        Options {
+            remote_follow_interval: Some(Duration::from_secs(3600)),
+            ..follower_options(Arc::clone(&store))
+        },
+    )
+    .unwrap();
+    check_round(&follower, 3, 500);
+    let started = std::time::Instant::now();
+    follower.close().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // An interval below 10 ms is refused.
+    let e = Db::open(
+        tmp.path().join("f"),
+        Options {
+            remote_follow_interval: Some(Duration::from_millis(1)),
+            ..follower_options(Arc::clone(&store))
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("remote_follow_interval"), "{e}");
 }
 
 /// A writer's replaced objects stay in the store for its deletion delay:

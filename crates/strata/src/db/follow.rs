@@ -23,11 +23,14 @@
 //! step (`VersionSet::follow`), and reads already running, or a snapshot,
 //! keep the version they started on.
 //!
-//! What a follower does not get: the writer deletes the objects its
-//! newest index no longer lists (after a compaction or GC), so a follower
-//! that stays on an old index while the writer compacts may find a file
-//! gone (`Error::Remote`, no such object); `refresh_remote` and a read
-//! again answer it.
+//! A background thread refreshes every `Options::remote_follow_interval`
+//! (unless `None`), as `Db::refresh_remote` does; its last failure shows
+//! in `Stats::remote.error` until a refresh succeeds. The writer deletes
+//! the objects its newest index no longer lists (after a compaction or
+//! GC) `Options::remote_deletion_delay` after that index is in the store
+//! (default 5 minutes, the refresh's default 1): a follower that refreshes
+//! at least that often never finds a file gone; one left longer on an old
+//! index may (`Error::Remote`, no such object), and a refresh answers it.
 
 use super::remote::{restore, write_synced, GENERATION_NAME};
 use super::{Db, DbInner, LOCK_NAME};
@@ -42,7 +45,8 @@ use crate::types::Lsn;
 use crate::version::set::NewFiles;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// The file that marks a directory as a follower's; it holds the store's
 /// URL.
@@ -64,6 +68,12 @@ pub(super) struct Following {
     seq: Mutex<u64>,
     /// The generation of the writer that put that index.
     generation: AtomicU64,
+    /// The background refresh: set when the database closes (then
+    /// `wake` is signalled), and its last failure, while none succeeded
+    /// since.
+    stop: Mutex<bool>,
+    wake: Condvar,
+    error: Mutex<Option<String>>,
 }
 
 /// A follower's open, in `dir` (locked by the caller), of `store`: the
@@ -137,6 +147,9 @@ pub(super) fn follow(
         objects,
         seq: Mutex::new(index.seq),
         generation: AtomicU64::new(index.generation),
+        stop: Mutex::new(false),
+        wake: Condvar::new(),
+        error: Mutex::new(None),
     })
 }
 
@@ -170,6 +183,7 @@ impl DbInner {
             generation: f.generation.load(Ordering::Acquire),
             consistent_lsn: self.visible_lsn.load(Ordering::Acquire),
             following: true,
+            error: f.error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             gets,
             get_bytes,
             ..super::RemoteStats::default()
@@ -183,9 +197,46 @@ impl Db {
     /// database (snapshots taken before keep theirs). Returns the LSN the
     /// database shows. An error on a database that is not a follower
     /// (`Options::remote_follower`); after any error the version is the
-    /// one before.
+    /// one before. (A follower also refreshes on its own, every
+    /// `Options::remote_follow_interval`.)
     pub fn refresh_remote(&self) -> Result<Lsn> {
-        let inner = &self.inner;
+        self.inner.refresh_remote()
+    }
+}
+
+impl DbInner {
+    /// The background refresh of a follower: every `interval` until the
+    /// database closes (`stop_following`), a refresh; its failure is kept
+    /// for `Stats::remote.error` until one succeeds.
+    pub(super) fn follow_loop(&self, interval: Duration) {
+        let Some(f) = &self.following else { return };
+        loop {
+            {
+                let stop = f.stop.lock().unwrap_or_else(|p| p.into_inner());
+                let (stop, _) = f
+                    .wake
+                    .wait_timeout_while(stop, interval, |stop| !*stop)
+                    .unwrap_or_else(|p| p.into_inner());
+                if *stop {
+                    return;
+                }
+            }
+            let failed = self.refresh_remote().err().map(|e| e.to_string());
+            *f.error.lock().unwrap_or_else(|p| p.into_inner()) = failed;
+        }
+    }
+
+    /// Ends the background refresh (its thread returns at once, or when
+    /// the refresh it is in ends).
+    pub(super) fn stop_following(&self) {
+        if let Some(f) = &self.following {
+            *f.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            f.wake.notify_all();
+        }
+    }
+
+    fn refresh_remote(&self) -> Result<Lsn> {
+        let inner = self;
         let Some(f) = &inner.following else {
             return Err(InvalidInput::RemoteUrl {
                 url: String::new(),

@@ -150,6 +150,8 @@ pub struct Db {
     inner: Arc<DbInner>,
     flush_thread: Option<JoinHandle<()>>,
     compact_thread: Option<JoinHandle<()>>,
+    /// A follower's background refresh (`Options::remote_follow_interval`).
+    follow_thread: Option<JoinHandle<()>>,
     /// The directory lock, held while the database is open: by the `Db`,
     /// not by what outlives it (a `Snapshot` keeps the engine's state, not
     /// the directory), and released after the close.
@@ -382,7 +384,11 @@ impl Db {
         self.inner.flush.shut_down();
         self.inner.compaction.shut_down();
         self.inner.pacer.stop();
+        self.inner.stop_following();
         if let Some(t) = self.flush_thread.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.follow_thread.take() {
             let _ = t.join();
         }
         if let Some(t) = self.compact_thread.take() {

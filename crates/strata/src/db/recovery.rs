@@ -237,8 +237,21 @@ impl Db {
             inner,
             flush_thread,
             compact_thread: None,
+            follow_thread: None,
             _lock: lock,
         };
+        // A follower refreshes on its own (a failure to spawn drops `db`).
+        if let (Some(_), Some(interval)) =
+            (&db.inner.following, db.inner.opts.remote_follow_interval)
+        {
+            let bg = Arc::clone(&db.inner);
+            db.follow_thread = Some(
+                std::thread::Builder::new()
+                    .name("strata-follow".into())
+                    .spawn(move || bg.follow_loop(interval))
+                    .map_err(|e| Error::io(&dir, "spawn follower refresh thread", e))?,
+            );
+        }
         // Compaction runs beside the flush, so a flush never waits for it.
         // (A failure to spawn drops `db`, which stops the flush thread.)
         if compact {
