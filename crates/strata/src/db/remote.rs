@@ -253,7 +253,9 @@ pub struct RemoteStats {
     pub consistent_lsn: Lsn,
     /// Bytes of files not uploaded yet.
     pub backlog_bytes: u64,
-    /// The last upload failure, while none has succeeded since.
+    /// The last upload failure, while none has succeeded since (a
+    /// follower's: its last background refresh's failure, while none has
+    /// succeeded since).
     pub error: Option<String>,
     /// A newer writer took the store: nothing more is uploaded.
     pub fenced: bool,
