@@ -909,6 +909,8 @@ fn a_follower_refreshes_on_its_own() {
     let shown = follower.last_lsn();
     let error = || follower.stats().remote.unwrap().error;
     until("no failure shown", &|| error().is_some());
+    assert!(follower.refresh_remote().is_err());
+    assert!(error().is_some(), "a called refresh's failure shows too");
     assert_eq!(follower.last_lsn(), shown);
     faulty.random(1, &[]);
     write_round(&writer, 3, 500);
@@ -916,6 +918,8 @@ fn a_follower_refreshes_on_its_own() {
     shows_the_writers();
     check_round(&follower, 3, 500);
     until("the failure stays", &|| error().is_none());
+    follower.refresh_remote().unwrap();
+    assert_eq!(error(), None);
     drop(follower);
     // A long interval does not hold the close up.
     let follower = Db::open(

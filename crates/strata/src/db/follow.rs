@@ -24,8 +24,8 @@
 //! keep the version they started on.
 //!
 //! A background thread refreshes every `Options::remote_follow_interval`
-//! (unless `None`), as `Db::refresh_remote` does; its last failure shows
-//! in `Stats::remote.error` until a refresh succeeds. The writer deletes
+//! (unless `None`), as `Db::refresh_remote` does; a refresh's failure,
+//! either way, shows in `Stats::remote.error` until one succeeds. The writer deletes
 //! the objects its newest index no longer lists (after a compaction or
 //! GC) `Options::remote_deletion_delay` after that index is in the store
 //! (default 5 minutes, the refresh's default 1): a follower that refreshes
@@ -69,8 +69,8 @@ pub(super) struct Following {
     /// The generation of the writer that put that index.
     generation: AtomicU64,
     /// The background refresh: set when the database closes (then
-    /// `wake` is signalled), and its last failure, while none succeeded
-    /// since.
+    /// `wake` is signalled); and the last refresh's failure (background
+    /// or called), while none succeeded since.
     stop: Mutex<bool>,
     wake: Condvar,
     error: Mutex<Option<String>>,
@@ -221,8 +221,8 @@ impl DbInner {
                     return;
                 }
             }
-            let failed = self.refresh_remote().err().map(|e| e.to_string());
-            *f.error.lock().unwrap_or_else(|p| p.into_inner()) = failed;
+            // Its failure is kept for the stats (`refresh_remote`).
+            let _ = self.refresh_remote();
         }
     }
 
@@ -235,9 +235,11 @@ impl DbInner {
         }
     }
 
+    /// `Db::refresh_remote`, called or in the background: its outcome is
+    /// the follower's `Stats::remote.error` (a failure, until one
+    /// succeeds).
     fn refresh_remote(&self) -> Result<Lsn> {
-        let inner = self;
-        let Some(f) = &inner.following else {
+        let Some(f) = &self.following else {
             return Err(InvalidInput::RemoteUrl {
                 url: String::new(),
                 why: "refresh_remote moves a follower (Options::remote_follower) to a newer index"
@@ -245,6 +247,13 @@ impl DbInner {
             }
             .into());
         };
+        let done = self.refresh_from(f);
+        *f.error.lock().unwrap_or_else(|p| p.into_inner()) =
+            done.as_ref().err().map(|e| e.to_string());
+        done
+    }
+
+    fn refresh_from(&self, f: &Following) -> Result<Lsn> {
         let mut seq = f.seq.lock().unwrap_or_else(|p| p.into_inner());
         let Some((key, index)) = latest(&*f.store)? else {
             return Err(Corruption::new(
@@ -255,7 +264,7 @@ impl DbInner {
             .into());
         };
         if index.seq <= *seq {
-            return Ok(inner.visible_lsn.load(Ordering::Acquire));
+            return Ok(self.visible_lsn.load(Ordering::Acquire));
         }
         let source = format!("{}/{key}", f.store.url());
         let loaded = manifest::decode(Path::new(&source), &index.manifest)?;
@@ -287,14 +296,14 @@ impl DbInner {
         for o in &index.objects {
             f.objects.insert(o.clone());
         }
-        let current = inner.version()?;
+        let current = self.version()?;
         let held: std::collections::HashSet<u64> = current.layers().map(|l| l.desc.id).collect();
         let layers = loaded
             .state
             .layers
             .iter()
             .filter(|d| !held.contains(&d.id))
-            .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&inner.layer_io))))
+            .map(|d| Arc::new(Layer::new(d.clone(), Arc::clone(&self.layer_io))))
             .collect();
         // The value files the followed version does not hold yet.
         let brought = loaded
@@ -304,14 +313,14 @@ impl DbInner {
             .map(|(&id, &bytes)| (id, bytes))
             .filter(|(id, _)| !current.values.contains_key(id));
         let values = super::open_value_files(
-            &inner.storage,
-            &inner.dir,
+            &self.storage,
+            &self.dir,
             brought,
-            &inner.log_opts,
-            &inner.stats,
+            &self.log_opts,
+            &self.stats,
         )?;
         drop(current);
-        inner.versions.follow(
+        self.versions.follow(
             &loaded.state,
             NewFiles {
                 layers,
@@ -320,13 +329,13 @@ impl DbInner {
             },
         )?;
         // The version first, then the LSN that shows it.
-        let lsn = index.lsn.max(inner.visible_lsn.load(Ordering::Acquire));
-        super::lock(&inner.write)?.last_lsn = lsn;
+        let lsn = index.lsn.max(self.visible_lsn.load(Ordering::Acquire));
+        super::lock(&self.write)?.last_lsn = lsn;
         {
-            let mut sync = super::lock(&inner.sync)?;
+            let mut sync = super::lock(&self.sync)?;
             sync.synced_lsn = sync.synced_lsn.max(lsn);
         }
-        inner.visible_lsn.store(lsn, Ordering::Release);
+        self.visible_lsn.store(lsn, Ordering::Release);
         *seq = index.seq;
         f.generation.store(index.generation, Ordering::Release);
         Ok(lsn)

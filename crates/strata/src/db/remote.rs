@@ -254,8 +254,8 @@ pub struct RemoteStats {
     /// Bytes of files not uploaded yet.
     pub backlog_bytes: u64,
     /// The last upload failure, while none has succeeded since (a
-    /// follower's: its last background refresh's failure, while none has
-    /// succeeded since).
+    /// follower's: its last refresh's failure, while none has succeeded
+    /// since).
     pub error: Option<String>,
     /// A newer writer took the store: nothing more is uploaded.
     pub fenced: bool,
