@@ -224,8 +224,8 @@ impl EntryHeader {
 #[cfg(test)]
 fn entry_crc(head: &[u8], key: &[u8], value: &[u8]) -> u32 {
     debug_assert_eq!(head.len(), ENTRY_CRC_OFFSET);
-    let crc = crc32c::crc32c(head);
-    crc32c::crc32c_append(crc32c::crc32c_append(crc, key), value)
+    let crc = crate::crc::crc32c(head);
+    crate::crc::crc32c_append(crate::crc::crc32c_append(crc, key), value)
 }
 
 /// The crc32c of an entry laid out whole (`entry` = its header, key and
@@ -595,7 +595,7 @@ mod tests {
                 prop_assert_eq!(e.key, &key[..]);
                 prop_assert_eq!(e.value, value);
                 let head = &payload[at..at + ENTRY_CRC_OFFSET];
-                let direct = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(head), key), value);
+                let direct = crate::crc::crc32c_append(crate::crc::crc32c_append(crate::crc::crc32c(head), key), value);
                 prop_assert_eq!(e.crc, direct);
                 prop_assert_eq!(e.crc, entry_crc(head, key, value));
                 prop_assert_eq!(e.out_of_line, *put && is_out_of_line_len(value.len()));

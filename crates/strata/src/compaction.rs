@@ -272,9 +272,9 @@ fn entry_crc(crc: u32, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) -> u
     write_u32_at(&mut head, 0, key.len() as u32);
     write_u64_at(&mut head, 4, lsn);
     head[12] = kind as u8;
-    let crc = crc32c::crc32c_append(crc, &head);
-    let crc = crc32c::crc32c_append(crc, key);
-    crc32c::crc32c_append(crc, value)
+    let crc = crate::crc::crc32c_append(crc, &head);
+    let crc = crate::crc::crc32c_append(crc, key);
+    crate::crc::crc32c_append(crc, value)
 }
 
 /// A compaction output file being written.

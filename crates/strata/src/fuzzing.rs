@@ -216,7 +216,7 @@ pub fn log_record(data: &[u8]) {
         assert!(header.lsn > lsn_last, "record LSNs go back at {at}");
         lsn_last = header.lsn;
         let payload = &data[payload_at..payload_at + header.payload_len as usize];
-        assert_eq!(crc32c::crc32c(payload), header.payload_crc);
+        assert_eq!(crate::crc::crc32c(payload), header.payload_crc);
         let entries = decode_entries(payload, header.count).unwrap_or_else(|(o, what)| {
             panic!("replay kept a record whose entries fail at {o}: {what}")
         });
@@ -1142,7 +1142,7 @@ fn fix_log_checksums(data: &mut [u8]) {
     if data.len() < LOG_HEADER_BYTES {
         return;
     }
-    let crc = crc32c::crc32c(&data[..LOG_HEADER_CRC_OFFSET]);
+    let crc = crate::crc::crc32c(&data[..LOG_HEADER_CRC_OFFSET]);
     write_u32_if_fits(data, LOG_HEADER_CRC_OFFSET, crc);
     let mut at = LOG_HEADER_BYTES;
     while at + RECORD_HEADER_BYTES <= data.len() {
@@ -1154,7 +1154,7 @@ fn fix_log_checksums(data: &mut [u8]) {
         let len = u32_at(header, crate::log::record::PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
         let payload_at = header_at + RECORD_HEADER_BYTES;
         if let Some(payload) = data.get(payload_at..payload_at + len) {
-            let crc = crc32c::crc32c(payload);
+            let crc = crate::crc::crc32c(payload);
             write_u32_if_fits(
                 data,
                 header_at + crate::log::record::PAYLOAD_CRC_OFFSET,
@@ -1162,7 +1162,7 @@ fn fix_log_checksums(data: &mut [u8]) {
             );
         }
         let header = &data[header_at..header_at + RECORD_HEADER_BYTES];
-        let crc = crc32c::crc32c(&header[crate::log::record::PAYLOAD_LEN_OFFSET..]);
+        let crc = crate::crc::crc32c(&header[crate::log::record::PAYLOAD_LEN_OFFSET..]);
         write_u32_if_fits(data, header_at + crate::log::record::HEADER_CRC_OFFSET, crc);
         at = payload_at + len;
     }
@@ -1191,7 +1191,7 @@ fn fix_block_checksum(data: &mut [u8]) {
 
 fn fix_delta_file_checksums(data: &mut [u8]) {
     if data.len() >= HEADER_BYTES {
-        let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
+        let crc = crate::crc::crc32c(&data[..HEADER_CRC_OFFSET]);
         write_u32_if_fits(data, HEADER_CRC_OFFSET, crc);
     }
     if data.len() < HEADER_BYTES + FOOTER_BYTES {
@@ -1262,11 +1262,11 @@ fn fix_delta_file_checksums(data: &mut [u8]) {
         ),
     ] {
         if let Some(range) = section(data, offset_at, len_at) {
-            let crc = crc32c::crc32c(&data[range]);
+            let crc = crate::crc::crc32c(&data[range]);
             write_u32_if_fits(data, footer_at + crc_at, crc);
         }
     }
-    let crc = crc32c::crc32c(&data[footer_at..footer_at + FOOTER_CRC_OFFSET]);
+    let crc = crate::crc::crc32c(&data[footer_at..footer_at + FOOTER_CRC_OFFSET]);
     write_u32_if_fits(data, footer_at + FOOTER_CRC_OFFSET, crc);
 }
 
@@ -1278,15 +1278,15 @@ fn fix_manifest_checksums(data: &mut [u8]) {
     if data.len() < HEADER_BYTES {
         return;
     }
-    let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
+    let crc = crate::crc::crc32c(&data[..HEADER_CRC_OFFSET]);
     write_u32_if_fits(data, HEADER_CRC_OFFSET, crc);
     if u32_at(data, VERSION_OFFSET) == Some(1) {
         let len = u32_at(data, PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
         if let Some(payload) = data.get(HEADER_BYTES..HEADER_BYTES + len) {
-            let crc = crc32c::crc32c(payload);
+            let crc = crate::crc::crc32c(payload);
             write_u32_if_fits(data, PAYLOAD_CRC_OFFSET, crc);
         }
-        let crc = crc32c::crc32c(&data[..HEADER_CRC_OFFSET]);
+        let crc = crate::crc::crc32c(&data[..HEADER_CRC_OFFSET]);
         write_u32_if_fits(data, HEADER_CRC_OFFSET, crc);
         return;
     }

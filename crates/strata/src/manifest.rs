@@ -498,7 +498,7 @@ fn header(version: u32) -> Vec<u8> {
     out.extend_from_slice(&MAGIC);
     put_u32(&mut out, version);
     out.extend_from_slice(&[0; 8]);
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::crc::crc32c(&out);
     put_u32(&mut out, crc);
     out
 }
@@ -506,7 +506,7 @@ fn header(version: u32) -> Vec<u8> {
 /// The checksum of a record's data, seeded with its offset (a record read
 /// from another offset does not pass).
 fn data_crc(offset: u64, data: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&offset.to_le_bytes()), data)
+    crate::crc::crc32c_append(crate::crc::crc32c(&offset.to_le_bytes()), data)
 }
 
 fn header_crc(offset: u64, len: u32, data_crc: u32) -> u32 {
@@ -514,7 +514,7 @@ fn header_crc(offset: u64, len: u32, data_crc: u32) -> u32 {
     write_u64_at(&mut b, 0, offset);
     write_u32_at(&mut b, 8, len);
     write_u32_at(&mut b, 12, data_crc);
-    crc32c::crc32c(&b)
+    crate::crc::crc32c(&b)
 }
 
 /// A record with its header, for the file offset `offset`, as formats 2
@@ -932,7 +932,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Loaded> {
     }
     // The file holds a whole header (HEADER_BYTES): both fields are in it.
     let stored = u32_at(bytes, HEADER_CRC_OFFSET).unwrap_or(0);
-    let actual = crc32c::crc32c(&bytes[..HEADER_CRC_OFFSET]);
+    let actual = crate::crc::crc32c(&bytes[..HEADER_CRC_OFFSET]);
     if stored != actual {
         return Err(Corruption::checksum(path, 0, "manifest header", stored, actual).into());
     }
@@ -1189,7 +1189,7 @@ fn decode_v1(path: &Path, bytes: &[u8]) -> Result<Loaded> {
         .into());
     }
     let stored = u32_at(bytes, PAYLOAD_CRC_OFFSET).unwrap_or(0);
-    let actual = crc32c::crc32c(payload);
+    let actual = crate::crc::crc32c(payload);
     if stored != actual {
         return Err(Corruption::checksum(
             path,
@@ -1254,8 +1254,8 @@ pub(crate) fn encode_v1(next_file_id: u64, logs: &[u64], deltas: &[u64]) -> Vec<
     out.extend_from_slice(&MAGIC);
     put_u32(&mut out, 1);
     put_u32(&mut out, payload.len() as u32);
-    put_u32(&mut out, crc32c::crc32c(&payload));
-    let crc = crc32c::crc32c(&out);
+    put_u32(&mut out, crate::crc::crc32c(&payload));
+    let crc = crate::crc::crc32c(&out);
     put_u32(&mut out, crc);
     out.extend_from_slice(&payload);
     out

@@ -89,7 +89,7 @@ pub(crate) fn encode_log_header(file_id: u64, prev: Option<PrevLog>) -> [u8; LOG
         write_u64_at(&mut h, LOG_HEADER_PREV_END_OFFSET, p.end);
         write_u64_at(&mut h, LOG_HEADER_PREV_LSN_OFFSET, p.last_lsn);
     }
-    let crc = crc32c::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
+    let crc = crate::crc::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
     write_u32_at(&mut h, LOG_HEADER_CRC_OFFSET, crc);
     h
 }
@@ -103,7 +103,7 @@ pub(crate) fn decode_log_header(path: &Path, bytes: &[u8]) -> crate::Result<LogH
     let field_u32 = |o: usize| u32_at(h, o).unwrap_or(0);
     let field_u64 = |o: usize| u64_at(h, o).unwrap_or(0);
     let stored = field_u32(LOG_HEADER_CRC_OFFSET);
-    let actual = crc32c::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
+    let actual = crate::crc::crc32c(&h[..LOG_HEADER_CRC_OFFSET]);
     if stored != actual {
         return Err(Corruption::checksum(path, 0, "log file header", stored, actual).into());
     }
@@ -251,7 +251,7 @@ impl RecordHeader {
                 .expect("batch size is bounded by BATCH_BYTES_MAX"),
             lsn,
             count,
-            payload_crc: crc32c::crc32c_append(crc32c::crc32c(entries), run),
+            payload_crc: crate::crc::crc32c_append(crate::crc::crc32c(entries), run),
             synced_through,
         }
     }
@@ -263,7 +263,7 @@ impl RecordHeader {
         write_u32_at(&mut h, COUNT_OFFSET, self.count);
         write_u32_at(&mut h, PAYLOAD_CRC_OFFSET, self.payload_crc);
         write_u64_at(&mut h, SYNCED_THROUGH_OFFSET, self.synced_through);
-        let crc = crc32c::crc32c(&h[PAYLOAD_LEN_OFFSET..]);
+        let crc = crate::crc::crc32c(&h[PAYLOAD_LEN_OFFSET..]);
         write_u32_at(&mut h, HEADER_CRC_OFFSET, crc);
         h
     }
@@ -274,7 +274,7 @@ impl RecordHeader {
         let field_u32 = |o: usize| u32_at(h, o).unwrap_or(0);
         let field_u64 = |o: usize| u64_at(h, o).unwrap_or(0);
         let stored = field_u32(HEADER_CRC_OFFSET);
-        let actual = crc32c::crc32c(&h[PAYLOAD_LEN_OFFSET..]);
+        let actual = crate::crc::crc32c(&h[PAYLOAD_LEN_OFFSET..]);
         if stored != actual {
             return Err((stored, actual));
         }
@@ -331,7 +331,7 @@ mod tests {
         // A reserved byte set under a valid checksum is refused too.
         let mut reserved = h;
         reserved[LOG_HEADER_RESERVED_OFFSET] = 1;
-        let crc = crc32c::crc32c(&reserved[..LOG_HEADER_CRC_OFFSET]);
+        let crc = crate::crc::crc32c(&reserved[..LOG_HEADER_CRC_OFFSET]);
         write_u32_at(&mut reserved, LOG_HEADER_CRC_OFFSET, crc);
         assert!(decode_log_header(p, &reserved).unwrap_err().is_corruption());
     }

@@ -85,7 +85,7 @@ fn check_record(bytes: &[u8], at: usize) -> std::result::Result<RecordHeader, Ba
             extent_end,
         });
     }
-    let actual = crc32c::crc32c(&bytes[start..start + len]);
+    let actual = crate::crc::crc32c(&bytes[start..start + len]);
     if actual != header.payload_crc {
         return Err(Bad {
             what: "record payload checksum",

@@ -56,7 +56,7 @@ impl IndexedObject {
     /// index at `index_key` lists: its length and crc32c; else a
     /// `Corruption` naming the object.
     pub(crate) fn check(&self, store: &str, index_key: &str, bytes: &[u8]) -> Result<()> {
-        let crc = crc32c::crc32c(bytes);
+        let crc = crate::crc::crc32c(bytes);
         if bytes.len() as u64 == self.bytes && crc == self.crc {
             return Ok(());
         }
@@ -114,7 +114,7 @@ impl RemoteIndex {
         }
         put_u32(&mut out, self.manifest.len() as u32);
         out.extend_from_slice(&self.manifest);
-        let crc = crc32c::crc32c(&out);
+        let crc = crate::crc::crc32c(&out);
         put_u32(&mut out, crc);
         out
     }
@@ -128,7 +128,7 @@ impl RemoteIndex {
         };
         let (body, tail) = bytes.split_at(body_len);
         let stored = u32::from_le_bytes(tail.try_into().expect("4 bytes"));
-        let computed = crc32c::crc32c(body);
+        let computed = crate::crc::crc32c(body);
         if stored != computed {
             return Err(Corruption::checksum(
                 format!("{store}/{key}"),

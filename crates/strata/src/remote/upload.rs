@@ -717,7 +717,7 @@ impl<'a> FileParts<'a> {
                 part
             }
         };
-        self.crc = crc32c::crc32c_append(self.crc, (*part).as_ref());
+        self.crc = crate::crc::crc32c_append(self.crc, (*part).as_ref());
         self.at += n as u64;
         if let Some(kept) = &mut self.kept {
             kept.push(Arc::clone(&part));

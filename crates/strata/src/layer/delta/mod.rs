@@ -378,18 +378,18 @@ pub(crate) fn u64_from_usize(value: usize) -> u64 {
 /// so that a value read from the wrong place, or under another key's index
 /// entry, fails its check.
 pub(crate) fn value_block_crc(block_offset: u64, lsn: Lsn, key: &[u8], bytes: &[&[u8]]) -> u32 {
-    let crc = crc32c::crc32c(&block_offset.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc, &lsn.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc, key);
+    let crc = crate::crc::crc32c(&block_offset.to_le_bytes());
+    let crc = crate::crc::crc32c_append(crc, &lsn.to_le_bytes());
+    let crc = crate::crc::crc32c_append(crc, key);
     bytes
         .iter()
-        .fold(crc, |crc, part| crc32c::crc32c_append(crc, part))
+        .fold(crc, |crc, part| crate::crc::crc32c_append(crc, part))
 }
 
 /// The crc32c of a data block: seeded with its file offset so that a block
 /// read from (or written to) the wrong offset fails its check.
 pub(crate) fn block_crc(block_offset: u64, header_prefix: &[u8], payload: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&block_offset.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc, header_prefix);
-    crc32c::crc32c_append(crc, payload)
+    let crc = crate::crc::crc32c(&block_offset.to_le_bytes());
+    let crc = crate::crc::crc32c_append(crc, header_prefix);
+    crate::crc::crc32c_append(crc, payload)
 }

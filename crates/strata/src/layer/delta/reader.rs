@@ -363,7 +363,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             index_offset,
             "block index",
             footer.index_crc,
-            crc32c::crc32c(index_bytes),
+            crate::crc::crc32c(index_bytes),
         )?;
         let mut index = decode_index(
             index_bytes,
@@ -381,7 +381,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             bloom_offset,
             "bloom filter",
             footer.bloom_crc,
-            crc32c::crc32c(bloom_bytes),
+            crate::crc::crc32c(bloom_bytes),
         )?;
         let bloom = BloomFilter::decode(
             bloom_bytes,
@@ -396,7 +396,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             keys_offset,
             "key range",
             footer.keys_crc,
-            crc32c::crc32c(keys),
+            crate::crc::crc32c(keys),
         )?;
         let (key_min, key_max) = decode_keys(keys, path, keys_offset)?;
         let keys_consistent = match (index.get(0), index.last()) {
@@ -484,7 +484,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             footer_offset,
             "footer",
             stored,
-            crc32c::crc32c(&footer[..crc_at]),
+            crate::crc::crc32c(&footer[..crc_at]),
         )?;
         let tail = &footer[footer.len() - FOOTER_TAIL_BYTES..];
         let field = |at: usize| footer_offset + u64_from_usize(at);
@@ -576,7 +576,7 @@ impl<R: ReadAt> DeltaLayerReader<R> {
             0,
             "header",
             stored,
-            crc32c::crc32c(&header[..HEADER_CRC_OFFSET]),
+            crate::crc::crc32c(&header[..HEADER_CRC_OFFSET]),
         )?;
         if header[HEADER_MAGIC_OFFSET..HEADER_MAGIC_OFFSET + 8] != HEADER_MAGIC {
             return Err(corrupt(path, 0, "header magic is not a delta layer's"));

@@ -568,7 +568,7 @@ fn patch_footer(bytes: &mut [u8], field_offset: usize, value: &[u8]) {
     let footer_start = bytes.len() - FOOTER_BYTES;
     bytes[footer_start + field_offset..footer_start + field_offset + value.len()]
         .copy_from_slice(value);
-    let crc = crc32c::crc32c(&bytes[footer_start..footer_start + FOOTER_CRC_OFFSET]);
+    let crc = crate::crc::crc32c(&bytes[footer_start..footer_start + FOOTER_CRC_OFFSET]);
     bytes[footer_start + FOOTER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -1343,7 +1343,7 @@ fn mid_size_entries_take_two_pages_rather_than_waste_a_quarter_of_one() {
 /// their checksums rewritten.
 fn as_version(mut bytes: Vec<u8>, version: u32) -> Vec<u8> {
     bytes[HEADER_VERSION_OFFSET..HEADER_VERSION_OFFSET + 4].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[..HEADER_CRC_OFFSET]);
+    let crc = crate::crc::crc32c(&bytes[..HEADER_CRC_OFFSET]);
     bytes[HEADER_CRC_OFFSET..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
     patch_footer(&mut bytes, FOOTER_VERSION_OFFSET, &version.to_le_bytes());
     bytes
@@ -1622,7 +1622,7 @@ fn patch_key_max(bytes: &mut [u8], key_max: &[u8]) {
     let max_len = u16_at(keys, KEYS_MAX_LEN_OFFSET).expect("key_max length") as usize;
     assert_eq!(max_len, key_max.len(), "the same length keeps the layout");
     keys[KEYS_HEADER_BYTES + min_len..].copy_from_slice(key_max);
-    let crc = crc32c::crc32c(keys);
+    let crc = crate::crc::crc32c(keys);
     patch_footer(bytes, FOOTER_KEYS_CRC_OFFSET, &crc.to_le_bytes());
 }
 

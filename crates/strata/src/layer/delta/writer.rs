@@ -120,7 +120,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         put_u32(&mut header, 0); // flags
         put_u32(&mut header, block_size_bytes as u32); // <= BLOCK_BYTES_TARGET_MAX
         debug_assert_eq!(header.len(), HEADER_CRC_OFFSET);
-        let crc = crc32c::crc32c(&header);
+        let crc = crate::crc::crc32c(&header);
         put_u32(&mut header, crc);
         debug_assert_eq!(header.len(), HEADER_BYTES);
         sink.append(&header)?;
@@ -274,7 +274,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
 
         let index_offset = self.offset;
         let index = std::mem::take(&mut self.index);
-        let index_crc = crc32c::crc32c(&index);
+        let index_crc = crate::crc::crc32c(&index);
         self.append(&index)?;
 
         let bloom_offset = self.offset;
@@ -284,7 +284,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
             &self.key_hashes,
         )
         .encode(&mut bloom);
-        let bloom_crc = crc32c::crc32c(&bloom);
+        let bloom_crc = crate::crc::crc32c(&bloom);
         self.append(&bloom)?;
 
         let keys_offset = self.offset;
@@ -298,7 +298,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         put_u16(&mut keys, key_max.len() as u16);
         keys.extend_from_slice(&self.key_min);
         keys.extend_from_slice(&key_max);
-        let keys_crc = crc32c::crc32c(&keys);
+        let keys_crc = crate::crc::crc32c(&keys);
         self.append(&keys)?;
 
         let mut footer = Vec::with_capacity(FOOTER_BYTES);
@@ -329,7 +329,7 @@ impl<S: LayerSink> DeltaLayerWriter<S> {
         }
         footer.extend_from_slice(&FOOTER_MAGIC);
         debug_assert_eq!(footer.len(), FOOTER_CRC_OFFSET);
-        let crc = crc32c::crc32c(&footer);
+        let crc = crate::crc::crc32c(&footer);
         put_u32(&mut footer, crc);
         debug_assert_eq!(footer.len(), FOOTER_BYTES);
         self.append(&footer)?;
