@@ -25,12 +25,13 @@
 //!
 //! A background thread refreshes every `Options::remote_follow_interval`
 //! (unless `None`), as `Db::refresh_remote` does; a refresh's failure,
-//! either way, shows in `Stats::remote.error` until one succeeds. The writer deletes
-//! the objects its newest index no longer lists (after a compaction or
-//! GC) `Options::remote_deletion_delay` after that index is in the store
-//! (default 5 minutes, the refresh's default 1): a follower that refreshes
-//! at least that often never finds a file gone; one left longer on an old
-//! index may (`Error::Remote`, no such object), and a refresh answers it.
+//! either way, shows in `Stats::remote.error` until one succeeds. The
+//! writer deletes the objects its newest index no longer lists (after a
+//! compaction or GC) `Options::remote_deletion_delay` after that index is
+//! in the store (default 5 minutes, the refresh's default 1): a follower
+//! that refreshes at least that often never finds a file gone; one left
+//! longer on an old index may (`Error::Remote`, no such object), and a
+//! refresh answers it.
 
 use super::remote::{restore, write_synced, GENERATION_NAME};
 use super::{Db, DbInner, LOCK_NAME};
