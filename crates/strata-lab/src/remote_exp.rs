@@ -17,8 +17,9 @@
 //!   reading each file in 8 MiB parts, checking a layer's bytes as a whole
 //!   layer, sending the parts, two in flight, as a multipart upload),
 //!   beside the **raw PUT line**: the same server's create-only single
-//!   PUTs of objects already in memory, one after the other, of the mean
-//!   size strata uploaded, as many bytes (at most 256 MiB); and, beside
+//!   PUTs of objects already in memory, one after the other, of the sizes
+//!   of the objects strata's uploader made (each once, at most about 256
+//!   MiB: a small layer costs its request as much there); and, beside
 //!   it for the reading, the same objects sent from memory as strata's
 //!   uploader sends a file (8 MiB parts, two in flight). In rounds, in
 //!   turn (`upload_rounds`: strata, raw PUTs, raw parts, again): each
@@ -83,7 +84,7 @@ impl RemoteParams {
             raw_gets: if quick { 1000 } else { 10_000 },
             race_rounds: 5,
             race_clients: 12,
-            upload_rounds: 5,
+            upload_rounds: 7,
         }
     }
 
@@ -470,11 +471,14 @@ mod imp {
     }
 
     /// What one upload round measured: the uploader's files, bytes and
-    /// time on them (`RemoteStats::upload_busy`).
+    /// time on them (`RemoteStats::upload_busy`), and the sizes of the
+    /// objects they became (layers and value files, as the bucket lists
+    /// them).
     struct Upload {
         files: u64,
         bytes: u64,
         busy: Duration,
+        object_sizes: Vec<u64>,
     }
 
     impl Upload {
@@ -482,8 +486,34 @@ mod imp {
             self.bytes as f64 / self.busy.as_secs_f64() / f64::from(1 << 20)
         }
 
-        fn mean_object(&self) -> u64 {
-            self.bytes / self.files.max(1)
+        /// The objects the raw lines put: the sizes strata's objects have,
+        /// in the bucket's order, until they add up to
+        /// [`RAW_LINE_BYTES_MAX`] (at least one).
+        fn raw_objects(&self) -> Vec<u64> {
+            let mut total = 0;
+            self.object_sizes
+                .iter()
+                .copied()
+                .take_while(|&size| {
+                    let take = total < RAW_LINE_BYTES_MAX;
+                    total += size;
+                    take
+                })
+                .collect()
+        }
+    }
+
+    /// The raw lines put at most about this many bytes a round (whole
+    /// objects: the last may go past it).
+    const RAW_LINE_BYTES_MAX: u64 = 256 << 20;
+
+    /// `len` bytes of a buffer shared by every put of a round (no copy per
+    /// put, as the uploader's put sends the buffer it read the file into).
+    struct Prefix(Arc<Vec<u8>>, usize);
+
+    impl AsRef<[u8]> for Prefix {
+        fn as_ref(&self) -> &[u8] {
+            &self.0[..self.1]
         }
     }
 
@@ -516,10 +546,12 @@ mod imp {
         options.insert("generation".into(), r.generation.into());
         drop(db);
         let listed = remote.0.list("")?;
-        let layer_objects = listed
+        let object_sizes: Vec<u64> = listed
             .iter()
             .filter(|o| o.key.starts_with("layers/") || o.key.starts_with("values/"))
-            .count();
+            .map(|o| o.size)
+            .collect();
+        let layer_objects = object_sizes.len();
         if layer_objects == 0 || r.uploaded_files == 0 || r.upload_busy.is_zero() {
             bail!(
                 "the bucket holds no layer after sync_remote ({} objects, {} files uploaded)",
@@ -538,50 +570,63 @@ mod imp {
             files: r.uploaded_files,
             bytes: r.uploaded_bytes,
             busy: r.upload_busy,
+            object_sizes,
         })
     }
 
     /// The raw lines of one round.
     struct RawLines {
         objects: u64,
+        /// Their mean size.
+        object_bytes: u64,
         put_mib_s: f64,
         parts_mib_s: f64,
     }
 
-    /// The raw PUT line: create-only single PUTs of objects of the mean
-    /// size `upload` put, one after the other, as many bytes (at most 256
-    /// MiB); and beside it, not the aim's line, the same objects sent as
-    /// strata's uploader sends a file (`put_parts`: 8 MiB parts, a
-    /// multipart upload with two in flight), from memory: what the
-    /// server's multipart path costs, apart from the uploader's reading.
+    /// The raw PUT line: create-only single PUTs of objects of the sizes
+    /// `upload` put (`Upload::raw_objects`: each of strata's objects once,
+    /// at most about 256 MiB), one after the other; and beside it, not the
+    /// aim's line, the same objects sent as strata's uploader sends a file
+    /// (`put_parts`: 8 MiB parts, a multipart upload with two in flight),
+    /// from memory: what the server's multipart path costs, apart from the
+    /// uploader's reading.
     fn raw_lines(raw: &S3Remote, round: u32, upload: &Upload) -> Result<RawLines> {
-        let mean_object = upload.mean_object();
-        let objects = (upload.bytes.min(256 << 20) / mean_object.max(1)).max(2);
-        // One buffer, shared by every put (no copy per put, as the
-        // uploader's put sends the buffer it read the file into).
-        let body: strata::remote::Payload =
-            value_of(7, usize::try_from(mean_object).unwrap_or(usize::MAX)).into();
-        let mib_s = |t: Instant| {
-            (objects * mean_object) as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20)
+        let sizes = upload.raw_objects();
+        let bytes: u64 = sizes.iter().sum();
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        let buffer = Arc::new(value_of(7, usize::try_from(largest)?));
+        let body = |size: u64| -> Result<strata::remote::Payload> {
+            Ok(strata::remote::Payload::shared(Arc::new(Prefix(
+                Arc::clone(&buffer),
+                usize::try_from(size)?,
+            ))))
         };
+        let mib_s = |t: Instant| bytes as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20);
         let t = Instant::now();
-        for i in 0..objects {
-            raw.put(&format!("put/{round}/{i}"), body.clone(), PutMode::Create)?;
+        for (i, &size) in sizes.iter().enumerate() {
+            raw.put(&format!("put/{round}/{i}"), body(size)?, PutMode::Create)?;
         }
         let put_mib_s = mib_s(t);
-        let parts: Vec<strata::remote::Payload> = body
-            .chunks(8 << 20)
-            .map(|c| strata::remote::Payload::from(c.to_vec()))
-            .collect();
+        let parts: Vec<Vec<strata::remote::Payload>> = sizes
+            .iter()
+            .map(|&size| {
+                let len = usize::try_from(size)?;
+                Ok(buffer[..len]
+                    .chunks(8 << 20)
+                    .map(|c| strata::remote::Payload::from(c.to_vec()))
+                    .collect())
+            })
+            .collect::<Result<_>>()?;
         let t = Instant::now();
-        for i in 0..objects {
+        for (i, object) in parts.iter().enumerate() {
             raw.put_parts(
                 &format!("parts/{round}/{i}"),
-                &mut parts.iter().cloned().map(Ok),
+                &mut object.iter().cloned().map(Ok),
             )?;
         }
         Ok(RawLines {
-            objects,
+            objects: sizes.len() as u64,
+            object_bytes: bytes / (sizes.len() as u64).max(1),
             put_mib_s,
             parts_mib_s: mib_s(t),
         })
@@ -721,7 +766,7 @@ mod imp {
                 Row::new(UPLOAD_CASE, "raw PUT", "create-only, sequential")
                     .metric("mib_s", lines.put_mib_s)
                     .param("objects", lines.objects)
-                    .param("object_bytes", upload.mean_object()),
+                    .param("mean_object_bytes", lines.object_bytes),
             );
             samples[2].push(
                 Row::new(
@@ -731,7 +776,7 @@ mod imp {
                 )
                 .metric("mib_s", lines.parts_mib_s)
                 .param("objects", lines.objects)
-                .param("object_bytes", upload.mean_object()),
+                .param("mean_object_bytes", lines.object_bytes),
             );
         }
         rows.extend(samples.iter().filter_map(|s| Row::from_samples(s)));
