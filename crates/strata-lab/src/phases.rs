@@ -21,6 +21,10 @@
 //! the cgroup's device reads, the engine's own read counters) and prints
 //! one JSON line per phase, so a child that dies (out of memory, out of
 //! disk) leaves the rows it finished. ENOSPC ends a child's run cleanly.
+//! Right after each read phase the child also reads the device's 4 KiB
+//! latency on a probe file, as the device line is read: each read row has
+//! its latency against the device line (minutes older) and against the
+//! device as it was beside the phase (`p50_x_probe_4k`).
 //!
 //! Invariants: every read asks for a key that was inserted and checks that
 //! it is there with a value of the right length (a miss is an error, never
@@ -446,6 +450,12 @@ pub struct PhaseRecord {
     pub rss_bytes: Option<u64>,
     /// Load step before this iteration's phases (on the append row).
     pub load_s: Option<f64>,
+    /// The device's 4 KiB random-read p50 (ns), measured right after this
+    /// phase (a read phase) by the same process on the probe file
+    /// (`GoAhead::device_probe`): the device as it was beside the phase,
+    /// where the device line is minutes older.
+    #[serde(default)]
+    pub device_4k_probe_ns: Option<u64>,
 }
 
 /// The percentiles, mean and count of a latency histogram (ns).
@@ -470,6 +480,11 @@ pub struct GoAhead {
     /// The cgroup's limit file, lifted for the load step and set back to
     /// the budget before the phases; `None` when the budget is no cgroup.
     pub memory_limit_file: Option<PathBuf>,
+    /// A filled file of [`PROBE_FILE_BYTES`] the child reads the device's
+    /// 4 KiB latency on right after each read phase
+    /// ([`PhaseRecord::device_4k_probe_ns`]); `None`: no probe.
+    #[serde(default)]
+    pub device_probe: Option<PathBuf>,
 }
 
 /// Whether `err` is the disk being full.
@@ -594,6 +609,15 @@ pub fn run_iterations(
                 engine_shape: engine.shape(),
                 rss_bytes: Some(crate::sys::rss_bytes(None)?),
                 load_s: load_s.take(),
+                // After the counters: the probe's reads are not the phase's.
+                device_4k_probe_ns: match &go.device_probe {
+                    // A probe that fails (no io_uring here) leaves the
+                    // row without the figure, not the run without rows.
+                    Some(path) if phase == Phase::Read => {
+                        probe_read_4k_ns(path, u64::from(iteration)).ok()
+                    }
+                    _ => None,
+                },
             };
             emit(Line::Record(Box::new(record)))?;
         }
@@ -720,13 +744,19 @@ pub fn run_engine(
     config: &EngineConfig,
     params: &PhasesParams,
     data_dir: &Path,
+    device_probe: Option<&Path>,
 ) -> Result<EngineRun> {
     crate::sys::in_fresh_dir(data_dir, &format!("phases-{}", config.kind.name()), |dir| {
-        run_engine_in(config, params, dir)
+        run_engine_in(config, params, dir, device_probe)
     })
 }
 
-fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Result<EngineRun> {
+fn run_engine_in(
+    config: &EngineConfig,
+    params: &PhasesParams,
+    dir: &Path,
+    device_probe: Option<&Path>,
+) -> Result<EngineRun> {
     let name = config.kind.name();
     let exe = std::env::current_exe().context("locate the strata binary")?;
     let spec = serde_json::to_string(&ChildArgs {
@@ -764,6 +794,7 @@ fn run_engine_in(config: &EngineConfig, params: &PhasesParams, dir: &Path) -> Re
         } else {
             cgroups.memory_limit_file()
         },
+        device_probe: device_probe.map(Path::to_path_buf),
     };
     {
         let mut stdin = child.stdin.take().context("child stdin")?;
@@ -882,24 +913,36 @@ const PROBE_FILE_BYTES: u64 = 128 << 20;
 /// (io_uring, O_DIRECT, registered buffer): a few hundred reads.
 pub fn measure_read_4k_ns(dir: &Path) -> Result<f64> {
     let path = dir.join("phases-read4k.probe");
-    let result = (|| {
-        randread::prepare_file(&path, randread::FileKind::Filled, PROBE_FILE_BYTES, 0x4b)?;
-        let h = randread::measure(
-            &path,
-            PROBE_FILE_BYTES,
-            randread::PointSpec {
-                method: randread::Method::IoUringDirectFixed,
-                size: 4096,
-                reads_max: 2000,
-                budget: Duration::from_secs(1),
-                reads_min: 300,
-                seed: 0x4b4b,
-            },
-        )?;
-        Ok(randread::summarize(&h).p50_ns as f64)
-    })();
+    let result = prepare_probe(&path).and_then(|()| probe_read_4k_ns(&path, 0));
     let _ = std::fs::remove_file(&path);
-    result
+    Ok(result? as f64)
+}
+
+/// Writes the filled probe file at `path` (O_DIRECT: nothing of it stays
+/// in the page cache).
+pub fn prepare_probe(path: &Path) -> Result<()> {
+    randread::prepare_file(path, randread::FileKind::Filled, PROBE_FILE_BYTES, 0x4b)
+}
+
+/// The p50 (ns) of 4 KiB random reads of the probe file at `path` at
+/// queue depth 1, as the device experiment reads (io_uring, O_DIRECT, a
+/// registered buffer): up to 2,000 reads within about a second, at
+/// offsets of their own per `round`.
+pub fn probe_read_4k_ns(path: &Path, round: u64) -> Result<u64> {
+    let h = randread::measure(
+        path,
+        PROBE_FILE_BYTES,
+        randread::PointSpec {
+            method: randread::Method::IoUringDirectFixed,
+            size: 4096,
+            reads_max: 2000,
+            budget: Duration::from_secs(1),
+            reads_min: 300,
+            seed: 0x4b4b ^ round,
+        },
+    )
+    .with_context(|| format!("the device probe on {}", path.display()))?;
+    Ok(randread::summarize(&h).p50_ns)
 }
 
 /// What the experiment hands to the results.
@@ -949,6 +992,49 @@ pub fn run(
     if let Some(ns) = device_4k_ns {
         options.push(("device_read_4k_latency_ns".into(), ns.into()));
     }
+    // The device beside each engine's reads: a probe file every child
+    // reads right after each read phase.
+    let probe = data_dir.join("phases-read4k.probe");
+    let device_probe = match prepare_probe(&probe) {
+        Ok(()) => {
+            options.push((
+                "device_probe".into(),
+                format!("right after each read phase, the engine's child reads the device's 4 KiB latency: p50 of up to 2,000 4 KiB O_DIRECT random reads (io_uring, registered buffer, QD1) of a filled {} MiB file, as the device line's are read (p50_x_probe_4k)", PROBE_FILE_BYTES >> 20).into(),
+            ));
+            Some(probe.as_path())
+        }
+        Err(err) => {
+            notes.push(format!("no device probe beside the read phases: {err:#}"));
+            None
+        }
+    };
+    let outcome = run_engines(
+        engines,
+        params,
+        data_dir,
+        device_probe,
+        device_4k_ns,
+        &mut notes,
+    );
+    let _ = std::fs::remove_file(&probe);
+    let (rows, methods) = outcome?;
+    options.push(("memory_budget".into(), methods.into()));
+    Ok(PhasesOutcome {
+        rows,
+        notes,
+        options,
+    })
+}
+
+/// Each engine's run in turn: its rows, and how its memory was bounded.
+fn run_engines(
+    engines: &[crate::engine::EngineKind],
+    params: &PhasesParams,
+    data_dir: &Path,
+    device_probe: Option<&Path>,
+    device_4k_ns: Option<f64>,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Row>, serde_json::Map<String, serde_json::Value>)> {
     let mut rows = Vec::new();
     let mut methods = serde_json::Map::new();
     let mut shared_notes: Vec<(String, Vec<&str>)> = Vec::new();
@@ -958,7 +1044,7 @@ pub fn run(
             ..EngineConfig::new(*kind, kind.default_io_mode())
         };
         let name = kind.name();
-        let run = match run_engine(&config, params, data_dir) {
+        let run = match run_engine(&config, params, data_dir, device_probe) {
             Ok(run) => run,
             Err(err) => {
                 let note = format!("{name}: failed: {err:#}");
@@ -1003,12 +1089,7 @@ pub fn run(
     if rows.is_empty() {
         bail!("no engine finished a phase: {}", notes.join("; "));
     }
-    options.push(("memory_budget".into(), methods.into()));
-    Ok(PhasesOutcome {
-        rows,
-        notes,
-        options,
-    })
+    Ok((rows, methods))
 }
 
 pub fn metrics() -> Vec<MetricSpec> {
@@ -1019,6 +1100,18 @@ pub fn metrics() -> Vec<MetricSpec> {
         MetricSpec::new("latency_p999_us", "Latency p99.9", "µs", false),
         MetricSpec::new("p50_x_device_4k", "p50 ÷ device 4 KiB read", "×", false),
         MetricSpec::new("p99_x_device_4k", "p99 ÷ device 4 KiB read", "×", false),
+        MetricSpec::new(
+            "p50_x_probe_4k",
+            "p50 ÷ device 4 KiB read right after the phase",
+            "×",
+            false,
+        ),
+        MetricSpec::new(
+            "device_4k_probe_p50_us",
+            "Device 4 KiB read p50 right after the phase",
+            "µs",
+            false,
+        ),
         MetricSpec::new("ops_s", "Operations (commits included)", "ops/s", true),
         MetricSpec::new("commit_p99_ms", "Commit p99", "ms", false),
         MetricSpec::new(
@@ -1174,6 +1267,11 @@ pub fn row(
             .metric("p50_x_device_4k", r.latency_p50_ns as f64 / d)
             .metric("p99_x_device_4k", r.latency_p99_ns as f64 / d);
     }
+    if let Some(d) = r.device_4k_probe_ns.filter(|d| *d > 0) {
+        row = row
+            .metric("device_4k_probe_p50_us", us(d as f64))
+            .metric("p50_x_probe_4k", r.latency_p50_ns as f64 / d as f64);
+    }
     row
 }
 
@@ -1247,6 +1345,7 @@ mod tests {
             }),
             rss_bytes: Some(40 << 20),
             load_s: None,
+            device_4k_probe_ns: None,
         }
     }
 
@@ -1282,6 +1381,14 @@ mod tests {
         assert_eq!(r.metrics["cache_hit_ratio"], 0.75);
         assert_eq!(r.metrics["strata_reads_per_get"], 0.25);
         assert_eq!(r.metrics["block_cache_hit_ratio"], 0.8);
+        assert!(!r.metrics.contains_key("p50_x_probe_4k"));
+        // The device probed beside the phase: p50 100 µs ÷ 40 µs.
+        let mut probed = record(Phase::Read, 1000);
+        probed.device_4k_probe_ns = Some(40_000);
+        let r = row(&config, &run, &probed, Some(50_000.0));
+        assert_eq!(r.metrics["p50_x_probe_4k"], 2.5);
+        assert_eq!(r.metrics["device_4k_probe_p50_us"], 40.0);
+        assert_eq!(r.metrics["p50_x_device_4k"], 2.0);
         // The cgroup's count wins over /proc when there is one: 500 / 250.
         let mut counted = record(Phase::Mixed, 250);
         counted.device_reads = Some(500);
@@ -1344,10 +1451,14 @@ mod tests {
             load_in_budget: false,
             seed: 1,
         };
+        let probe_dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let probe = probe_dir.path().join("probe");
+        prepare_probe(&probe).unwrap();
         let go = GoAhead {
             method: BudgetMethod::Fadvise,
             io_counter: None,
             memory_limit_file: None,
+            device_probe: Some(probe),
         };
         let mut records = Vec::new();
         let end = run_iterations(engine.as_ref(), &params, &go, |line| {
@@ -1364,6 +1475,13 @@ mod tests {
             assert_eq!(r.iteration, 1 + n as u32 / 4);
             assert_eq!(r.phase, Phase::ALL[n % 4]);
             assert!(r.latency_p50_ns > 0 && r.latency_p50_ns <= r.latency_p99_ns);
+            // The device probed right after each read phase, and only then.
+            assert_eq!(
+                r.device_4k_probe_ns.is_some_and(|ns| ns > 0),
+                r.phase == Phase::Read,
+                "{:?}",
+                r.phase
+            );
             // 2500 operations: commits at 1000, 2000 and the end.
             assert_eq!(r.commits, 3);
             // strata counts its own lookups: one per get of the lab.

@@ -136,7 +136,8 @@ pub fn write_plots(h: &mut String, r: &ExperimentResult) -> Result<()> {
 }
 
 /// The headline table: per engine, the read phase at the last iteration
-/// (p50, p99, each ÷ the device's 4 KiB read), its growth since the first
+/// (p50, p99, each ÷ the device's 4 KiB read; p50 ÷ the device's 4 KiB
+/// read probed right after the phase), its growth since the first
 /// iteration and the device reads per get.
 pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
     let rows = crate::summary::phases_headlines(r);
@@ -149,13 +150,13 @@ pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> 
     };
     writeln!(
         h,
-        "<table class=\"phases-headline\" data-experiment=\"{}\"><thead><tr><th class=\"l\">engine</th><th>read p50 (µs)</th><th>p50 ÷ device 4 KiB</th><th>read p99 (µs)</th><th>p99 ÷ device 4 KiB</th><th>p50, p99 growth (last ÷ first iteration)</th><th>device reads per get</th><th>strata's cache hits<br><span class=\"muted\">gets without a device read</span></th><th>data (MiB)</th></tr></thead><tbody>",
+        "<table class=\"phases-headline\" data-experiment=\"{}\"><thead><tr><th class=\"l\">engine</th><th>read p50 (µs)</th><th>p50 ÷ device 4 KiB</th><th>p50 ÷ device 4 KiB right after<br><span class=\"muted\">probed by the engine's process</span></th><th>read p99 (µs)</th><th>p99 ÷ device 4 KiB</th><th>p50, p99 growth (last ÷ first iteration)</th><th>device reads per get</th><th>strata's cache hits<br><span class=\"muted\">gets without a device read</span></th><th>data (MiB)</th></tr></thead><tbody>",
         escape(&r.experiment)
     )?;
     for e in &rows {
         writeln!(
             h,
-            "<tr data-engine=\"{0}\"><td class=\"l\">{0}</td><td>{1}</td><td>{2}</td><td>{3}</td><td>{4}</td><td>{5}× / {6}× <span class=\"muted\">(#{7} → #{8})</span></td><td>{9}</td><td>{10}</td><td>{11}</td></tr>",
+            "<tr data-engine=\"{0}\"><td class=\"l\">{0}</td><td>{1}</td><td>{2}</td><td>{12}</td><td>{3}</td><td>{4}</td><td>{5}× / {6}× <span class=\"muted\">(#{7} → #{8})</span></td><td>{9}</td><td>{10}</td><td>{11}</td></tr>",
             escape(&e.engine),
             format_value(e.p50_us),
             x(e.p50_x_device),
@@ -170,6 +171,7 @@ pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> 
                 .map(crate::get_reads::format_hit_ratio)
                 .unwrap_or_else(|| "–".to_string()),
             e.data_mib.map(format_value).unwrap_or_else(|| "–".to_string()),
+            x(e.p50_x_probe),
         )?;
     }
     writeln!(h, "</tbody></table>")?;

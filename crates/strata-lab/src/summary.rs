@@ -262,6 +262,9 @@ pub struct PhasesHeadline {
     /// p50 and p99 ÷ the device's 4 KiB read latency (none without it).
     pub p50_x_device: Option<f64>,
     pub p99_x_device: Option<f64>,
+    /// p50 ÷ the device's 4 KiB read p50 measured right after the phase
+    /// (`phases::PhaseRecord::device_4k_probe_ns`; none without it).
+    pub p50_x_probe: Option<f64>,
     /// Last ÷ first iteration's read p50 and p99.
     pub p50_growth: f64,
     pub p99_growth: f64,
@@ -304,6 +307,7 @@ pub fn phases_headlines(r: &ExperimentResult) -> Vec<PhasesHeadline> {
                 p99_us,
                 p50_x_device: device_us.map(|d| p50_us / d),
                 p99_x_device: device_us.map(|d| p99_us / d),
+                p50_x_probe: last.metrics.get("p50_x_probe_4k").copied(),
                 p50_growth: p50_us / m(first, "latency_p50_us"),
                 p99_growth: p99_us / m(first, "latency_p99_us"),
                 device_reads_per_get: last.metrics.get("device_reads_per_get").copied(),
