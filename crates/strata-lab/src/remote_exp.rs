@@ -77,7 +77,9 @@ pub struct RemoteParams {
 impl RemoteParams {
     pub fn new(quick: bool) -> RemoteParams {
         RemoteParams {
-            data_bytes: if quick { 64 << 20 } else { 1 << 30 },
+            // Quick: 128 MiB, so that an upload round is about a second
+            // of work (LAB.md), not half of one.
+            data_bytes: if quick { 128 << 20 } else { 1 << 30 },
             value_bytes: 1000,
             gets: if quick { 1000 } else { 10_000 },
             warm_gets: 200,
