@@ -28,7 +28,6 @@ pub struct strata_read_queue_t {
     /// By internal tag: the caller's tag and buffer of an outstanding get.
     pending: Vec<Option<(u64, *mut u8, usize)>>,
     free: Vec<usize>,
-    completions: Vec<engine::ReadCompletion>,
 }
 
 /// A reaped get, as C sees it.
@@ -69,7 +68,6 @@ pub unsafe extern "C" fn strata_read_queue_create(
             queue,
             pending: (0..depth).map(|_| None).collect(),
             free: (0..depth).rev().collect(),
-            completions: Vec::with_capacity(depth),
         })))
     })
 }
@@ -176,16 +174,17 @@ pub unsafe extern "C" fn strata_read_queue_reap(
         }
         let max = max.min(q.pending.len());
         n.write(0);
-        q.completions.clear();
-        q.queue.reap(min, max, &mut q.completions)?;
+        let (pending, free) = (&mut q.pending, &mut q.free);
         let mut count = 0;
-        for c in q.completions.drain(..) {
-            let slot = c.tag as usize;
-            let Some((tag, buf, buf_len)) = q.pending.get_mut(slot).and_then(Option::take) else {
-                continue;
+        // Each value goes from where the engine checked it into the
+        // caller's buffer: one copy, no allocation.
+        q.queue.reap_with(min, max, &mut |slot, result| {
+            let Some((tag, buf, buf_len)) = pending.get_mut(slot as usize).and_then(Option::take)
+            else {
+                return;
             };
-            q.free.push(slot);
-            let (status, value_len, error) = match c.result {
+            free.push(slot as usize);
+            let (status, value_len, error) = match result {
                 Ok(None) => (STRATA_NOT_FOUND, 0, std::ptr::null_mut()),
                 Ok(Some(v)) if v.len() > buf_len => {
                     (STRATA_BUFFER_TOO_SMALL, v.len(), std::ptr::null_mut())
@@ -194,7 +193,7 @@ pub unsafe extern "C" fn strata_read_queue_reap(
                     if !v.is_empty() {
                         // SAFETY: buf is writable for buf_len >= v.len() bytes
                         // until this get is reaped (the submit's contract).
-                        std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
+                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len()) };
                     }
                     (STRATA_OK, v.len(), std::ptr::null_mut())
                 }
@@ -203,17 +202,19 @@ pub unsafe extern "C" fn strata_read_queue_reap(
                     (e.code, 0, Box::into_raw(strata_error_t::from_ffi(e)))
                 }
             };
-            // SAFETY: count < max (the engine moved at most max); out is
-            // writable for max completions.
-            out.add(count).write(strata_read_completion_t {
-                tag,
-                status,
-                value_len,
-                error,
-            });
-            count += 1;
-            n.write(count);
-        }
+            // SAFETY: count < max (the engine hands at most max); out is
+            // writable for max completions, n writable.
+            unsafe {
+                out.add(count).write(strata_read_completion_t {
+                    tag,
+                    status,
+                    value_len,
+                    error,
+                });
+                count += 1;
+                n.write(count);
+            }
+        })?;
         Ok(STRATA_OK)
     })
 }

@@ -33,7 +33,7 @@ mod value;
 mod version;
 
 pub use batch::WriteBatch;
-pub use db::{Db, ReadCompletion, ReadQueue, RemoteStats, Snapshot, Stats};
+pub use db::{Db, ReadCompletion, ReadQueue, Reaped, RemoteStats, Snapshot, Stats};
 pub use error::{Corruption, Error, InvalidInput, RemoteErrorKind, Result};
 pub use io::{IoEngine, IoMode};
 pub use options::{

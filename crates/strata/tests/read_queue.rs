@@ -409,3 +409,46 @@ fn on_a_failing_storage_a_get_fails_alone_and_never_answers_wrong() {
     assert!(failed > 0, "no injected error reached a get");
     assert!(db.stats().read_retries > 0);
 }
+
+/// `reap_with` lends each value (read from a value file into the ring's
+/// buffer, checked there) to its callback once; with a small `max` the
+/// values read beyond it wait, copied, for the next reap; every get is
+/// handed exactly once with what `get` answers.
+#[test]
+fn reap_with_lends_each_value_once_and_keeps_what_is_over_max() {
+    let dir = tmp();
+    let db = Db::open(dir.path(), uncached()).unwrap();
+    let mut b = WriteBatch::new();
+    for i in 0..200u32 {
+        b.put(key(i), value(i, 0, 6000));
+    }
+    db.write(&b, WriteOptions::default()).unwrap();
+    db.flush().unwrap();
+    let mut q = db.read_queue(32).unwrap();
+    let mut got: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
+    let mut next = 0u32;
+    // Keys past 200 were never written: `None`, answered at submit or by
+    // the block read alone.
+    while next < 260 || q.outstanding() > 0 {
+        while next < 260 && q.outstanding() < q.depth() {
+            q.submit(u64::from(next), &key(next)).unwrap();
+            next += 1;
+        }
+        let max = 1 + (next as usize % 3);
+        let mut handed = 0;
+        let moved = q
+            .reap_with(1, max, &mut |tag, result| {
+                handed += 1;
+                let value = result.unwrap().map(<[u8]>::to_vec);
+                assert!(got.insert(tag, value).is_none(), "tag {tag} handed twice");
+            })
+            .unwrap();
+        assert_eq!(moved, handed);
+        assert!((1..=max).contains(&moved), "moved {moved}, max {max}");
+    }
+    assert_eq!(got.len(), 260);
+    for i in 0..260u32 {
+        let want = (i < 200).then(|| value(i, 0, 6000));
+        assert_eq!(got[&u64::from(i)], want, "key {i}");
+    }
+}

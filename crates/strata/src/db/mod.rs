@@ -73,7 +73,7 @@ mod stats;
 mod write;
 
 use background::Worker;
-pub use queue::{ReadCompletion, ReadQueue};
+pub use queue::{ReadCompletion, ReadQueue, Reaped};
 pub use remote::RemoteStats;
 pub use stats::Stats;
 use write::create_log;

@@ -71,10 +71,16 @@ struct Get {
     cancelled: bool,
 }
 
+/// What [`ReadQueue::reap_with`] hands each completed get: its tag, and its
+/// value (lent for the call), `None`, or what ended it.
+pub type Reaped<'a> = dyn FnMut(u64, Result<Option<&[u8]>>) + 'a;
+
 /// A completed read, checked as far as the ring's callback can.
 enum Got {
     Block(crate::cache::Block),
     Value(Vec<u8>),
+    /// The value went to the reap's callback: the get is over.
+    Handed,
 }
 
 /// Where a get's walk stopped.
@@ -190,6 +196,20 @@ impl ReadQueue {
     /// many it moved. An error here is the ring's (the kernel refused the
     /// queue); a get's own error comes in its completion.
     pub fn reap(&mut self, min: usize, max: usize, out: &mut Vec<ReadCompletion>) -> Result<usize> {
+        self.reap_with(min, max, &mut |tag, result| {
+            out.push(ReadCompletion {
+                tag,
+                result: result.map(|v| v.map(<[u8]>::to_vec)),
+            });
+        })
+    }
+
+    /// [`Self::reap`] with each completed get handed to `done` (its tag and
+    /// its answer) instead of collected: a value read from the device is
+    /// lent from where the read put it, checked, for the call alone, so a
+    /// caller that copies it into its own buffer copies it once and
+    /// allocates nothing. Same `min`, `max`, return and errors as `reap`.
+    pub fn reap_with(&mut self, min: usize, max: usize, done: &mut Reaped<'_>) -> Result<usize> {
         let min = min.min(max).min(self.outstanding());
         // No commit first: a reap of the ring hands the reads pushed since
         // to the kernel in the same system call as its wait.
@@ -199,14 +219,17 @@ impl ReadQueue {
                 let Some(c) = self.ready.pop_front() else {
                     break;
                 };
-                out.push(c);
+                match c.result {
+                    Ok(value) => done(c.tag, Ok(value.as_deref())),
+                    Err(e) => done(c.tag, Err(e)),
+                }
                 moved += 1;
             }
             if moved == max || self.ring.in_flight() == 0 {
                 break;
             }
             // Below `min`: wait for a read; else only take what is done.
-            self.poll(moved < min)?;
+            moved += self.poll(moved < min, max - moved, done)?;
             if moved >= min && self.ready.is_empty() {
                 break;
             }
@@ -243,23 +266,33 @@ impl ReadQueue {
     }
 
     /// Reaps the ring once (waiting for a completion when `wait`) and
-    /// moves each get on: done, or its next read pushed.
-    fn poll(&mut self, wait: bool) -> Result<()> {
+    /// moves each get on: done, or its next read pushed. A checked value
+    /// goes straight to `done`, up to `budget` of them (the rest wait in
+    /// `ready`, copied); returns how many went to `done`.
+    fn poll(&mut self, wait: bool, budget: usize, done: &mut Reaped<'_>) -> Result<usize> {
         let mut completed = std::mem::take(&mut self.completed);
         let gets = &self.gets;
+        let mut handed = 0;
         // The ring's reap submits what was pushed (`ReadRing::reap`).
         self.unsubmitted = false;
         self.ring.reap(wait, &mut |slot, bytes| {
             let got = bytes.and_then(|b| match gets.get(slot).and_then(Option::as_ref) {
                 Some(g) if g.cancelled => Err(Error::Cancelled),
                 // A value's entry is checked where the read put it, then
-                // its value alone copied out; bytes that fail are read
-                // once more, alone, and that reading stands.
+                // lent to `done` (or copied out when over budget); bytes
+                // that fail are read once more, alone, and that reading
+                // stands.
                 Some(Get {
                     wait: Some(Wait::Value { file, pointer }),
                     key,
+                    tag,
                     ..
                 }) => match file.check(b, key, pointer) {
+                    Ok(value) if handed < budget => {
+                        done(*tag, Ok(Some(value)));
+                        handed += 1;
+                        Ok(Got::Handed)
+                    }
                     Ok(value) => Ok(Got::Value(value.to_vec())),
                     Err(e) if e.is_corruption() => file.read_again(key, pointer).map(Got::Value),
                     Err(e) => Err(e),
@@ -275,6 +308,7 @@ impl ReadQueue {
             };
             self.free.push(slot);
             let step = match (got, get.wait.take()) {
+                (Ok(Got::Handed), _) => continue,
                 _ if get.cancelled => Step::Done(Err(Error::Cancelled)),
                 (Err(e), _) => Step::Done(Err(e)),
                 (Ok(Got::Value(value)), _) => Step::Done(Ok(Some(value))),
@@ -295,7 +329,7 @@ impl ReadQueue {
             self.place(get, step);
         }
         self.completed = completed;
-        Ok(())
+        Ok(handed)
     }
 
     /// Puts a get where its step says: ready, or its read pushed into a
