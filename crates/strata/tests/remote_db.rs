@@ -768,6 +768,69 @@ fn a_database_ten_times_its_local_budget_serves_every_read() {
     }
 }
 
+/// Eviction rounds run after flushes, compactions and `sync_remote`, on
+/// their own threads: several at once take turns (two at once both
+/// removed the same file, and one failed with "No such file"): every
+/// `sync_remote` of writers with a background flush and compaction beside
+/// them succeeds, every read is right, and the disk is within the budget
+/// once a sync has nothing beside it.
+#[test]
+fn eviction_rounds_on_many_threads_take_turns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let budget = 192 << 10;
+    let dir = tmp.path().join("a");
+    let db = Db::open(
+        &dir,
+        Options {
+            layer_size_bytes_max: 64 << 10,
+            local_layer_bytes_max: Some(budget),
+            background_flush: true,
+            ..options(Arc::clone(&store))
+        },
+    )
+    .unwrap();
+    let threads = 4;
+    let rounds = 6;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let db = &db;
+            s.spawn(move || {
+                for r in 0..rounds {
+                    write_round(db, t * rounds + r, 300);
+                    db.sync_remote().unwrap();
+                }
+            });
+        }
+    });
+    db.sync_remote().unwrap();
+    for round in 0..threads * rounds {
+        check_round(&db, round, 300);
+    }
+    let remote = db.stats().remote.unwrap();
+    assert!(remote.evicted_layers > 0, "{remote:?}");
+    drop(db);
+    // Reopened with no flush or compaction of its own beside (which may
+    // leave a layer not yet uploaded: it stays until it is), a sync
+    // brings the disk within the budget.
+    let db = Db::open(
+        &dir,
+        Options {
+            layer_size_bytes_max: 64 << 10,
+            local_layer_bytes_max: Some(budget),
+            l0_compaction_trigger: 0,
+            ..options(Arc::clone(&store))
+        },
+    )
+    .unwrap();
+    db.sync_remote().unwrap();
+    let remote = db.stats().remote.unwrap();
+    assert!(remote.local_layer_bytes <= budget, "{remote:?}");
+    for round in 0..threads * rounds {
+        check_round(&db, round, 300);
+    }
+}
+
 /// Reads of files only the store holds through a store that fails one call
 /// in three (before the call, or after it with the answer lost): each get
 /// answers right or fails with the store's one-line error, never a wrong
