@@ -725,7 +725,10 @@ mod imp {
     /// `sync_remote` has uploaded it (and evicted down to the budget),
     /// `budget_gets` gets of random keys written so far, each compared
     /// with its value (one wrong fails the experiment). A row a phase: the
-    /// latency, the store's GETs a get, the layer bytes on the local disk
+    /// latency, the store's GETs a get (all the GETs made during the reads:
+    /// a background compaction's too, whose inputs the budget may have
+    /// evicted; the compactions that ran are counted beside), the layer
+    /// bytes on the local disk
     /// (every layer file in the directory, right after the sync and after
     /// the reads: the larger; beside them, the engine's count of the
     /// version's local layers at the sync) and the database's, each over
@@ -812,6 +815,12 @@ mod imp {
                     .param("local_layer_bytes_after_reads", local_after)
                     .param("version_local_layer_bytes_after_sync", r0.local_layer_bytes)
                     .param("l0_layers", after.l0_layers)
+                    // The store's GETs are counted whoever makes them: a
+                    // compaction beside the reads adds its own.
+                    .param(
+                        "compactions_during_reads",
+                        after.compactions - before.compactions,
+                    )
                     .param("layer_bytes", after.delta_bytes)
                     .param("evicted_layers", r1.evicted_layers)
                     .param("layers", after.delta_layers)
