@@ -456,6 +456,10 @@ pub struct PhaseRecord {
     /// where the device line is minutes older.
     #[serde(default)]
     pub device_4k_probe_ns: Option<u64>,
+    /// Why that probe failed, where it did: the row has no
+    /// `p50_x_probe_4k`, and the run's notes say why.
+    #[serde(default)]
+    pub device_4k_probe_error: Option<String>,
 }
 
 /// The percentiles, mean and count of a latency histogram (ns).
@@ -579,6 +583,15 @@ pub fn run_iterations(
                 emit(Line::Progress(n))
             })?;
             let after = counters(engine, go.io_counter.as_ref())?;
+            // After the counters: the probe's reads are not the phase's. A
+            // probe that fails (no io_uring here) leaves the row without
+            // the figure and says why, not the run without rows.
+            let probe = match &go.device_probe {
+                Some(path) if phase == Phase::Read => {
+                    Some(probe_read_4k_ns(path, u64::from(iteration)).map_err(|e| format!("{e:#}")))
+                }
+                _ => None,
+            };
             let (mean, p50, p99, p999) = percentiles(&timings.latency);
             let record = PhaseRecord {
                 iteration,
@@ -609,15 +622,8 @@ pub fn run_iterations(
                 engine_shape: engine.shape(),
                 rss_bytes: Some(crate::sys::rss_bytes(None)?),
                 load_s: load_s.take(),
-                // After the counters: the probe's reads are not the phase's.
-                device_4k_probe_ns: match &go.device_probe {
-                    // A probe that fails (no io_uring here) leaves the
-                    // row without the figure, not the run without rows.
-                    Some(path) if phase == Phase::Read => {
-                        probe_read_4k_ns(path, u64::from(iteration)).ok()
-                    }
-                    _ => None,
-                },
+                device_4k_probe_ns: probe.clone().and_then(Result::ok),
+                device_4k_probe_error: probe.and_then(Result::err),
             };
             emit(Line::Record(Box::new(record)))?;
         }
@@ -905,18 +911,9 @@ pub fn device_line_read_4k_ns(line: Option<&DeviceLine>) -> Option<f64> {
         .filter(|v| v.is_finite() && *v > 0.0)
 }
 
-/// Bytes of the file the fallback 4 KiB latency probe reads.
+/// Bytes of the probe file: the device's 4 KiB latency read beside the
+/// read phases (and for the line's figure where no device line came).
 const PROBE_FILE_BYTES: u64 = 128 << 20;
-
-/// Measures the device's 4 KiB random-read latency (p50, ns) at queue
-/// depth 1 on a filled file in `dir`, the way the device experiment does
-/// (io_uring, O_DIRECT, registered buffer): a few hundred reads.
-pub fn measure_read_4k_ns(dir: &Path) -> Result<f64> {
-    let path = dir.join("phases-read4k.probe");
-    let result = prepare_probe(&path).and_then(|()| probe_read_4k_ns(&path, 0));
-    let _ = std::fs::remove_file(&path);
-    Ok(result? as f64)
-}
 
 /// Writes the filled probe file at `path` (O_DIRECT: nothing of it stays
 /// in the page cache).
@@ -963,6 +960,11 @@ pub fn run(
 ) -> Result<PhasesOutcome> {
     let mut notes = Vec::new();
     let mut options: Vec<(String, serde_json::Value)> = Vec::new();
+    // The probe file: read by each child right after each of its read
+    // phases, and, without a device line, here first for the line's
+    // figure. Written once.
+    let probe = data_dir.join("phases-read4k.probe");
+    let prepared = prepare_probe(&probe);
     let device_4k_ns = match device_line_read_4k_ns(device_line) {
         Some(ns) => {
             options.push((
@@ -971,8 +973,13 @@ pub fn run(
             ));
             Some(ns)
         }
-        None => match measure_read_4k_ns(data_dir) {
+        None => match prepared
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
+            .and_then(|()| probe_read_4k_ns(&probe, 0))
+        {
             Ok(ns) => {
+                let ns = ns as f64;
                 options.push((
                     "device_read_4k_source".into(),
                     format!("measured by the phases experiment: p50 of 4 KiB O_DIRECT random reads (io_uring, registered buffer, QD1) of a filled {} MiB file", PROBE_FILE_BYTES >> 20).into(),
@@ -992,10 +999,8 @@ pub fn run(
     if let Some(ns) = device_4k_ns {
         options.push(("device_read_4k_latency_ns".into(), ns.into()));
     }
-    // The device beside each engine's reads: a probe file every child
-    // reads right after each read phase.
-    let probe = data_dir.join("phases-read4k.probe");
-    let device_probe = match prepare_probe(&probe) {
+    // The device beside each engine's reads.
+    let device_probe = match prepared {
         Ok(()) => {
             options.push((
                 "device_probe".into(),
@@ -1024,6 +1029,22 @@ pub fn run(
         notes,
         options,
     })
+}
+
+/// The note of an engine's read phases whose device probe failed: how
+/// many, and why the first did; `None` when none failed.
+fn failed_probes_note(engine: &str, records: &[PhaseRecord]) -> Option<String> {
+    let failed: Vec<&PhaseRecord> = records
+        .iter()
+        .filter(|r| r.device_4k_probe_error.is_some())
+        .collect();
+    let first = failed.first()?;
+    Some(format!(
+        "{engine}: the device probe failed after {} of its read phases (those rows have no p50_x_probe_4k); the first, iteration {}: {}",
+        failed.len(),
+        first.iteration,
+        first.device_4k_probe_error.as_deref().unwrap_or_default()
+    ))
 }
 
 /// Each engine's run in turn: its rows, and how its memory was bounded.
@@ -1072,6 +1093,7 @@ fn run_engines(
                 None => shared_notes.push((note.clone(), vec![name])),
             }
         }
+        notes.extend(failed_probes_note(name, &run.records));
         if !run.clean {
             notes.push(format!("{name}: {}", run.end));
         } else if run.end.starts_with("the disk is full") {
@@ -1346,7 +1368,32 @@ mod tests {
             rss_bytes: Some(40 << 20),
             load_s: None,
             device_4k_probe_ns: None,
+            device_4k_probe_error: None,
         }
+    }
+
+    #[test]
+    fn a_failed_device_probe_is_said_in_a_note() {
+        let mut records = vec![record(Phase::Read, 1000), record(Phase::Read, 1000)];
+        assert_eq!(failed_probes_note("strata", &records), None);
+        records[1].iteration = 3;
+        records[1].device_4k_probe_error = Some("io_uring: not permitted".into());
+        let note = failed_probes_note("strata", &records).expect("a note");
+        assert!(
+            note.starts_with("strata: the device probe failed after 1 of its read phases"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("iteration 3: io_uring: not permitted"),
+            "{note}"
+        );
+        // The record's JSON from before the field still loads.
+        let mut json = serde_json::to_value(&records[0]).unwrap();
+        json.as_object_mut()
+            .unwrap()
+            .remove("device_4k_probe_error");
+        let back: PhaseRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back.device_4k_probe_error, None);
     }
 
     #[test]

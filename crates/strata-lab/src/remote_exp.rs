@@ -355,7 +355,7 @@ mod imp {
     use std::process::{Child, Command, Stdio};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
-    use strata::remote::{PutMode, Remote, RemoteStore, S3Config, S3Remote};
+    use strata::remote::{PutMode, Remote, RemoteStore, S3Config, S3Remote, UPLOAD_PART_BYTES};
     use strata::{Db, Options, WriteBatch, WriteOptions};
 
     const ACCESS_KEY: &str = "strata-lab";
@@ -577,13 +577,14 @@ mod imp {
     /// objects: the last may go past it).
     const RAW_LINE_BYTES_MAX: u64 = 256 << 20;
 
-    /// `len` bytes of a buffer shared by every put of a round (no copy per
-    /// put, as the uploader's put sends the buffer it read the file into).
-    struct Prefix(Arc<Vec<u8>>, usize);
+    /// A range of a buffer shared by every put of a round (no copy per put
+    /// or part, as the uploader's put sends the buffer it read the file
+    /// into).
+    struct Slice(Arc<Vec<u8>>, std::ops::Range<usize>);
 
-    impl AsRef<[u8]> for Prefix {
+    impl AsRef<[u8]> for Slice {
         fn as_ref(&self) -> &[u8] {
-            &self.0[..self.1]
+            &self.0[self.1.clone()]
         }
     }
 
@@ -665,25 +666,23 @@ mod imp {
         let bytes: u64 = sizes.iter().sum();
         let largest = sizes.iter().copied().max().unwrap_or(0);
         let buffer = Arc::new(value_of(7, usize::try_from(largest)?));
-        let body = |size: u64| -> Result<strata::remote::Payload> {
-            Ok(strata::remote::Payload::shared(Arc::new(Prefix(
-                Arc::clone(&buffer),
-                usize::try_from(size)?,
-            ))))
+        let slice = |range: std::ops::Range<usize>| {
+            strata::remote::Payload::shared(Arc::new(Slice(Arc::clone(&buffer), range)))
         };
         let mib_s = |t: Instant| bytes as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20);
         let t = Instant::now();
         for (i, &size) in sizes.iter().enumerate() {
-            raw.put(&format!("put/{round}/{i}"), body(size)?, PutMode::Create)?;
+            let body = slice(0..usize::try_from(size)?);
+            raw.put(&format!("put/{round}/{i}"), body, PutMode::Create)?;
         }
         let put_mib_s = mib_s(t);
         let parts: Vec<Vec<strata::remote::Payload>> = sizes
             .iter()
             .map(|&size| {
                 let len = usize::try_from(size)?;
-                Ok(buffer[..len]
-                    .chunks(8 << 20)
-                    .map(|c| strata::remote::Payload::from(c.to_vec()))
+                Ok((0..len)
+                    .step_by(UPLOAD_PART_BYTES)
+                    .map(|at| slice(at..(at + UPLOAD_PART_BYTES).min(len)))
                     .collect())
             })
             .collect::<Result<_>>()?;

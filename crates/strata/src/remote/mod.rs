@@ -45,6 +45,8 @@ pub use dir::DirRemote;
 pub use faulty::{FaultyRemote, RemoteFault};
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Remote, RETRY_TIMEOUT_DEFAULT};
+/// The size of the parts the uploader reads and sends a file in.
+pub use upload::PART_BYTES as UPLOAD_PART_BYTES;
 
 use crate::error::{Error, InvalidInput, RemoteErrorKind, Result};
 use std::ops::Range;

@@ -610,7 +610,7 @@ impl Shared {
 /// How large the parts are that a file is read and sent in: 8 MiB (S3's
 /// smallest part but the last is 5 MiB), so that the first part's read is
 /// all of a large file's read that its upload waits for.
-const PART_BYTES: usize = 8 << 20;
+pub const PART_BYTES: usize = 8 << 20;
 
 /// Layers of at least this many parts are checked while they are sent
 /// (`layer_stream`), so that an upload holds a few of their parts; smaller
