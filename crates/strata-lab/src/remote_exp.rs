@@ -739,16 +739,17 @@ mod imp {
         rng: &mut Rng,
     ) -> Result<(Vec<Row>, String)> {
         let budget = params.local_budget_bytes();
+        // Layers of a quarter of the budget, so that the disk holds a few
+        // (the default, 64 MiB, is past the budget: every layer would go
+        // as soon as it is uploaded).
+        let layer_bytes = budget / 4;
         let dir = data_dir.join("budget");
         let db = Db::open(
             &dir,
             Options {
                 remote: Some(Remote(Arc::new(server.store("budget")?))),
                 local_layer_bytes_max: Some(budget),
-                // Layers of a quarter of the budget, so that the disk
-                // holds a few (the default, 64 MiB, is past the budget:
-                // every layer would go as soon as it is uploaded).
-                layer_size_bytes_max: budget / 4,
+                layer_size_bytes_max: layer_bytes,
                 block_cache_bytes: 1 << 20,
                 ..Options::default()
             },
@@ -789,7 +790,7 @@ mod imp {
             let (Some(r0), Some(r1)) = (&before.remote, &after.remote) else {
                 bail!("a database with a store shows no remote stats");
             };
-            let gets = params.budget_gets.max(1) as f64;
+            let gets_per_get = (r1.gets - r0.gets) as f64 / params.budget_gets.max(1) as f64;
             let hits = after.block_cache_hits - before.block_cache_hits;
             let lookups = hits + after.block_cache_misses - before.block_cache_misses;
             let (p50, p99) = (micros(&h, 0.5), micros(&h, 0.99));
@@ -800,13 +801,13 @@ mod imp {
                 r0.local_layer_bytes >> 20,
                 local_after >> 20,
                 budget >> 20,
-                (r1.gets - r0.gets) as f64 / gets
+                gets_per_get
             );
             rows.push(
                 Row::new(BUDGET_CASE, "strata", &format!("phase {phase}"))
                     .metric("p50_us", p50)
                     .metric("p99_us", p99)
-                    .metric("gets_per_op", (r1.gets - r0.gets) as f64 / gets)
+                    .metric("gets_per_op", gets_per_get)
                     .metric("local_x_budget", local as f64 / budget as f64)
                     .metric("data_x_budget", after.delta_bytes as f64 / budget as f64)
                     .param("budget_bytes", budget)
@@ -823,7 +824,7 @@ mod imp {
                     .param("layer_bytes", after.delta_bytes)
                     .param("evicted_layers", r1.evicted_layers)
                     .param("layers", after.delta_layers)
-                    .param("layer_size_bytes_max", budget / 4)
+                    .param("layer_size_bytes_max", layer_bytes)
                     .param("keys_written", written)
                     .param("gets", params.budget_gets)
                     .param(

@@ -410,20 +410,28 @@ fn on_a_failing_storage_a_get_fails_alone_and_never_answers_wrong() {
     assert!(db.stats().read_retries > 0);
 }
 
+/// A database without a block cache holding keys `0..n`, each with a
+/// value of 6,000 bytes (in a value file: a get of one is a read in the
+/// ring), flushed.
+fn large_values(n: u32) -> (tempfile::TempDir, Db) {
+    let dir = tmp();
+    let db = Db::open(dir.path(), uncached()).unwrap();
+    let mut b = WriteBatch::new();
+    for i in 0..n {
+        b.put(key(i), value(i, 0, 6000));
+    }
+    db.write(&b, WriteOptions::default()).unwrap();
+    db.flush().unwrap();
+    (dir, db)
+}
+
 /// `reap_with` lends each value (read from a value file into the ring's
 /// buffer, checked there) to its callback once; with a small `max` the
 /// values read beyond it wait, copied, for the next reap; every get is
 /// handed exactly once with what `get` answers.
 #[test]
 fn reap_with_lends_each_value_once_and_keeps_what_is_over_max() {
-    let dir = tmp();
-    let db = Db::open(dir.path(), uncached()).unwrap();
-    let mut b = WriteBatch::new();
-    for i in 0..200u32 {
-        b.put(key(i), value(i, 0, 6000));
-    }
-    db.write(&b, WriteOptions::default()).unwrap();
-    db.flush().unwrap();
+    let (_dir, db) = large_values(200);
     let mut q = db.read_queue(32).unwrap();
     let mut got: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
     let mut next = 0u32;
@@ -450,5 +458,43 @@ fn reap_with_lends_each_value_once_and_keeps_what_is_over_max() {
     for i in 0..260u32 {
         let want = (i < 200).then(|| value(i, 0, 6000));
         assert_eq!(got[&u64::from(i)], want, "key {i}");
+    }
+}
+
+/// A callback of `reap_with` that panics: the panic reaches the caller,
+/// the get it was handed counts as reaped, and every other get is still in
+/// the queue, each reaped once with its value (none lost in a slot).
+#[test]
+fn a_panic_in_reap_with_loses_no_other_get() {
+    let (_dir, db) = large_values(32);
+    let mut q = db.read_queue(32).unwrap();
+    for i in 0..32u32 {
+        q.submit(u64::from(i), &key(i)).unwrap();
+    }
+    let mut got: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
+    let mut calls = 0;
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        while q.outstanding() > 0 {
+            q.reap_with(1, 32, &mut |tag, result| {
+                calls += 1;
+                if calls == 3 {
+                    panic!("the caller's callback panics");
+                }
+                got.insert(tag, result.unwrap().map(<[u8]>::to_vec));
+            })
+            .unwrap();
+        }
+    }));
+    assert!(unwound.is_err(), "the panic reached the caller");
+    assert_eq!(got.len(), 2);
+    for (tag, result) in reap_all(&mut q) {
+        assert!(
+            got.insert(tag, result.unwrap()).is_none(),
+            "tag {tag} twice"
+        );
+    }
+    assert_eq!(got.len(), 31, "every get but the one that panicked");
+    for (tag, v) in got {
+        assert_eq!(v, Some(value(tag as u32, 0, 6000)), "key {tag}");
     }
 }

@@ -137,11 +137,13 @@ struct DbInner {
     /// With a remote store: the storage that reads the files only the
     /// store holds, and evicts local copies (`Options::local_layer_bytes_max`).
     tiered: Option<Arc<crate::remote::tiered::TieredStorage>>,
-    /// Bytes of layer files on the local disk at the last eviction round;
-    /// held through a round, so that rounds (after a flush, a compaction,
-    /// a `sync_remote`, on their own threads) take turns: two at once
-    /// would both remove the same file.
-    local_layer_bytes: Mutex<u64>,
+    /// Bytes of layer files on the local disk at the last eviction round.
+    local_layer_bytes: AtomicU64,
+    /// Held through an eviction round, so that rounds (after a flush, a
+    /// compaction, a `sync_remote`, on their own threads) take turns: two
+    /// at once would both remove the same file. Not the count's lock, so
+    /// that `stats()` never waits for a round.
+    evicting: Mutex<()>,
     /// A read-only follower's store and the index it shows
     /// (`Options::remote_follower`); `None` for a writer.
     following: Option<follow::Following>,

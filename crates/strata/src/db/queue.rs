@@ -31,6 +31,7 @@ use crate::types::{Lsn, ValueKind};
 use crate::value::{ValueFile, ValuePointer};
 use crate::version::{Candidate, Version};
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -209,6 +210,9 @@ impl ReadQueue {
     /// lent from where the read put it, checked, for the call alone, so a
     /// caller that copies it into its own buffer copies it once and
     /// allocates nothing. Same `min`, `max`, return and errors as `reap`.
+    /// A panic in `done` goes on to the caller once the queue is whole
+    /// again: the get it was handed is reaped, every other stays in the
+    /// queue for the next reap.
     pub fn reap_with(&mut self, min: usize, max: usize, done: &mut Reaped<'_>) -> Result<usize> {
         let min = min.min(max).min(self.outstanding());
         // No commit first: a reap of the ring hands the reads pushed since
@@ -273,6 +277,10 @@ impl ReadQueue {
         let mut completed = std::mem::take(&mut self.completed);
         let gets = &self.gets;
         let mut handed = 0;
+        // A panic in `done` is held until every completion the ring gave
+        // is placed: unwinding through the ring's reap would lose the
+        // gets whose completions it had taken (their slots never freed).
+        let mut panicked = None;
         // The ring's reap submits what was pushed (`ReadRing::reap`).
         self.unsubmitted = false;
         self.ring.reap(wait, &mut |slot, bytes| {
@@ -288,8 +296,11 @@ impl ReadQueue {
                     tag,
                     ..
                 }) => match file.check(b, key, pointer) {
-                    Ok(value) if handed < budget => {
-                        done(*tag, Ok(Some(value)));
+                    Ok(value) if handed < budget && panicked.is_none() => {
+                        let call = || done(*tag, Ok(Some(value)));
+                        if let Err(payload) = catch_unwind(AssertUnwindSafe(call)) {
+                            panicked.get_or_insert(payload);
+                        }
                         handed += 1;
                         Ok(Got::Handed)
                     }
@@ -329,6 +340,9 @@ impl ReadQueue {
             self.place(get, step);
         }
         self.completed = completed;
+        if let Some(payload) = panicked {
+            resume_unwind(payload);
+        }
         Ok(handed)
     }
 

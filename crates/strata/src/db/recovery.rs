@@ -206,7 +206,8 @@ impl Db {
             snapshots: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
             tiered,
-            local_layer_bytes: Mutex::new(0),
+            local_layer_bytes: AtomicU64::new(0),
+            evicting: Mutex::new(()),
             following,
         };
         if let Some(claimed) = claimed {

@@ -318,10 +318,9 @@ impl DbInner {
             gets,
             get_bytes,
             evicted_layers,
-            local_layer_bytes: *self
+            local_layer_bytes: self
                 .local_layer_bytes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
+                .load(std::sync::atomic::Ordering::Relaxed),
             uploaded_files,
             uploaded_bytes,
             upload_busy,
@@ -338,10 +337,7 @@ impl DbInner {
         let (Some(budget), Some(tiered)) = (self.opts.local_layer_bytes_max, &self.tiered) else {
             return Ok(());
         };
-        let mut round = self
-            .local_layer_bytes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let _round = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
         let version = self.version()?;
         let mut local = 0u64;
         let mut evictable = Vec::new();
@@ -362,7 +358,8 @@ impl DbInner {
             layer.evict_local(|path| tiered.evict(path))?;
             local -= layer.desc.bytes;
         }
-        *round = local;
+        self.local_layer_bytes
+            .store(local, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }
