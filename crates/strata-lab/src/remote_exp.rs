@@ -739,9 +739,10 @@ mod imp {
         rng: &mut Rng,
     ) -> Result<(Vec<Row>, String)> {
         let budget = params.local_budget_bytes();
-        // Layers of a quarter of the budget, so that the disk holds a few
-        // (the default, 64 MiB, is past the budget: every layer would go
-        // as soon as it is uploaded).
+        // Layers and compaction outputs of a quarter of the budget each,
+        // so that the disk holds a few beside the room kept for a flush's
+        // output and a compaction's (the defaults, 128 and 64 MiB, are
+        // past the budget: the open refuses them).
         let layer_bytes = budget / 4;
         let dir = data_dir.join("budget");
         let db = Db::open(
@@ -750,6 +751,7 @@ mod imp {
                 remote: Some(Remote(Arc::new(server.store("budget")?))),
                 local_layer_bytes_max: Some(budget),
                 layer_size_bytes_max: layer_bytes,
+                target_file_bytes: layer_bytes,
                 block_cache_bytes: 1 << 20,
                 ..Options::default()
             },

@@ -73,6 +73,7 @@ use crate::version::Version;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -131,8 +132,28 @@ pub(crate) fn plan(l0: &[&LayerDesc], policy: &Policy, force: bool) -> Option<Pl
     })
 }
 
+/// A job's written layers: each output's descriptor, and its reader, open
+/// on the local file (`None`: the file went to the remote store during
+/// the job, see [`OutputRoom`]; it opens there when first read).
+pub(crate) type Outputs = Vec<(LayerDesc, Option<DeltaLayerReader<LayerFile>>)>;
+
+/// Where a job's outputs may go before the job ends (`db::remote`): with a
+/// local byte budget, an output the disk has no room for is put into the
+/// remote store as soon as it is written and checked, and its local file
+/// goes, so that a job larger than the budget never holds more of its
+/// outputs on the disk than the budget leaves.
+pub(crate) trait OutputRoom {
+    /// Output `path` (`bytes` long) is written, synced and checked. True
+    /// when the store holds it now and its local file must go: the job
+    /// closes its reader, then calls [`OutputRoom::let_go`].
+    fn written(&self, path: &Path, bytes: u64) -> Result<bool>;
+    /// Removes the local file of an output [`OutputRoom::written`] put
+    /// into the store.
+    fn let_go(&self, path: &Path, bytes: u64) -> Result<()>;
+}
+
 /// How a job writes its outputs.
-pub(crate) struct JobOptions {
+pub(crate) struct JobOptions<'a> {
     pub target_file_bytes: u64,
     pub memory_bytes: usize,
     pub writer_buffer_bytes: usize,
@@ -143,6 +164,9 @@ pub(crate) struct JobOptions {
     pub bytes: Arc<JobBytes>,
     /// The value files whose live values the job moves into its outputs.
     pub relocate: Relocate,
+    /// Where outputs go when the local disk has no room for them; `None`:
+    /// every output stays local.
+    pub room: Option<&'a dyn OutputRoom>,
 }
 
 /// The value files a job empties: a pointer into one of them is replaced,
@@ -299,7 +323,7 @@ pub(crate) fn merge_into_run(
     opts: &JobOptions,
     mut take_id: impl FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+) -> Result<Outputs> {
     removing_outputs_on_failure(io, |written| {
         merge_inner(inputs, io, opts, &mut take_id, cancelled, written)
     })
@@ -358,7 +382,7 @@ fn merge_inner(
     take_id: &mut dyn FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
     written: &mut Vec<u64>,
-) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+) -> Result<Outputs> {
     let live: Vec<&Arc<Layer>> = inputs.iter().filter(|l| l.desc.entries > 0).collect();
     let (Some(lsn_min), Some(lsn_max)) = (
         live.iter().map(|l| l.desc.lsn_min).min(),
@@ -397,8 +421,9 @@ struct RunSpec {
 
 /// Writes the entries `next` gives (ascending by key, then LSN) as the
 /// layer files of one run: cut between keys at the target size, each
-/// synced, then read back whole and checked against what was written; then
-/// the directory is synced. `written` collects the ids of files created, so
+/// synced, then read back whole and checked against what was written (and
+/// then, without room on the local disk, put into the store: see
+/// [`OutputRoom`]); then the directory is synced. `written` collects the ids of files created, so
 /// the caller can remove them if this fails.
 fn write_run(
     next: &mut dyn FnMut() -> Result<Option<Entry>>,
@@ -408,8 +433,8 @@ fn write_run(
     take_id: &mut dyn FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
     written: &mut Vec<u64>,
-) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
-    let mut finished: Vec<(u64, u64, u32, ValueRefs)> = Vec::new();
+) -> Result<Outputs> {
+    let mut outputs = Outputs::new();
     let mut current: Option<OutputFile> = None;
     let mut last_key: Vec<u8> = Vec::new();
     let mut n: u64 = 0;
@@ -431,7 +456,7 @@ fn write_run(
             matches!(&current, Some(o) if o.bytes >= opts.target_file_bytes && key != last_key);
         if cut {
             let open = current.take().expect("an output to cut");
-            finished.push(seal_output(open, &opts.bytes)?);
+            outputs.push(finish_output(open, spec, io, opts)?);
         }
         let out = match &mut current {
             Some(o) => o,
@@ -448,59 +473,11 @@ fn write_run(
     // An image of nothing (every key deleted) is still an image: one empty
     // file says that reads at or above its LSN find nothing older, so GC can
     // collect the history under it and the image policy is satisfied.
-    if current.is_none() && finished.is_empty() && spec.level == Level::Image {
+    if current.is_none() && outputs.is_empty() && spec.level == Level::Image {
         current = Some(create_output(io, spec, opts, take_id, written)?);
     }
     if let Some(open) = current.take() {
-        finished.push(seal_output(open, &opts.bytes)?);
-    }
-    // Each output read back whole: what reached the device is what was
-    // written (a block that rotted between write and read fails here, and
-    // the inputs stay).
-    let mut outputs = Vec::with_capacity(finished.len());
-    for (id, len, crc, refs) in finished {
-        let path = io.dir.join(delta_name(id));
-        let file = io
-            .storage
-            .open(&path, &io.file_options(spec.level), &io.stats)?;
-        let reader = Arc::new(DeltaLayerReader::open(LayerFile {
-            file,
-            len,
-            stats: io.stats.clone(),
-        })?);
-        let (mut back, mut entries, mut unchecked) = (0u32, 0u64, 0u64);
-        for entry in reader
-            .range_owned(Bound::Unbounded, Bound::Unbounded)?
-            .with_readahead(INPUT_READAHEAD_MAX_BYTES)
-        {
-            let (key, lsn, kind, value) = entry?;
-            back = entry_crc(back, &key, lsn, kind, &value);
-            entries += 1;
-            // The I/O class follows the foreground here too (the read-back
-            // is not paced: it writes nothing).
-            unchecked += (key.len() + value.len()) as u64;
-            if unchecked >= crate::pacer::PACE_EVERY_BYTES {
-                unchecked = 0;
-                if let Some(pacer) = &opts.pacer {
-                    pacer.yield_to_reads();
-                    pacer.follow_foreground();
-                }
-            }
-        }
-        if back != crc || entries != reader.summary().entries {
-            return Err(Corruption::new(
-                &path,
-                0,
-                "a compaction output reads back other entries than were written",
-            )
-            .into());
-        }
-        let reader = Arc::into_inner(reader).expect("the only holder of the reader");
-        let mut desc = LayerDesc::from_summary(id, reader.summary());
-        desc.level = spec.level;
-        desc.values = refs.to_vec();
-        (desc.lsn_min, desc.lsn_max) = (spec.lsn_min, spec.lsn_max);
-        outputs.push((desc, reader));
+        outputs.push(finish_output(open, spec, io, opts)?);
     }
     if let Some(cover) = &spec.cover {
         let firsts: Vec<Vec<u8>> = outputs.iter().map(|(d, _)| d.key_min.clone()).collect();
@@ -524,6 +501,69 @@ fn write_run(
     Ok(outputs)
 }
 
+/// Seals an output, then reads it back whole: what reached the device is
+/// what was written (a block that rotted between write and read fails
+/// here, and the inputs stay). Then `opts.room` may send it to the store.
+fn finish_output(
+    open: OutputFile,
+    spec: &RunSpec,
+    io: &Arc<LayerIo>,
+    opts: &JobOptions,
+) -> Result<(LayerDesc, Option<DeltaLayerReader<LayerFile>>)> {
+    let (id, len, crc, refs) = seal_output(open, &opts.bytes)?;
+    let path = io.dir.join(delta_name(id));
+    let file = io
+        .storage
+        .open(&path, &io.file_options(spec.level), &io.stats)?;
+    let reader = Arc::new(DeltaLayerReader::open(LayerFile {
+        file,
+        len,
+        stats: io.stats.clone(),
+    })?);
+    let (mut back, mut entries, mut unchecked) = (0u32, 0u64, 0u64);
+    for entry in reader
+        .range_owned(Bound::Unbounded, Bound::Unbounded)?
+        .with_readahead(INPUT_READAHEAD_MAX_BYTES)
+    {
+        let (key, lsn, kind, value) = entry?;
+        back = entry_crc(back, &key, lsn, kind, &value);
+        entries += 1;
+        // The I/O class follows the foreground here too (the read-back is
+        // not paced: it writes nothing).
+        unchecked += (key.len() + value.len()) as u64;
+        if unchecked >= crate::pacer::PACE_EVERY_BYTES {
+            unchecked = 0;
+            if let Some(pacer) = &opts.pacer {
+                pacer.yield_to_reads();
+                pacer.follow_foreground();
+            }
+        }
+    }
+    if back != crc || entries != reader.summary().entries {
+        return Err(Corruption::new(
+            &path,
+            0,
+            "a compaction output reads back other entries than were written",
+        )
+        .into());
+    }
+    let reader = Arc::into_inner(reader).expect("the only holder of the reader");
+    let mut desc = LayerDesc::from_summary(id, reader.summary());
+    desc.level = spec.level;
+    desc.values = refs.to_vec();
+    (desc.lsn_min, desc.lsn_max) = (spec.lsn_min, spec.lsn_max);
+    match opts.room {
+        Some(room) if room.written(&path, len)? => {
+            // Closed before the file goes: an open descriptor would keep
+            // its blocks on the disk.
+            drop(reader);
+            room.let_go(&path, len)?;
+            Ok((desc, None))
+        }
+        _ => Ok((desc, Some(reader))),
+    }
+}
+
 /// Writes each of `layers` again (L1 layers or images, not L0: L0's order
 /// is the manifest's) as the same run's layers, with the pointers into the
 /// files `opts.relocate` empties replaced by their values: same level, LSN
@@ -535,7 +575,7 @@ pub(crate) fn rewrite_layers(
     opts: &JobOptions,
     mut take_id: impl FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+) -> Result<Outputs> {
     removing_outputs_on_failure(io, |written| {
         let mut outputs = Vec::new();
         for layer in layers {
@@ -583,7 +623,7 @@ pub(crate) fn write_image(
     opts: &JobOptions,
     mut take_id: impl FnMut() -> Result<u64>,
     cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>> {
+) -> Result<Outputs> {
     removing_outputs_on_failure(io, |written| {
         let mut outputs = Vec::new();
         for cover in covers {

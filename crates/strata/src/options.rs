@@ -209,7 +209,12 @@ pub struct Options {
     /// `Db::sync_remote`, the least recently read layers the store holds
     /// are evicted (their local files removed; their reads then go to the
     /// store, a ranged GET a block). Logs and value files are not counted
-    /// and stay local. `None`: every layer stays.
+    /// and stay local. Room is kept for a flush's output and a
+    /// compaction's next one (`layer_size_bytes_max + target_file_bytes`,
+    /// and an eighth more: at least their sum, or the open fails); an
+    /// output the disk has no room for is put into the store as soon as
+    /// it is written, and its local file goes. What is not uploaded yet,
+    /// or held open by a read, stays. `None`: every layer stays.
     pub local_layer_bytes_max: Option<u64>,
     /// With a remote store: open as a read-only follower of it instead of
     /// its writer. The directory (empty, or a follower's own) is a local
@@ -414,6 +419,19 @@ impl Options {
                 }
                 .into());
             }
+        }
+        if let Some(budget) = self.local_layer_bytes_max {
+            let outputs = self
+                .layer_size_bytes_max
+                .saturating_add(self.target_file_bytes);
+            range(
+                "local_layer_bytes_max",
+                budget,
+                outputs,
+                u64::MAX,
+                "at least layer_size_bytes_max + target_file_bytes: a flush's output and a \
+                 compaction's are written whole beside the layers kept",
+            )?;
         }
         if let Some(interval) = self.remote_follow_interval {
             let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);

@@ -310,6 +310,13 @@ impl Layer {
         remove(&self.path())
     }
 
+    /// Whether a read holds the layer's open reader (a get for a moment, a
+    /// compaction's input or a scan for longer).
+    pub(crate) fn reader_held(&self) -> bool {
+        self.open_reader()
+            .is_some_and(|r| Arc::strong_count(&r) > 2)
+    }
+
     /// `OpenReaders::clock` at the layer's last read.
     pub(crate) fn last_read(&self) -> u64 {
         self.last_read.load(Ordering::Relaxed)

@@ -37,6 +37,16 @@ fn release_when_unread(layers: Vec<Arc<Layer>>) {
     }
 }
 
+/// Ends a job's count of its outputs on the disk when dropped (see
+/// `DbInner::job_ended`).
+struct JobEnd<'a>(&'a DbInner);
+
+impl Drop for JobEnd<'_> {
+    fn drop(&mut self) {
+        self.0.job_ended();
+    }
+}
+
 /// Most layers one relocation job writes again (each is about
 /// `target_file_bytes` of pointers and small values).
 const RELOCATE_LAYERS_MAX: usize = 8;
@@ -72,8 +82,9 @@ impl DbInner {
     /// A job's options; `paced` for a background job (see `Pacer`); it
     /// moves the live values of the value files in `relocate` into its
     /// outputs.
-    fn job_options(&self, paced: bool, relocate: &Relocate) -> JobOptions {
+    fn job_options(&self, paced: bool, relocate: &Relocate) -> JobOptions<'_> {
         JobOptions {
+            room: self.output_room(),
             relocate: relocate.clone(),
             target_file_bytes: self.opts.target_file_bytes,
             memory_bytes: self.opts.compaction_memory_bytes,
@@ -126,7 +137,10 @@ impl DbInner {
     /// Returns whether it did one.
     pub(super) fn compact_once(&self, force: bool) -> Result<bool> {
         let _job = lock(&self.compact_lock)?;
+        // However the job ends, its outputs are no longer counted apart.
+        let outputs_counted = JobEnd(self);
         self.check_poisoned()?;
+        self.make_room()?;
         let version = self.version()?;
         let descs: Vec<&LayerDesc> = version.l0.iter().map(|l| &l.desc).collect();
         let cancelled = || self.compaction_cancelled() && !force;
@@ -251,7 +265,11 @@ impl DbInner {
         };
         let layers = outputs
             .into_iter()
-            .map(|(desc, reader)| Layer::with_reader(desc, Arc::clone(&self.layer_io), reader))
+            .map(|(desc, reader)| match reader {
+                Some(reader) => Layer::with_reader(desc, Arc::clone(&self.layer_io), reader),
+                // Its file went to the store during the job.
+                None => Arc::new(Layer::new(desc, Arc::clone(&self.layer_io))),
+            })
             .collect();
         drop(remove);
         let removed = self
@@ -260,6 +278,7 @@ impl DbInner {
         self.compactions.fetch_add(1, Ordering::Relaxed);
         self.compaction.notify();
         release_when_unread(removed);
+        drop(outputs_counted);
         // As after a flush: an eviction that fails is tried again later.
         let _ = self.evict_to_budget();
         Ok(true)

@@ -162,6 +162,9 @@ impl DbInner {
         // fresh, valid checksums. Bytes that fail are read once more, as
         // every reader's are (`io::read_verified`).
         let steps = self.pacer.steps();
+        // Within a local budget: room for this layer (waiting for uploads
+        // if writes outran them).
+        self.make_room()?;
         let large = self.large_values_of(layer)?;
         let mut refs = crate::value::ValueRefs::default();
         let id = self.versions.take_file_id()?;

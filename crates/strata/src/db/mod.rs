@@ -139,11 +139,13 @@ struct DbInner {
     tiered: Option<Arc<crate::remote::tiered::TieredStorage>>,
     /// Bytes of layer files on the local disk at the last eviction round.
     local_layer_bytes: AtomicU64,
-    /// Held through an eviction round, so that rounds (after a flush, a
-    /// compaction, a `sync_remote`, on their own threads) take turns: two
-    /// at once would both remove the same file. Not the count's lock, so
-    /// that `stats()` never waits for a round.
-    evicting: Mutex<()>,
+    /// Bytes of the running compaction's outputs on the local disk
+    /// (`OutputRoom`), counted by eviction rounds beside the version's
+    /// layers. Held through a round, so that rounds (after a flush, a
+    /// compaction, a `sync_remote`, an output written: on their own
+    /// threads) take turns: two at once would both remove the same file.
+    /// Not the count's lock, so that `stats()` never waits for a round.
+    evicting: Mutex<u64>,
     /// A read-only follower's store and the index it shows
     /// (`Options::remote_follower`); `None` for a writer.
     following: Option<follow::Following>,

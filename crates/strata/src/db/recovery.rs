@@ -86,6 +86,9 @@ impl Db {
         if following.is_some() {
             state.next_file_id = state.next_file_id.max(super::follow::FOLLOWER_FILE_IDS);
         }
+        if let Some(claimed) = &claimed {
+            super::remote::adopt_unindexed(&claimed.objects, &*storage, &dir, &state)?;
+        }
         let remote = claimed.is_some() || following.is_some();
         let unlisted = unlisted_files(&*storage, &dir, &state, &v1_deltas, remote)?;
         describe_v1_layers(&mut state, &v1_deltas, &layer_io)?;
@@ -207,7 +210,7 @@ impl Db {
             closed: AtomicBool::new(false),
             tiered,
             local_layer_bytes: AtomicU64::new(0),
-            evicting: Mutex::new(()),
+            evicting: Mutex::new(0),
             following,
         };
         if let Some(claimed) = claimed {

@@ -28,12 +28,13 @@
 //! (`VersionSet::set_uploader`).
 
 use super::{Db, DbInner};
+use crate::compaction::OutputRoom;
 use crate::error::{Corruption, Error, InvalidInput, Result};
 use crate::io::{FileClass, FileOptions, IoMode, IoStats, Storage};
 use crate::manifest::{MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::remote::generation;
 use crate::remote::index::{self, latest, RemoteIndex};
-use crate::remote::tiered::RemoteObjects;
+use crate::remote::tiered::{RemoteObjects, TieredStorage};
 use crate::remote::upload::{UploadStatus, UploadTarget, Uploader};
 use crate::remote::RemoteStore;
 use crate::types::Lsn;
@@ -46,6 +47,11 @@ pub(super) const GENERATION_NAME: &str = "REMOTE_GENERATION";
 
 /// How long `sync_remote` waits while uploads keep failing.
 const SYNC_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long a write waits, while uploads fail, for the uploads that would
+/// let it make room on the local disk, before it goes on anyway
+/// (`DbInner::make_room`).
+const ROOM_UPLOAD_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What an open settled with the remote store.
 pub(super) struct Claimed {
@@ -213,6 +219,67 @@ pub(super) fn restore(
     storage.sync_dir(dir)
 }
 
+/// A writer's layers that the manifest lists and neither the directory
+/// nor the claimed index holds: a compaction output put into the store
+/// during its job (`OutputRoom`) and evicted, whose version's index never
+/// reached the store (the process stopped, or closed, first). Each is
+/// found among the store's objects under its name (its newest generation:
+/// this writer's claim fenced every other), read whole, checked against the
+/// length the manifest lists, and taken as one of the database's objects
+/// (its crc32c the bytes read): the next index lists it, and no sweep of
+/// older generations deletes it. One that is not there stays missing (the
+/// open fails, naming it).
+pub(super) fn adopt_unindexed(
+    objects: &RemoteObjects,
+    storage: &dyn Storage,
+    dir: &Path,
+    state: &crate::manifest::ManifestState,
+) -> Result<()> {
+    let mut missing = Vec::new();
+    for layer in &state.layers {
+        let name = crate::manifest::delta_name(layer.id);
+        if storage.entry_kind(&dir.join(&name))?.is_none() {
+            missing.push((name, layer.bytes));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let store = objects.store();
+    let listed = store.list("layers/")?;
+    for (name, bytes) in missing {
+        let prefix = format!("layers/{name}-g");
+        let Some(key) = listed
+            .iter()
+            .filter(|o| o.key.starts_with(&prefix))
+            .filter_map(|o| Some((generation::parse_object_generation(&o.key)?, &o.key)))
+            .max()
+            .map(|(_, key)| key.clone())
+        else {
+            continue;
+        };
+        let body = store.get(&key)?;
+        if body.len() as u64 != bytes {
+            return Err(Corruption::new(
+                format!("{}/{key}", store.url()),
+                0,
+                format!(
+                    "{} bytes where the manifest lists {bytes} for {name}",
+                    body.len()
+                ),
+            )
+            .into());
+        }
+        objects.insert(crate::remote::index::IndexedObject {
+            name,
+            key,
+            bytes,
+            crc: crate::crc::crc32c(&body),
+        });
+    }
+    Ok(())
+}
+
 /// Starts the uploader of an opened database and hands it the current
 /// version.
 pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
@@ -329,30 +396,55 @@ impl DbInner {
 }
 
 impl DbInner {
+    /// Room an eviction round leaves free on the local disk beside what it
+    /// keeps: a flush's output and a compaction's next output, each
+    /// written whole before it can go (an eighth more for their indexes,
+    /// filters and padding past the sizes they are cut at).
+    fn write_headroom(&self) -> u64 {
+        let outputs = self
+            .opts
+            .layer_size_bytes_max
+            .saturating_add(self.opts.target_file_bytes);
+        outputs.saturating_add(outputs / 8)
+    }
+
     /// Keeps the layer files on the local disk within
-    /// `Options::local_layer_bytes_max`: while they take more, evicts the
-    /// least recently read of those the store holds. A layer not uploaded
-    /// yet stays (the next round may evict it). Nothing without a budget.
+    /// `Options::local_layer_bytes_max`, room for the writes in flight
+    /// included (see [`DbInner::evict_round`]). Nothing without a budget.
     pub(super) fn evict_to_budget(&self) -> Result<()> {
         let (Some(budget), Some(tiered)) = (self.opts.local_layer_bytes_max, &self.tiered) else {
             return Ok(());
         };
-        let _round = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+        let outputs = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+        self.evict_round(budget, tiered, *outputs).map(|_| ())
+    }
+
+    /// One eviction round, under `evicting` (rounds take turns: two at once
+    /// would both remove the same file), with `outputs` bytes of the
+    /// running compaction's outputs on the disk: while the version's local
+    /// layers, those outputs and the write headroom take more than
+    /// `budget`, evicts the least recently read layer the store holds and
+    /// no reader holds open (a compaction's inputs, a scan's layers: their
+    /// open descriptors would keep the blocks on the disk). A layer not
+    /// uploaded yet stays (a later round may evict it). Returns the bytes
+    /// left on the disk (the version's local layers and `outputs`).
+    fn evict_round(&self, budget: u64, tiered: &TieredStorage, outputs: u64) -> Result<u64> {
         let version = self.version()?;
-        let mut local = 0u64;
+        let mut local = outputs;
         let mut evictable = Vec::new();
         for layer in version.layers() {
             let path = layer.path();
             if tiered.is_local(&path)? {
                 local += layer.desc.bytes;
-                if tiered.in_store(&path) {
+                if tiered.in_store(&path) && !layer.reader_held() {
                     evictable.push(Arc::clone(layer));
                 }
             }
         }
         evictable.sort_by_key(|l| l.last_read());
+        let keep = budget.saturating_sub(self.write_headroom());
         for layer in evictable {
-            if local <= budget {
+            if local <= keep {
                 break;
             }
             layer.evict_local(|path| tiered.evict(path))?;
@@ -360,6 +452,97 @@ impl DbInner {
         }
         self.local_layer_bytes
             .store(local, std::sync::atomic::Ordering::Relaxed);
+        Ok(local)
+    }
+
+    /// Room on the local disk for a write about to begin (a flush's
+    /// output, a compaction's: a compaction's inputs too, whose open
+    /// descriptors keep them on the disk through the job, evicted or not).
+    /// A round; and if the layers it could not evict (not uploaded yet)
+    /// leave less than the write headroom, a wait for the uploads of the
+    /// version so far, then a round again: writes that outrun the uploads
+    /// wait for them here rather than fill the disk. While the store fails
+    /// (the uploader's last attempt failed, or a wait sees failures for
+    /// `ROOM_UPLOAD_PATIENCE`), or once this writer is fenced, nothing
+    /// waits: the layers not uploaded stay on the disk past the budget,
+    /// and writes go on.
+    pub(super) fn make_room(&self) -> Result<()> {
+        let (Some(budget), Some(tiered), Some(up)) = (
+            self.opts.local_layer_bytes_max,
+            &self.tiered,
+            self.versions.uploader(),
+        ) else {
+            return Ok(());
+        };
+        let outputs = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+        let local = self.evict_round(budget, tiered, *outputs)?;
+        if local.saturating_add(self.write_headroom()) <= budget {
+            return Ok(());
+        }
+        drop(outputs);
+        if up.status().error.is_some() {
+            return Ok(());
+        }
+        let lsn = self.version()?.layers().map(|l| l.desc.lsn_max).max();
+        if up.wait_for(lsn.unwrap_or(0), ROOM_UPLOAD_PATIENCE).is_ok() {
+            self.evict_to_budget()?;
+        }
+        Ok(())
+    }
+
+    /// Where a compaction's outputs go when the disk has no room for them
+    /// (see `OutputRoom`): with a budget, this database.
+    pub(super) fn output_room(&self) -> Option<&dyn OutputRoom> {
+        let remote = self.tiered.is_some() && self.versions.uploader().is_some();
+        (remote && self.opts.local_layer_bytes_max.is_some()).then_some(self as &dyn OutputRoom)
+    }
+
+    /// A compaction ended: its outputs are the version's now, or removed,
+    /// and no longer counted apart.
+    pub(super) fn job_ended(&self) {
+        *self.evicting.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+    }
+}
+
+/// A compaction's outputs within the local budget: each one written is
+/// counted on the disk, a round makes room for the next; if the disk
+/// still has none (the layers kept are not uploaded yet, or held open),
+/// the output is put into the store now and its local file goes, so that
+/// a job larger than the budget (a merge of runs, an image of the whole
+/// database) never fills the disk.
+impl OutputRoom for DbInner {
+    fn written(&self, path: &Path, bytes: u64) -> Result<bool> {
+        let (Some(budget), Some(tiered), Some(up)) = (
+            self.opts.local_layer_bytes_max,
+            &self.tiered,
+            self.versions.uploader(),
+        ) else {
+            return Ok(false);
+        };
+        {
+            let mut outputs = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+            *outputs += bytes;
+            let local = self.evict_round(budget, tiered, *outputs)?;
+            if local.saturating_add(self.write_headroom()) <= budget {
+                return Ok(false);
+            }
+        }
+        // Not under the round's lock: the upload takes a while, and a
+        // flush's round need not wait for it.
+        let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+            Error::Internal(format!("an output without a file name: {}", path.display()))
+        })?;
+        up.upload_now(name, bytes)?;
+        Ok(true)
+    }
+
+    fn let_go(&self, path: &Path, bytes: u64) -> Result<()> {
+        let Some(tiered) = &self.tiered else {
+            return Ok(());
+        };
+        let mut outputs = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+        tiered.evict(path)?;
+        *outputs = outputs.saturating_sub(bytes);
         Ok(())
     }
 }

@@ -70,6 +70,10 @@ impl RemoteObjects {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    pub(crate) fn store(&self) -> &Arc<dyn RemoteStore> {
+        &self.store
+    }
+
     /// Records an object just uploaded.
     pub(crate) fn insert(&self, object: IndexedObject) {
         self.lock().insert(object.name.clone(), object);

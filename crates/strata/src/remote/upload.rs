@@ -217,6 +217,40 @@ impl Uploader {
         status
     }
 
+    /// Puts the local file `name` (`bytes` long, a layer file not yet in
+    /// any version) into the store now, on the caller's thread, as step 1
+    /// puts a snapshot's files: checked whole, under this writer's
+    /// generation. The store's files (`RemoteObjects`) hold it from then
+    /// on, so its local copy may go, and the snapshot that lists it later
+    /// takes the object as uploaded. No index lists it before one lists
+    /// it with its version: if that never comes (the job fails, the
+    /// process stops), the object is an orphan of this generation, which
+    /// the next writer's sweep of older generations deletes. Refused
+    /// (`Error::Fenced`) once a newer writer took the store.
+    pub(crate) fn upload_now(&self, name: &str, bytes: u64) -> Result<()> {
+        {
+            let s = self.shared.lock();
+            if s.status.fence.is_some() || s.stop {
+                return Err(stopped_error(&s.status));
+            }
+        }
+        let file = SnapFile {
+            name: name.to_string(),
+            bytes,
+            _hold: Arc::new(()),
+        };
+        let started = Instant::now();
+        let object = self
+            .shared
+            .upload_file(&file, &mut PartBuffers::default())?;
+        self.shared.target.objects.insert(object);
+        let mut s = self.shared.lock();
+        s.status.uploaded_files += 1;
+        s.status.uploaded_bytes += bytes;
+        s.status.upload_busy += started.elapsed();
+        Ok(())
+    }
+
     /// Waits until the store holds everything up to `lsn`, and the index
     /// of the newest snapshot submitted before the call (a compaction's
     /// changes no LSN). An error when the uploader is fenced or stopped,
@@ -476,6 +510,15 @@ impl Shared {
         unlisted: &mut Vec<Unlisted>,
         buffers: &mut PartBuffers,
     ) -> Result<()> {
+        // A file put in ahead of its version (`Uploader::upload_now`) is
+        // uploaded already.
+        for f in &snap.files {
+            if !uploaded.contains_key(&f.name) {
+                if let Some(object) = self.target.objects.get(&f.name) {
+                    uploaded.insert(f.name.clone(), object);
+                }
+            }
+        }
         let backlog: u64 = snap
             .files
             .iter()
