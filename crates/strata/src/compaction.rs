@@ -132,10 +132,10 @@ pub(crate) fn plan(l0: &[&LayerDesc], policy: &Policy, force: bool) -> Option<Pl
     })
 }
 
-/// A job's written layers: each output's descriptor, and its reader, open
-/// on the local file (`None`: the file went to the remote store during
-/// the job, see [`OutputRoom`]; it opens there when first read).
-pub(crate) type Outputs = Vec<(LayerDesc, Option<DeltaLayerReader<LayerFile>>)>;
+/// A job's written layers: each output's descriptor, and its reader (on
+/// the local file, or on the store's copy when the file went there during
+/// the job, see [`OutputRoom`]).
+pub(crate) type Outputs = Vec<(LayerDesc, DeltaLayerReader<LayerFile>)>;
 
 /// Where a job's outputs may go before the job ends (`db::remote`): with a
 /// local byte budget, an output the disk has no room for is put into the
@@ -145,7 +145,8 @@ pub(crate) type Outputs = Vec<(LayerDesc, Option<DeltaLayerReader<LayerFile>>)>;
 pub(crate) trait OutputRoom {
     /// Output `path` (`bytes` long) is written, synced and checked. True
     /// when the store holds it now and its local file must go: the job
-    /// closes its reader, then calls [`OutputRoom::let_go`].
+    /// calls [`OutputRoom::let_go`], then moves its reader to the store's
+    /// copy.
     fn written(&self, path: &Path, bytes: u64) -> Result<bool>;
     /// Removes the local file of an output [`OutputRoom::written`] put
     /// into the store.
@@ -509,7 +510,7 @@ fn finish_output(
     spec: &RunSpec,
     io: &Arc<LayerIo>,
     opts: &JobOptions,
-) -> Result<(LayerDesc, Option<DeltaLayerReader<LayerFile>>)> {
+) -> Result<(LayerDesc, DeltaLayerReader<LayerFile>)> {
     let (id, len, crc, refs) = seal_output(open, &opts.bytes)?;
     let path = io.dir.join(delta_name(id));
     let file = io
@@ -552,16 +553,19 @@ fn finish_output(
     desc.level = spec.level;
     desc.values = refs.to_vec();
     (desc.lsn_min, desc.lsn_max) = (spec.lsn_min, spec.lsn_max);
-    match opts.room {
-        Some(room) if room.written(&path, len)? => {
-            // Closed before the file goes: an open descriptor would keep
-            // its blocks on the disk.
-            drop(reader);
+    let mut reader = reader;
+    if let Some(room) = opts.room {
+        if room.written(&path, len)? {
             room.let_go(&path, len)?;
-            Ok((desc, None))
+            // The reader, its index and filter kept, reads the store's
+            // copy from now on; its local descriptor closes here (the
+            // blocks of the file it kept open go with it).
+            reader.file_mut().file =
+                io.storage
+                    .open(&path, &io.file_options(spec.level), &io.stats)?;
         }
-        _ => Ok((desc, Some(reader))),
     }
+    Ok((desc, reader))
 }
 
 /// Writes each of `layers` again (L1 layers or images, not L0: L0's order

@@ -294,10 +294,14 @@ impl Layer {
         slot.take().is_some()
     }
 
-    /// Closes the reader and lets `remove` take the local file away (the
-    /// store holds it: the next read opens it there), with no open of the
-    /// file in between. A reader a read still holds reads on through its
-    /// descriptor, and the disk's bytes are freed when it lets go.
+    /// Lets `remove` take the local file away (the store holds it: reads go
+    /// there from now on). A reader no read holds stays open, its block
+    /// index and filter kept, on the store's copy of the file (opened with
+    /// no I/O): its next get costs the one ranged GET of its block, not the
+    /// GETs of a footer, an index and a filter again. One a read holds is
+    /// closed (that read goes on through its descriptor, and the disk's
+    /// bytes are freed when it lets go). Reads of the layer wait meanwhile
+    /// (the slot's lock), so that none sees the local file after it went.
     pub(crate) fn evict_local(
         &self,
         remove: impl FnOnce(&std::path::Path) -> Result<()>,
@@ -306,8 +310,30 @@ impl Layer {
             .opening
             .lock()
             .map_err(|_| Error::Poisoned("a thread panicked opening a layer".into()))?;
-        self.close_reader();
-        remove(&self.path())
+        let path = self.path();
+        let mut slot = self
+            .reader
+            .write()
+            .map_err(|_| Error::Poisoned("a thread panicked reading a layer".into()))?;
+        remove(&path)?;
+        let moved = match slot.as_mut().and_then(Arc::get_mut) {
+            Some(reader) => {
+                let opts = self.io.file_options(self.desc.level);
+                match self.io.storage.open(&path, &opts, &self.io.stats) {
+                    Ok(file) => {
+                        reader.file_mut().file = file;
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+            None => false,
+        };
+        if !moved && slot.take().is_some() {
+            let bytes = self.reader_bytes.swap(0, Ordering::Relaxed);
+            self.io.readers.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Whether a read holds the layer's open reader (a get for a moment, a

@@ -876,6 +876,36 @@ fn a_compaction_larger_than_the_local_budget_never_fills_the_disk() {
     }
 }
 
+/// An evicted layer keeps its reader (block index and filter, read when
+/// the layer was written) on the store's copy: a get that reaches it costs
+/// the one ranged GET of its block, not the GETs of a footer, an index and
+/// a filter first. (Eviction closed the reader before: 4 GETs.)
+#[test]
+fn a_get_of_an_evicted_layer_costs_one_get() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = dir_store(&tmp.path().join("bucket"));
+    let db = Db::open(
+        tmp.path().join("a"),
+        Options {
+            layer_size_bytes_max: 64 << 10,
+            target_file_bytes: 64 << 10,
+            // The smallest budget: every layer the store holds goes.
+            local_layer_bytes_max: Some(128 << 10),
+            l0_compaction_trigger: 0,
+            ..options(Arc::clone(&store))
+        },
+    )
+    .unwrap();
+    write_round(&db, 0, 300);
+    db.sync_remote().unwrap();
+    let remote = db.stats().remote.unwrap();
+    assert_eq!(remote.local_layer_bytes, 0, "{remote:?}");
+    assert!(remote.evicted_layers >= 1, "{remote:?}");
+    let before = remote.gets;
+    assert_eq!(db.get(key(0, 1)).unwrap().unwrap(), value(0, 1));
+    assert_eq!(db.stats().remote.unwrap().gets - before, 1);
+}
+
 /// Writes that outrun a slow store (every call 20 ms late) wait for its
 /// uploads rather than fill the disk with layers not uploaded yet: the
 /// layer files on the disk, sampled every millisecond while a writer goes

@@ -265,11 +265,7 @@ impl DbInner {
         };
         let layers = outputs
             .into_iter()
-            .map(|(desc, reader)| match reader {
-                Some(reader) => Layer::with_reader(desc, Arc::clone(&self.layer_io), reader),
-                // Its file went to the store during the job.
-                None => Arc::new(Layer::new(desc, Arc::clone(&self.layer_io))),
-            })
+            .map(|(desc, reader)| Layer::with_reader(desc, Arc::clone(&self.layer_io), reader))
             .collect();
         drop(remove);
         let removed = self

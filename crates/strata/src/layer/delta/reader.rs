@@ -638,6 +638,12 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         &self.file
     }
 
+    /// The file, to put another copy of the same bytes in its place (a
+    /// layer's local file evicted: the store's copy from then on).
+    pub(crate) fn file_mut(&mut self) -> &mut R {
+        &mut self.file
+    }
+
     /// Memory held by the block index and the bloom filter.
     pub(crate) fn index_memory_bytes(&self) -> usize {
         self.index.memory_bytes() + self.prefixes.memory_bytes() + self.bloom.memory_bytes()
