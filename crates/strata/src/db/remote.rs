@@ -25,7 +25,22 @@
 //!    without a database is restored from that claim.
 //!
 //! The uploader then gets every version from the one opened on
-//! (`VersionSet::set_uploader`).
+//! (`VersionSet::set_uploader`). A layer the manifest lists that neither
+//! the directory nor the claimed index holds (a compaction output put
+//! into the store during its job, evicted, its index never put) is found
+//! in the store and adopted (`adopt_unindexed`).
+//!
+//! The local budget (`Options::local_layer_bytes_max`): the layer files on
+//! the disk (the version's that are local, and the running compaction's
+//! outputs not yet in it) plus room for a flush's output and a
+//! compaction's next one stay within it wherever the store lets them:
+//! eviction rounds (after a flush, a compaction, a `sync_remote`, an
+//! output written) take the least recently read layers the store holds
+//! and no read holds open; a compaction output the disk has no room for
+//! goes to the store at once (`OutputRoom`); a flush or a compaction that
+//! finds the room taken by layers not uploaded yet waits for the uploads
+//! (`make_room`). Past the budget only: layers not uploaded while the
+//! store fails, and layers reads hold open.
 
 use super::{Db, DbInner};
 use crate::compaction::OutputRoom;
