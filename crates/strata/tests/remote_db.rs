@@ -272,8 +272,8 @@ fn a_stop_at_any_step_loses_nothing_acknowledged() {
             for round in 0..3 {
                 write_round(&db, round, 300);
                 if round == 2 {
-                    // Only a job that puts its outputs into the store
-                    // itself (within a budget) fails with a stop there.
+                    // Only within a budget does the job read the store
+                    // (its inputs evicted), and fail when it stops.
                     let compacted = db.compact();
                     assert!(compacted.is_ok() || budget.is_some(), "{compacted:?}");
                 }

@@ -524,7 +524,8 @@ impl DbInner {
 /// still has none (the layers kept are not uploaded yet, or held open),
 /// the output is put into the store now and its local file goes, so that
 /// a job larger than the budget (a merge of runs, an image of the whole
-/// database) never fills the disk.
+/// database) never fills the disk. If that put fails, the output stays
+/// (the job goes on); a fenced or closing writer's job fails.
 impl OutputRoom for DbInner {
     fn written(&self, path: &Path, bytes: u64) -> Result<bool> {
         let (Some(budget), Some(tiered), Some(up)) = (
@@ -547,8 +548,13 @@ impl OutputRoom for DbInner {
         let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
             Error::Internal(format!("an output without a file name: {}", path.display()))
         })?;
-        up.upload_now(name, bytes)?;
-        Ok(true)
+        match up.upload_now(name, bytes) {
+            Ok(()) => Ok(true),
+            Err(e @ (Error::Fenced { .. } | Error::Closed)) => Err(e),
+            // The store fails: the output stays on the disk (past the
+            // budget, as layers not uploaded do) and the job goes on.
+            Err(_) => Ok(false),
+        }
     }
 
     fn let_go(&self, path: &Path, bytes: u64) -> Result<()> {
