@@ -289,6 +289,11 @@ impl Layer {
         let Ok(mut slot) = self.reader.write() else {
             return false;
         };
+        self.close_in(&mut slot)
+    }
+
+    /// [`Layer::close_reader`], under the slot's lock the caller holds.
+    fn close_in(&self, slot: &mut Option<Arc<DeltaLayerReader<LayerFile>>>) -> bool {
         let bytes = self.reader_bytes.swap(0, Ordering::Relaxed);
         self.io.readers.bytes.fetch_sub(bytes, Ordering::Relaxed);
         slot.take().is_some()
@@ -329,9 +334,8 @@ impl Layer {
             }
             None => false,
         };
-        if !moved && slot.take().is_some() {
-            let bytes = self.reader_bytes.swap(0, Ordering::Relaxed);
-            self.io.readers.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        if !moved {
+            self.close_in(&mut slot);
         }
         Ok(())
     }
