@@ -14,16 +14,16 @@
 //!   version) and `Db::sync_remote`, so that nothing else runs beside the
 //!   uploads, as nothing runs beside the raw line's PUTs: the bytes of the
 //!   files the uploader put ÷ its time on them (`RemoteStats::upload_busy`:
-//!   reading each file in 8 MiB parts, checking a layer's bytes as a whole
-//!   layer, sending the parts, two in flight, as a multipart upload),
-//!   beside the **raw PUT line**: the same server's create-only single
-//!   PUTs of objects already in memory, one after the other, of the sizes
-//!   of the objects strata's uploader made (each once, at most about 256
+//!   reading each file, checking a layer's bytes as a whole layer, and
+//!   its PUT: one for a file of up to 64 MiB, read while the file before
+//!   is sent), beside the **raw PUT line**: the same server's create-only
+//!   single PUTs of strata's objects again, one after the other, their
+//!   bytes fetched into memory beforehand (each once, at most about 256
 //!   MiB: a small layer costs its request as much there); and, beside
-//!   it for the reading, the same objects sent from memory as strata's
-//!   uploader sends a file (8 MiB parts, two in flight). In rounds, in
+//!   it, the same objects sent from memory as strata's uploader sends a
+//!   file over 64 MiB (8 MiB parts, two in flight). In rounds, in
 //!   turn (`upload_rounds`: strata, raw PUTs, raw parts, again): each
-//!   round uploads a copy of the closed database into a store of its own;
+//!   round uploads a synced copy of the closed database into a store of its own;
 //!   each line's figure is the median of its rounds (with their spread),
 //!   and strata's ratio the median of the rounds' ratios;
 //! - **open from the bucket**: the database opened in an empty directory
@@ -541,14 +541,14 @@ mod imp {
     }
 
     /// What one upload round measured: the uploader's files, bytes and
-    /// time on them (`RemoteStats::upload_busy`), and the sizes of the
-    /// objects they became (layers and value files, as the bucket lists
-    /// them).
+    /// time on them (`RemoteStats::upload_busy`), and the objects they
+    /// became (layers and value files, as the bucket lists them: key and
+    /// size).
     struct Upload {
         files: u64,
         bytes: u64,
         busy: Duration,
-        object_sizes: Vec<u64>,
+        objects: Vec<(String, u64)>,
     }
 
     impl Upload {
@@ -556,19 +556,19 @@ mod imp {
             self.bytes as f64 / self.busy.as_secs_f64() / f64::from(1 << 20)
         }
 
-        /// The objects the raw lines put: the sizes strata's objects have,
-        /// in the bucket's order, until they add up to
-        /// [`RAW_LINE_BYTES_MAX`] (at least one).
-        fn raw_objects(&self) -> Vec<u64> {
+        /// The objects the raw lines put again: strata's, in the bucket's
+        /// order, until they add up to [`RAW_LINE_BYTES_MAX`] (at least
+        /// one).
+        fn raw_objects(&self) -> Vec<&str> {
             let mut total = 0;
-            self.object_sizes
+            self.objects
                 .iter()
-                .copied()
-                .take_while(|&size| {
+                .take_while(|(_, size)| {
                     let take = total < RAW_LINE_BYTES_MAX;
                     total += size;
                     take
                 })
+                .map(|(key, _)| key.as_str())
                 .collect()
         }
     }
@@ -577,9 +577,9 @@ mod imp {
     /// objects: the last may go past it).
     const RAW_LINE_BYTES_MAX: u64 = 256 << 20;
 
-    /// A range of a buffer shared by every put of a round (no copy per put
-    /// or part, as the uploader's put sends the buffer it read the file
-    /// into).
+    /// A range of an object's bytes, shared by its put and its parts (no
+    /// copy per put or part, as the uploader's put sends the buffer it
+    /// read the file into).
     struct Slice(Arc<Vec<u8>>, std::ops::Range<usize>);
 
     impl AsRef<[u8]> for Slice {
@@ -617,12 +617,12 @@ mod imp {
         options.insert("generation".into(), r.generation.into());
         drop(db);
         let listed = remote.0.list("")?;
-        let object_sizes: Vec<u64> = listed
+        let objects: Vec<(String, u64)> = listed
             .iter()
             .filter(|o| o.key.starts_with("layers/") || o.key.starts_with("values/"))
-            .map(|o| o.size)
+            .map(|o| (o.key.clone(), o.size))
             .collect();
-        let layer_objects = object_sizes.len();
+        let layer_objects = objects.len();
         if layer_objects == 0 || r.uploaded_files == 0 || r.upload_busy.is_zero() {
             bail!(
                 "the bucket holds no layer after sync_remote ({} objects, {} files uploaded)",
@@ -641,7 +641,7 @@ mod imp {
             files: r.uploaded_files,
             bytes: r.uploaded_bytes,
             busy: r.upload_busy,
-            object_sizes,
+            objects,
         })
     }
 
@@ -654,38 +654,46 @@ mod imp {
         parts_mib_s: f64,
     }
 
-    /// The raw PUT line: create-only single PUTs of objects of the sizes
-    /// `upload` put (`Upload::raw_objects`: each of strata's objects once,
-    /// at most about 256 MiB), one after the other; and beside it, not the
-    /// aim's line, the same objects sent as strata's uploader sends a file
-    /// (`put_parts`: 8 MiB parts, a multipart upload with two in flight),
-    /// from memory: what the server's multipart path costs, apart from the
-    /// uploader's reading.
-    fn raw_lines(raw: &S3Remote, round: u32, upload: &Upload) -> Result<RawLines> {
-        let sizes = upload.raw_objects();
-        let bytes: u64 = sizes.iter().sum();
-        let largest = sizes.iter().copied().max().unwrap_or(0);
-        let buffer = Arc::new(value_of(7, usize::try_from(largest)?));
-        let slice = |range: std::ops::Range<usize>| {
-            strata::remote::Payload::shared(Arc::new(Slice(Arc::clone(&buffer), range)))
+    /// The raw PUT line: create-only single PUTs of strata's own objects
+    /// again (`Upload::raw_objects`: each of the round's objects once, at
+    /// most about 256 MiB), their bytes fetched from `from` beforehand,
+    /// one after the other; and beside it, not the aim's line, the same
+    /// objects sent as strata's uploader sends a file larger than it
+    /// reads whole (`put_parts`: 8 MiB parts, a multipart upload with two
+    /// in flight), from memory. The same bytes, not only the same sizes: a
+    /// server may treat bytes by their content (SeaweedFS compresses what
+    /// its first bytes say compresses).
+    fn raw_lines(
+        raw: &S3Remote,
+        from: &dyn RemoteStore,
+        round: u32,
+        upload: &Upload,
+    ) -> Result<RawLines> {
+        let objects: Vec<Arc<Vec<u8>>> = upload
+            .raw_objects()
+            .into_iter()
+            .map(|key| Ok(Arc::new(from.get(key)?)))
+            .collect::<Result<_>>()?;
+        let bytes: u64 = objects.iter().map(|o| o.len() as u64).sum();
+        let slice = |object: &Arc<Vec<u8>>, range: std::ops::Range<usize>| {
+            strata::remote::Payload::shared(Arc::new(Slice(Arc::clone(object), range)))
         };
         let mib_s = |t: Instant| bytes as f64 / t.elapsed().as_secs_f64() / f64::from(1 << 20);
         let t = Instant::now();
-        for (i, &size) in sizes.iter().enumerate() {
-            let body = slice(0..usize::try_from(size)?);
+        for (i, object) in objects.iter().enumerate() {
+            let body = slice(object, 0..object.len());
             raw.put(&format!("put/{round}/{i}"), body, PutMode::Create)?;
         }
         let put_mib_s = mib_s(t);
-        let parts: Vec<Vec<strata::remote::Payload>> = sizes
+        let parts: Vec<Vec<strata::remote::Payload>> = objects
             .iter()
-            .map(|&size| {
-                let len = usize::try_from(size)?;
-                Ok((0..len)
+            .map(|object| {
+                (0..object.len())
                     .step_by(UPLOAD_PART_BYTES)
-                    .map(|at| slice(at..(at + UPLOAD_PART_BYTES).min(len)))
-                    .collect())
+                    .map(|at| slice(object, at..(at + UPLOAD_PART_BYTES).min(object.len())))
+                    .collect()
             })
-            .collect::<Result<_>>()?;
+            .collect();
         let t = Instant::now();
         for (i, object) in parts.iter().enumerate() {
             raw.put_parts(
@@ -694,8 +702,8 @@ mod imp {
             )?;
         }
         Ok(RawLines {
-            objects: sizes.len() as u64,
-            object_bytes: bytes / (sizes.len() as u64).max(1),
+            objects: objects.len() as u64,
+            object_bytes: bytes / (objects.len() as u64).max(1),
             put_mib_s,
             parts_mib_s: mib_s(t),
         })
@@ -865,14 +873,20 @@ mod imp {
     }
 
     /// Copies the flat directory `from` (a closed database) to `to`.
+    /// Copies the files of `from` into `to`, each synced: its writeback
+    /// is over before the round that reads it starts, so that it does not
+    /// share the disk and the CPU with the uploads it measures.
     fn copy_dir(from: &Path, to: &Path) -> Result<()> {
         std::fs::create_dir_all(to)?;
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
             if entry.file_type()?.is_file() {
-                std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+                let copy = to.join(entry.file_name());
+                std::fs::copy(entry.path(), &copy)?;
+                std::fs::File::open(&copy)?.sync_all()?;
             }
         }
+        std::fs::File::open(to)?.sync_all()?;
         Ok(())
     }
 
@@ -952,7 +966,7 @@ mod imp {
             // its store, `db`, is the one the rest of the experiment opens.
             let mut round_options = BTreeMap::new();
             let store = Remote(Arc::new(server.store(&name)?));
-            let upload = upload_round(&dir, store, &mut round_options)?;
+            let upload = upload_round(&dir, store.clone(), &mut round_options)?;
             if round == 0 {
                 options.extend(round_options);
             }
@@ -960,7 +974,7 @@ mod imp {
                 std::fs::remove_dir_all(&dir)?;
             }
             let raw = server.store("raw")?;
-            let lines = raw_lines(&raw, round, &upload)?;
+            let lines = raw_lines(&raw, &*store.0, round, &upload)?;
             let strata_mib_s = upload.mib_s();
             eprintln!(
                 "  upload round {}: strata {strata_mib_s:.0} MiB/s, the server's raw PUTs {:.0} MiB/s (in 8 MiB parts, from memory: {:.0} MiB/s)",
