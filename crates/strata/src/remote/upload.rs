@@ -43,9 +43,10 @@
 //! - a file of up to `UploadTarget::single_put_bytes_max` (64 MiB by
 //!   default; the lab's server took multipart uploads at about 0.8× its
 //!   single PUTs of the same objects, however large the parts or however
-//!   many in flight) is read whole (a layer
-//!   checked whole) by a helper thread while the file before it is sent,
-//!   and handed over once that one is sent: one PUT (`put_whole`). Memory:
+//!   many in flight) is read whole by a helper thread while the file
+//!   before it is sent (a layer checked as below: a small one once read,
+//!   a larger one by another thread while it is read), and handed over
+//!   once that one is sent: one PUT (`put_whole`). Memory:
 //!   two such files at most, in 8 MiB buffers kept for the snapshot's
 //!   next files;
 //! - a larger one is read in 8 MiB parts, each sent while the next is
@@ -629,25 +630,40 @@ impl Shared {
     /// its index, bytes the disk returned damaged. (A value file's entries
     /// are each checked against their pointers when read.)
     fn upload_file(&self, f: &SnapFile, buffers: &mut PartBuffers) -> Result<IndexedObject> {
-        let t = &self.target;
+        let (object, ()) = self.with_parts(f, buffers, &mut |key, parts| {
+            self.target.store.put_parts(key, parts)
+        })?;
+        Ok(object)
+    }
+
+    /// `f`'s parts, read into `buffers` as `send(key, parts)` takes them:
+    /// a value file's as they are; a layer of a few parts checked whole
+    /// once all are read, a larger one on a helper thread while they go
+    /// (`layer_stream`); the end of a layer's parts waits for its check,
+    /// and a failed check is their last item. The object the file becomes
+    /// once `send` has taken every part, and what `send` returned.
+    fn with_parts<T>(
+        &self,
+        f: &SnapFile,
+        buffers: &mut PartBuffers,
+        send: &mut dyn FnMut(&str, &mut FileParts<'_>) -> Result<T>,
+    ) -> Result<(IndexedObject, T)> {
         let UploadFile {
             path,
             file,
             value_file,
             key,
         } = self.open_upload(f)?;
-        // A layer of a few parts is checked once all are read; a larger
-        // one while its parts go (`layer_stream`).
         let streamed = !value_file && f.bytes.div_ceil(PART_BYTES as u64) >= STREAM_PARTS_MIN;
         let stream = streamed.then(|| LayerStream::new(&path, f.bytes, PART_BYTES));
-        let (at, crc) = std::thread::scope(|scope| -> Result<(u64, u32)> {
+        let (at, crc, sent) = std::thread::scope(|scope| -> Result<(u64, u32, T)> {
             let mut parts = FileParts::new(
                 &*file,
                 &path,
                 f.bytes,
                 !value_file && !streamed,
                 !value_file,
-                &*t.read_steps,
+                &*self.target.read_steps,
                 buffers,
             );
             // Closed when this ends, however: the check's waits end too
@@ -660,10 +676,10 @@ impl Shared {
                     stream.finish(crate::inspect::verify_layer(path, stream.reader()));
                 });
             }
-            t.store.put_parts(&key, &mut parts)?;
-            Ok((parts.at, parts.crc))
+            let sent = send(&key, &mut parts)?;
+            Ok((parts.at, parts.crc, sent))
         })?;
-        uploaded_whole(f, &path, key, at, crc)
+        Ok((uploaded_whole(f, &path, key, at, crc)?, sent))
     }
 
     /// The local file of `f`, checked against its listed length, and the
@@ -695,30 +711,14 @@ impl Shared {
         })
     }
 
-    /// `f` read whole into `buffers`' parts, a layer checked whole (as a
-    /// small layer's parts are in `upload_file`), for `put_whole`.
+    /// `f` read whole into `buffers`' parts and checked as `upload_file`
+    /// checks it (a large layer on a helper thread while it is read), for
+    /// `put_whole`.
     fn read_whole(&self, f: &SnapFile, buffers: &mut PartBuffers) -> Result<WholeFile> {
-        let UploadFile {
-            path,
-            file,
-            value_file,
-            key,
-        } = self.open_upload(f)?;
-        let mut parts = FileParts::new(
-            &*file,
-            &path,
-            f.bytes,
-            !value_file,
-            !value_file,
-            &*self.target.read_steps,
-            buffers,
-        );
-        let read = (&mut parts).collect::<Result<Vec<Payload>>>()?;
-        let object = uploaded_whole(f, &path, key, parts.at, parts.crc)?;
-        Ok(WholeFile {
-            object,
-            parts: read,
-        })
+        let (object, parts) = self.with_parts(f, buffers, &mut |_, parts| {
+            parts.collect::<Result<Vec<Payload>>>()
+        })?;
+        Ok(WholeFile { object, parts })
     }
 }
 
