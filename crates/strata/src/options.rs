@@ -69,13 +69,6 @@ pub const VALUE_GARBAGE_PERCENT_DEFAULT: u32 = 20;
 /// store holds a replaced layer that much longer (a compaction's inputs,
 /// at most, beside its outputs).
 pub const REMOTE_DELETION_DELAY_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
-/// Default of `Options::remote_single_put_bytes_max`: a compaction's
-/// output (`target_file_bytes`, 64 MiB) goes in one PUT. Measured in the
-/// lab's remote experiment (SeaweedFS on loopback, 2 cores, 64 MiB
-/// layers): multipart uploads ran at about 0.8× the server's single PUTs
-/// of the same objects, with parts of 8, 16 or 32 MiB and 2 or 4 in
-/// flight alike.
-pub const REMOTE_SINGLE_PUT_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default of `Options::remote_follow_interval`: a fifth of the writer's
 /// default deletion delay.
 pub const REMOTE_FOLLOW_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -239,13 +232,6 @@ pub struct Options {
     /// value), and a refresh answers it. Zero: deleted as soon as the
     /// database lets its file go.
     pub remote_deletion_delay: std::time::Duration,
-    /// With a remote store, as its writer: a file of up to this many
-    /// bytes is read whole, while the file before it is sent, and put in
-    /// one PUT; a larger one is read and sent in 8 MiB parts, as a
-    /// multipart upload. The uploader holds two such files at most (the
-    /// lab's server took multipart uploads at about 0.8× its single PUTs
-    /// of the same objects). Zero: every file in parts.
-    pub remote_single_put_bytes_max: u64,
     /// A follower (`remote_follower`) refreshes to the store's newest
     /// index this often on a thread of its own, as `Db::refresh_remote`
     /// does (a failure shows in `Stats::remote.error` until one
@@ -289,7 +275,6 @@ impl Default for Options {
             local_layer_bytes_max: None,
             remote_follower: false,
             remote_deletion_delay: REMOTE_DELETION_DELAY_DEFAULT,
-            remote_single_put_bytes_max: REMOTE_SINGLE_PUT_BYTES_DEFAULT,
             remote_follow_interval: Some(REMOTE_FOLLOW_INTERVAL_DEFAULT),
         }
     }
