@@ -77,6 +77,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "remote_deletion_delay_ms",
         "with a remote store: milliseconds an object no index lists any more stays in it before the writer deletes it (default 300000)",
     ),
+    (
+        "remote_single_put_bytes_max",
+        "with a remote store: files of up to this many bytes go in one PUT, read whole (two held at most); larger ones in 8 MiB parts (default 83886080; 0: every file in parts)",
+    ),
 ];
 
 /// Engine options plus the database path a configuration may carry.
@@ -165,6 +169,7 @@ impl Config {
             "remote_deletion_delay_ms" => {
                 o.remote_deletion_delay = std::time::Duration::from_millis(as_u64(key, value)?)
             }
+            "remote_single_put_bytes_max" => o.remote_single_put_bytes_max = as_u64(key, value)?,
             "local_layer_bytes_max" => {
                 o.local_layer_bytes_max = if as_none(value) {
                     None
@@ -215,6 +220,7 @@ impl Config {
             "remote_follower": o.remote_follower,
             "remote_follow_interval_ms": o.remote_follow_interval.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             "remote_deletion_delay_ms": u64::try_from(o.remote_deletion_delay.as_millis()).unwrap_or(u64::MAX),
+            "remote_single_put_bytes_max": o.remote_single_put_bytes_max,
         })
     }
 }

@@ -522,22 +522,26 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
         assert!(!db.stats().remote.unwrap().fenced);
     }
 
-    /// A layer damaged in its middle, on the real server, of two 8 MiB
-    /// parts (checked whole once both are read, while they go: the check
-    /// fails at the end of the parts) and of five (checked on a helper
-    /// thread as they go: it fails at the middle part): the multipart
-    /// upload never completes, and the bucket holds no object of it; whole
-    /// again, it uploads, the object the file byte for byte.
+    /// A layer damaged in its middle, on the real server, sent in parts
+    /// (`remote_single_put_bytes_max` zero) of two 8 MiB parts (checked
+    /// whole once both are read, while they go: the check fails at the
+    /// end of the parts) and of five (checked on a helper thread as they
+    /// go: it fails at the middle part): the multipart upload never
+    /// completes; and read whole for one PUT (the default): checked before
+    /// the PUT. The bucket holds no object of it; whole again, it uploads,
+    /// the object the file byte for byte.
     #[test]
     fn a_damaged_layer_never_becomes_an_object_in_the_bucket() {
-        for (thousands, parts) in [(12u32, 2usize), (36, 5)] {
-            damaged_layer_upload(thousands, parts);
+        let whole = strata::Options::default().remote_single_put_bytes_max;
+        for (thousands, parts, single_put) in [(12u32, 2usize, 0), (36, 5, 0), (36, 5, whole)] {
+            damaged_layer_upload(thousands, parts, single_put);
         }
     }
 
     /// A layer of `thousands` thousand values of 1000 bytes, of `parts`
-    /// parts, damaged in its middle (see above).
-    fn damaged_layer_upload(thousands: u32, parts: usize) {
+    /// parts, damaged in its middle, uploaded with
+    /// `remote_single_put_bytes_max` `single_put` (see above).
+    fn damaged_layer_upload(thousands: u32, parts: usize, single_put: u64) {
         use std::sync::Arc;
         use strata::remote::Remote;
         use strata::{Db, Options, WriteBatch, WriteOptions};
@@ -578,6 +582,7 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
         std::fs::write(&layer, &bad).unwrap();
         let opts = Options {
             remote: Some(Remote(Arc::clone(&store))),
+            remote_single_put_bytes_max: single_put,
             ..local
         };
         let layers = || -> Vec<String> {

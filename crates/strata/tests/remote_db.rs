@@ -466,12 +466,24 @@ fn a_damaged_layer_file_is_not_uploaded() {
 }
 
 /// A layer of many 8 MiB parts is checked while its parts go
-/// (`remote::layer_stream`): one the disk returns damaged in the middle is
-/// refused before the store holds it; once the disk returns it whole, it
-/// uploads, the object is the file byte for byte, and a directory restored
-/// from the store reads every value.
+/// (`remote::layer_stream`), and one read whole for a single put is
+/// checked whole before it goes: either way, one the disk returns damaged
+/// in the middle is refused before the store holds it; once the disk
+/// returns it whole, it uploads, the object is the file byte for byte,
+/// and a directory restored from the store reads every value.
 #[test]
 fn a_layer_of_many_parts_is_checked_as_it_is_sent() {
+    // Zero: every file in parts; the default: this one read whole.
+    for single_put in [0, Options::default().remote_single_put_bytes_max] {
+        layer_of_many_parts_checked(single_put);
+    }
+}
+
+fn layer_of_many_parts_checked(single_put_bytes_max: u64) {
+    let options = |store| Options {
+        remote_single_put_bytes_max: single_put_bytes_max,
+        ..options(store)
+    };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("a");
     let n = 36_000u32;

@@ -312,6 +312,7 @@ pub(super) fn start_uploader(inner: &DbInner, claimed: Claimed) -> Result<()> {
             objects: claimed.objects,
             read_steps: inner.pacer.steps(),
             deletion_delay: inner.opts.remote_deletion_delay,
+            single_put_bytes_max: inner.opts.remote_single_put_bytes_max,
         },
         claimed.index,
     )?;

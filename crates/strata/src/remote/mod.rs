@@ -163,6 +163,14 @@ pub trait RemoteStore: Send + Sync {
         };
         self.put(key, whole, PutMode::Overwrite)
     }
+    /// Writes `parts`, already in memory, as the one object `key`, in one
+    /// request where the store can (S3: one PUT whose body is the parts,
+    /// not copied; its multipart path is slower, `s3::PARTS_IN_FLIGHT`).
+    /// For keys that one writer alone names, as `put_parts`: written
+    /// whether or not the key exists. By default, `put_parts` of them.
+    fn put_whole(&self, key: &str, parts: Vec<Payload>) -> Result<()> {
+        self.put_parts(key, &mut parts.into_iter().map(Ok))
+    }
     /// The whole object.
     fn get(&self, key: &str) -> Result<Vec<u8>>;
     /// Bytes `range` of the object (a range past its end is an error).

@@ -149,27 +149,31 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The client's body of `bytes`, without a copy: its chunks are the
+/// The client's body of `bytes`, without a copy: its chunk is the
 /// payload's own buffer, kept alive by the body.
 fn payload(bytes: &Payload) -> PutPayload {
+    PutPayload::from(chunk(bytes))
+}
+
+/// `bytes` as one chunk of a client's body, without a copy.
+fn chunk(bytes: &Payload) -> bytes::Bytes {
     struct Owner(std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>);
     impl AsRef<[u8]> for Owner {
         fn as_ref(&self) -> &[u8] {
             (*self.0).as_ref()
         }
     }
-    PutPayload::from(bytes::Bytes::from_owner(Owner(bytes.owner())))
+    bytes::Bytes::from_owner(Owner(bytes.owner()))
 }
 
 /// Parts of one multipart upload sent at once. Measured against SeaweedFS
 /// on loopback (the lab's remote experiment, a 66 MiB layer in 8 MiB
 /// parts, 2 cores): 1 in flight 104–110 MiB/s, 2: 134–139, 3: 134–140,
 /// the server's single PUTs of the same object 147–172. 4 in flight, or
-/// parts of 16 or 32 MiB, measured the same as 2 of 8 MiB; and single
-/// PUTs of files read whole ahead of their turn (holding two 64 MiB
-/// files) measured no faster than these uploads once the lab compared
-/// them like for like (0.92×/0.91× against 0.93×/0.91× of the raw PUT
-/// line), so the uploader keeps to parts and their bounded memory.
+/// parts of 16 or 32 MiB, measured the same as 2 of 8 MiB: the server's
+/// multipart path is slower than its single PUTs of the same objects
+/// (hence `RemoteStore::put_whole` for files up to
+/// `Options::remote_single_put_bytes_max`, where the numbers are).
 const PARTS_IN_FLIGHT: usize = 2;
 
 impl S3Remote {
@@ -280,6 +284,22 @@ impl RemoteStore for S3Remote {
             let _ = self.runtime.block_on(upload.abort());
         }
         done
+    }
+
+    /// One PUT whose body is the parts' buffers (object_store signs and
+    /// sends them in turn, no copy).
+    fn put_whole(&self, key: &str, parts: Vec<Payload>) -> Result<()> {
+        check_key(&self.url, "put", key)?;
+        let body: PutPayload = parts.iter().map(chunk).collect();
+        let path = self.path(key);
+        self.runtime
+            .block_on(self.client.put_opts(
+                &path,
+                body,
+                PutOptions::from(object_store::PutMode::Overwrite),
+            ))
+            .map(|_| ())
+            .map_err(|e| self.err("put", key, e))
     }
 
     fn get(&self, key: &str) -> Result<Vec<u8>> {

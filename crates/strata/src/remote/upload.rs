@@ -38,18 +38,27 @@
 //! A layer file's bytes are checked as a whole layer before they are
 //! uploaded (a damaged file is never uploaded; the error stays in the
 //! status, retried). A failed step is retried with backoff (100 ms
-//! doubling to 5 s), with the newest snapshot by then. Memory: one file at
-//! a time, read in 8 MiB parts, each sent while the next is read, into
-//! buffers kept for the next parts and files. A layer of a few parts is
-//! kept until it is checked whole; a larger one is checked on a helper
-//! thread while its parts go (`layer_stream`: its first part goes, the
-//! tail is read while it is sent, and the check holds a few parts
-//! besides), so an
-//! upload holds about the tail and six parts whatever the layer's size; a
-//! value file's parts go once sent. Every part goes as it is read; the end
-//! of a layer's parts waits for its check, and a failed check ends them
-//! with its error, so the store never completes the object (the multipart
-//! upload is aborted).
+//! doubling to 5 s), with the newest snapshot by then. Files are sent one
+//! at a time, in the snapshot's order:
+//! - a file of up to `UploadTarget::single_put_bytes_max` (80 MiB by
+//!   default: a compaction's output of the 64 MiB target and what it
+//!   may pass it by; measured faster than the multipart path, see
+//!   `Options::remote_single_put_bytes_max`) is read whole by a helper thread while the file
+//!   before it is sent (a layer checked as below: a small one once read,
+//!   a larger one by another thread while it is read), and handed over
+//!   once that one is sent: one PUT (`put_whole`). Memory:
+//!   two such files at most, in 8 MiB buffers kept for the snapshot's
+//!   next files;
+//! - a larger one is read in 8 MiB parts, each sent while the next is
+//!   read (a multipart upload): checked on a helper thread while its
+//!   parts go (`layer_stream`: its first part goes, the tail is read while
+//!   it is sent, and the check holds a few parts besides), so that its
+//!   upload holds about the tail and six parts whatever the layer's size;
+//!   a value file's parts go once sent. The end of a layer's parts waits
+//!   for its check, and a failed check ends them with its error, so the
+//!   store never completes the object (the multipart upload is aborted).
+//!
+//! A file whose check fails is never put.
 //!
 use super::generation::{object_key, parse_object_generation};
 use super::index::{put_next, IndexedObject, RemoteIndex};
@@ -148,6 +157,9 @@ pub(crate) struct UploadTarget {
     /// How long an object stays in the store after the index that dropped
     /// it is there (`Options::remote_deletion_delay`).
     pub deletion_delay: Duration,
+    /// Files of up to this many bytes go in one PUT, read whole
+    /// (`Options::remote_single_put_bytes_max`).
+    pub single_put_bytes_max: u64,
 }
 
 struct Shared {
@@ -332,7 +344,7 @@ impl Shared {
         // What the last index uploaded says: a snapshot that says the same
         // (a freeze's edit changes no file) uploads nothing.
         let mut last: Option<(Lsn, Lsn, Vec<String>)> = None;
-        let mut buffers = PartBuffers::default();
+        let mut buffers = UploadBuffers::default();
         loop {
             let (snapshot, number) = {
                 let mut s = self.lock();
@@ -508,7 +520,7 @@ impl Shared {
         uploaded: &mut HashMap<String, IndexedObject>,
         seq: &mut u64,
         unlisted: &mut Vec<Unlisted>,
-        buffers: &mut PartBuffers,
+        buffers: &mut UploadBuffers,
     ) -> Result<()> {
         // A file put in ahead of its version (`Uploader::upload_now`) is
         // uploaded already.
@@ -526,26 +538,60 @@ impl Shared {
             .map(|f| f.bytes)
             .sum();
         self.lock().status.backlog_bytes = backlog;
-        for f in &snap.files {
-            if uploaded.contains_key(&f.name) {
-                continue;
+        let pending: Vec<&SnapFile> = snap
+            .files
+            .iter()
+            .filter(|f| !uploaded.contains_key(&f.name))
+            .collect();
+        let UploadBuffers { parts, whole } = buffers;
+        let sent = std::thread::scope(|scope| -> Result<()> {
+            // The files read whole, in turn, each handed over once the one
+            // before is sent (a rendezvous: two such files in memory at
+            // most). Ends when this side stops taking them.
+            let (ready, next_whole) = std::sync::mpsc::sync_channel::<Result<WholeFile>>(0);
+            let ahead: Vec<&SnapFile> = pending
+                .iter()
+                .copied()
+                .filter(|f| f.bytes <= self.target.single_put_bytes_max)
+                .collect();
+            let whole = &mut *whole;
+            scope.spawn(move || {
+                for f in ahead {
+                    if ready.send(self.read_whole(f, whole)).is_err() {
+                        return;
+                    }
+                }
+            });
+            for f in &pending {
+                if self.stopping() {
+                    return Err(Error::Closed);
+                }
+                let started = std::time::Instant::now();
+                let object = if f.bytes <= self.target.single_put_bytes_max {
+                    let read = next_whole.recv().map_err(|_| {
+                        Error::Internal("the uploader's reader of whole files ended early".into())
+                    })?;
+                    let WholeFile { object, parts } = read?;
+                    self.target.store.put_whole(&object.key, parts)?;
+                    object
+                } else {
+                    let object = self.upload_file(f, parts);
+                    parts.trim();
+                    object?
+                };
+                let busy = started.elapsed();
+                self.target.objects.insert(object.clone());
+                uploaded.insert(f.name.clone(), object);
+                let mut s = self.lock();
+                s.status.backlog_bytes = s.status.backlog_bytes.saturating_sub(f.bytes);
+                s.status.uploaded_files += 1;
+                s.status.uploaded_bytes += f.bytes;
+                s.status.upload_busy += busy;
             }
-            if self.stopping() {
-                return Err(Error::Closed);
-            }
-            let started = std::time::Instant::now();
-            let object = self.upload_file(f, buffers);
-            buffers.trim();
-            let object = object?;
-            let busy = started.elapsed();
-            self.target.objects.insert(object.clone());
-            uploaded.insert(f.name.clone(), object);
-            let mut s = self.lock();
-            s.status.backlog_bytes = s.status.backlog_bytes.saturating_sub(f.bytes);
-            s.status.uploaded_files += 1;
-            s.status.uploaded_bytes += f.bytes;
-            s.status.upload_busy += busy;
-        }
+            Ok(())
+        });
+        whole.trim();
+        sent?;
         let mut index = RemoteIndex {
             generation: self.target.generation,
             seq: *seq,
@@ -584,6 +630,61 @@ impl Shared {
     /// its index, bytes the disk returned damaged. (A value file's entries
     /// are each checked against their pointers when read.)
     fn upload_file(&self, f: &SnapFile, buffers: &mut PartBuffers) -> Result<IndexedObject> {
+        let (object, ()) = self.with_parts(f, buffers, &mut |key, parts| {
+            self.target.store.put_parts(key, parts)
+        })?;
+        Ok(object)
+    }
+
+    /// `f`'s parts, read into `buffers` as `send(key, parts)` takes them:
+    /// a value file's as they are; a layer of a few parts checked whole
+    /// once all are read, a larger one on a helper thread while they go
+    /// (`layer_stream`); the end of a layer's parts waits for its check,
+    /// and a failed check is their last item. The object the file becomes
+    /// once `send` has taken every part, and what `send` returned.
+    fn with_parts<T>(
+        &self,
+        f: &SnapFile,
+        buffers: &mut PartBuffers,
+        send: &mut dyn FnMut(&str, &mut FileParts<'_>) -> Result<T>,
+    ) -> Result<(IndexedObject, T)> {
+        let UploadFile {
+            path,
+            file,
+            value_file,
+            key,
+        } = self.open_upload(f)?;
+        let streamed = !value_file && f.bytes.div_ceil(PART_BYTES as u64) >= STREAM_PARTS_MIN;
+        let stream = streamed.then(|| LayerStream::new(&path, f.bytes, PART_BYTES));
+        let (at, crc, sent) = std::thread::scope(|scope| -> Result<(u64, u32, T)> {
+            let mut parts = FileParts::new(
+                &*file,
+                &path,
+                f.bytes,
+                !value_file && !streamed,
+                !value_file,
+                &*self.target.read_steps,
+                buffers,
+            );
+            // Closed when this ends, however: the check's waits end too
+            // (the scope joins its thread after).
+            let _closing = stream.as_ref().map(LayerStream::closing);
+            parts.stream = stream.as_ref();
+            if let Some(stream) = &stream {
+                let path = &path;
+                scope.spawn(move || {
+                    stream.finish(crate::inspect::verify_layer(path, stream.reader()));
+                });
+            }
+            let sent = send(&key, &mut parts)?;
+            Ok((parts.at, parts.crc, sent))
+        })?;
+        Ok((uploaded_whole(f, &path, key, at, crc)?, sent))
+    }
+
+    /// The local file of `f`, checked against its listed length, and the
+    /// key its object gets.
+    fn open_upload(&self, f: &SnapFile) -> Result<UploadFile> {
         let t = &self.target;
         let path = t.dir.join(&f.name);
         let file = t.storage.open(&path, &t.file_opts, &t.stats)?;
@@ -602,52 +703,68 @@ impl Shared {
         }
         let class = if value_file { "values" } else { "layers" };
         let key = object_key(&format!("{class}/{}", f.name), t.generation);
-        // A layer of a few parts is checked once all are read; a larger
-        // one while its parts go (`layer_stream`).
-        let streamed = !value_file && f.bytes.div_ceil(PART_BYTES as u64) >= STREAM_PARTS_MIN;
-        let stream = streamed.then(|| LayerStream::new(&path, f.bytes, PART_BYTES));
-        let (at, crc) = std::thread::scope(|scope| -> Result<(u64, u32)> {
-            let mut parts = FileParts {
-                file: &*file,
-                path: &path,
-                len: f.bytes,
-                at: 0,
-                crc: 0,
-                kept: (!value_file && !streamed).then(Vec::new),
-                stream: None,
-                pre: BTreeMap::new(),
-                steps: &*t.read_steps,
-                started: false,
-                check_pending: !value_file,
-                buffers,
-            };
-            // Closed when this ends, however: the check's waits end too
-            // (the scope joins its thread after).
-            let _closing = stream.as_ref().map(LayerStream::closing);
-            parts.stream = stream.as_ref();
-            if let Some(stream) = &stream {
-                let path = &path;
-                scope.spawn(move || {
-                    stream.finish(crate::inspect::verify_layer(path, stream.reader()));
-                });
-            }
-            t.store.put_parts(&key, &mut parts)?;
-            Ok((parts.at, parts.crc))
-        })?;
-        if at != f.bytes {
-            return Err(Error::Internal(format!(
-                "the upload of {} stopped at byte {at} of {}",
-                path.display(),
-                f.bytes
-            )));
-        }
-        Ok(IndexedObject {
-            name: f.name.clone(),
+        Ok(UploadFile {
+            path,
+            file,
+            value_file,
             key,
-            bytes: f.bytes,
-            crc,
         })
     }
+
+    /// `f` read whole into `buffers`' parts and checked as `upload_file`
+    /// checks it (a large layer on a helper thread while it is read), for
+    /// `put_whole`.
+    fn read_whole(&self, f: &SnapFile, buffers: &mut PartBuffers) -> Result<WholeFile> {
+        let (object, parts) = self.with_parts(f, buffers, &mut |_, parts| {
+            parts.collect::<Result<Vec<Payload>>>()
+        })?;
+        Ok(WholeFile { object, parts })
+    }
+}
+
+/// The object `f` became, once its parts ended at byte `at` with `crc`.
+fn uploaded_whole(
+    f: &SnapFile,
+    path: &std::path::Path,
+    key: String,
+    at: u64,
+    crc: u32,
+) -> Result<IndexedObject> {
+    if at != f.bytes {
+        return Err(Error::Internal(format!(
+            "the upload of {} stopped at byte {at} of {}",
+            path.display(),
+            f.bytes
+        )));
+    }
+    Ok(IndexedObject {
+        name: f.name.clone(),
+        key,
+        bytes: f.bytes,
+        crc,
+    })
+}
+
+/// A local file opened for its upload (`Shared::open_upload`).
+struct UploadFile {
+    path: PathBuf,
+    file: Arc<dyn crate::io::StorageFile>,
+    value_file: bool,
+    key: String,
+}
+
+/// A file read whole and checked, for one put (`Shared::read_whole`).
+struct WholeFile {
+    object: IndexedObject,
+    parts: Vec<Payload>,
+}
+
+/// The uploader thread's part buffers: for files sent as they are read,
+/// and for files read whole ahead of their turn.
+#[derive(Default)]
+struct UploadBuffers {
+    parts: PartBuffers,
+    whole: PartBuffers,
 }
 
 /// How large the parts are that a file is read and sent in: 8 MiB (S3's
@@ -735,6 +852,35 @@ impl PartBuffers {
 }
 
 impl<'a> FileParts<'a> {
+    /// The parts of the `len` bytes of `file`, read into `buffers`'
+    /// parts with `steps`: `kept` for a check of the layer's parts
+    /// whole at their end, `check`: a layer's check is due at the end (a
+    /// large layer's stream is given after, `stream`).
+    fn new(
+        file: &'a dyn crate::io::StorageFile,
+        path: &'a std::path::Path,
+        len: u64,
+        kept: bool,
+        check: bool,
+        steps: &'a dyn Fn() -> usize,
+        buffers: &'a mut PartBuffers,
+    ) -> FileParts<'a> {
+        FileParts {
+            file,
+            path,
+            len,
+            at: 0,
+            crc: 0,
+            kept: kept.then(Vec::new),
+            stream: None,
+            pre: BTreeMap::new(),
+            steps,
+            started: false,
+            check_pending: check,
+            buffers,
+        }
+    }
+
     /// Part `i`'s bytes (every part is `PART_BYTES` but the last).
     fn read_part(&mut self, i: usize) -> Result<Part> {
         let offset = i as u64 * PART_BYTES as u64;
