@@ -253,6 +253,90 @@ fn uploads_go_through_failing_calls() {
     }
 }
 
+/// The same failing calls within the smallest local budget, where every
+/// store call of the database's life can fail: the uploads, the puts of a
+/// compaction's outputs as soon as they are written, the evictions that
+/// follow, and the reads of evicted layers (a get's, a compaction's). A
+/// call that fails fails alone and cleanly (a get's error is one line,
+/// never a wrong value); what `sync_remote` acknowledged is in the store;
+/// the local disk stays within its budget; and both the directory and a
+/// fresh one opened on the store read every acknowledged write.
+#[test]
+fn a_database_over_its_budget_goes_through_failing_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inner = dir_store(&tmp.path().join("bucket"));
+    let budget = 128 << 10;
+    let opts = |store: Arc<dyn RemoteStore>| Options {
+        layer_size_bytes_max: 64 << 10,
+        target_file_bytes: 64 << 10,
+        local_layer_bytes_max: Some(budget),
+        block_cache_bytes: 0,
+        ..options(store)
+    };
+    let faulty = Arc::new(FaultyRemote::new(Arc::clone(&inner), 29));
+    faulty.random(
+        4,
+        &[
+            RemoteFault::Before,
+            RemoteFault::After,
+            RemoteFault::Duplicate,
+        ],
+    );
+    let dir = tmp.path().join("a");
+    let db = (0..20)
+        .find_map(|_| Db::open(&dir, opts(Arc::clone(&faulty) as _)).ok())
+        .expect("no open in 20 tries got through 1-in-4 faults");
+    let rounds = 4;
+    let (mut right, mut failed) = (0u32, 0u32);
+    for round in 0..rounds {
+        write_round(&db, round, 600);
+        // A compaction reads its evicted inputs from the failing store: it
+        // may fail, and is tried again (nothing it wrote is listed).
+        if round % 2 == 1 {
+            // (One failed GET of its inputs fails a try: about one try in
+            // ten gets through here.)
+            let compacted = (0..500).find_map(|_| db.compact().ok());
+            assert!(compacted.is_some(), "no compaction in 500 tries");
+        }
+        db.sync_remote().unwrap();
+        assert!(
+            local_layer_bytes(&dir) <= budget,
+            "round {round}: {} local layer bytes over the budget {budget}",
+            local_layer_bytes(&dir)
+        );
+        for r in 0..=round {
+            for i in (0..600).step_by(7) {
+                match db.get(key(r, i)) {
+                    Ok(v) => {
+                        assert_eq!(v.as_deref(), Some(&value(r, i)[..]), "round {r} key {i}");
+                        right += 1;
+                    }
+                    Err(e) => {
+                        let text = e.to_string();
+                        assert!(
+                            matches!(e, Error::Remote { .. }) && !text.contains('\n'),
+                            "round {r} key {i}: {text}"
+                        );
+                        failed += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(faulty.injected() > 0);
+    assert!(right > 0 && failed > 0, "{right} right, {failed} failed");
+    let remote = db.stats().remote.unwrap();
+    assert!(remote.evicted_layers > 0 && remote.gets > 0, "{remote:?}");
+    drop(db);
+    // Without faults: the directory and a fresh one read every write.
+    for dir in [dir, tmp.path().join("b")] {
+        let db = Db::open(&dir, opts(Arc::clone(&inner))).unwrap();
+        for round in 0..rounds {
+            check_round(&db, round, 600);
+        }
+    }
+}
+
 /// The process stops at each call of the store in turn (open, uploads of
 /// files and indexes): what a `sync_remote` acknowledged before the stop is
 /// in the store, and a database restored from it reads every such write,
