@@ -527,8 +527,8 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
     /// whole once both are read, while they go: the check fails at the
     /// end of the parts) and of five (checked on a helper thread as they
     /// go: it fails at the middle part): the multipart upload never
-    /// completes; and read whole for one PUT (the default): checked before
-    /// the PUT. The bucket holds no object of it; whole again, it uploads,
+    /// completes; and read whole for one PUT (the default; a small layer
+    /// is uploaded before it): checked before the PUT. The bucket holds no object of it; whole again, it uploads,
     /// the object the file byte for byte.
     #[test]
     fn a_damaged_layer_never_becomes_an_object_in_the_bucket() {
@@ -555,6 +555,12 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
         };
         {
             let db = Db::open(&dir, local.clone()).unwrap();
+            // A small layer first (L0 goes oldest first): the large one is
+            // not the first of the uploads, which goes in parts whatever
+            // the limit.
+            db.put(b"a-small-layer", b"1", WriteOptions::default())
+                .unwrap();
+            db.flush().unwrap();
             for chunk in 0..thousands {
                 let mut b = WriteBatch::new();
                 for i in 0..1000u32 {
@@ -567,7 +573,8 @@ run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_bac
         let layer = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .find(|p| p.extension().is_some_and(|e| e == "delta"))
+            .filter(|p| p.extension().is_some_and(|e| e == "delta"))
+            .max_by_key(|p| std::fs::metadata(p).unwrap().len())
             .unwrap();
         let whole = std::fs::read(&layer).unwrap();
         assert_eq!(

@@ -9,7 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use strata::remote::{DirRemote, FaultyRemote, Remote, RemoteFault, RemoteStore};
+use strata::remote::{
+    DirRemote, FaultyRemote, ObjectInfo, Payload, PutMode, Remote, RemoteFault, RemoteStore,
+};
 use strata::{Db, Error, Options, WriteBatch, WriteOptions};
 
 /// A writer of `store` whose replaced objects go as soon as its database
@@ -161,7 +163,6 @@ fn a_second_writer_fences_the_first() {
 #[test]
 fn a_generation_this_directory_took_is_its_own() {
     use strata::remote::generation::generation_key;
-    use strata::remote::PutMode;
     let tmp = tempfile::tempdir().unwrap();
     let store = dir_store(&tmp.path().join("bucket"));
     let dir = tmp.path().join("a");
@@ -436,7 +437,6 @@ fn a_stop_at_any_step_loses_nothing_acknowledged() {
 #[test]
 fn inspect_reports_the_index_orphans_and_damage() {
     use strata::remote::inspect::inspect_store;
-    use strata::remote::PutMode;
     let tmp = tempfile::tempdir().unwrap();
     let bucket = tmp.path().join("bucket");
     let store = dir_store(&bucket);
@@ -563,6 +563,147 @@ fn a_layer_of_many_parts_is_checked_as_it_is_sent() {
     }
 }
 
+/// A store that records which put each object went through.
+struct RecordingStore {
+    inner: Arc<dyn RemoteStore>,
+    puts: std::sync::Mutex<Vec<(String, &'static str)>>,
+}
+
+impl RemoteStore for RecordingStore {
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+    fn put(&self, key: &str, bytes: Payload, mode: PutMode) -> strata::Result<()> {
+        self.inner.put(key, bytes, mode)
+    }
+    fn put_parts(
+        &self,
+        key: &str,
+        parts: &mut dyn Iterator<Item = strata::Result<Payload>>,
+    ) -> strata::Result<()> {
+        self.puts.lock().unwrap().push((key.to_string(), "parts"));
+        self.inner.put_parts(key, parts)
+    }
+    fn put_whole(&self, key: &str, parts: Vec<Payload>) -> strata::Result<()> {
+        self.puts.lock().unwrap().push((key.to_string(), "whole"));
+        self.inner.put_whole(key, parts)
+    }
+    fn get(&self, key: &str) -> strata::Result<Vec<u8>> {
+        self.inner.get(key)
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> strata::Result<Vec<u8>> {
+        self.inner.get_range(key, range)
+    }
+    fn list(&self, prefix: &str) -> strata::Result<Vec<ObjectInfo>> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> strata::Result<()> {
+        self.inner.delete(key)
+    }
+}
+
+/// The uploader's choice of put, file by file (L0 goes oldest first): the
+/// first file of a round of uploads goes in parts when it is more than one
+/// (nothing is sent before it to hide its read behind); every other file
+/// up to `remote_single_put_bytes_max` is read whole for one PUT; with the
+/// limit at zero, every file goes in parts. Every object is its file.
+#[test]
+fn the_first_large_file_goes_in_parts_and_the_rest_whole() {
+    let big = |db: &Db, tag: &str| {
+        for chunk in 0..13u32 {
+            let mut b = WriteBatch::new();
+            for i in 0..1000u32 {
+                b.put(
+                    format!("{tag}-{chunk:03}-{i:05}"),
+                    vec![(i % 251) as u8; 1000],
+                );
+            }
+            db.write(&b, WriteOptions::default()).unwrap();
+        }
+        db.flush().unwrap();
+    };
+    let small = |db: &Db, tag: &str| {
+        db.put(tag, b"1", WriteOptions::default()).unwrap();
+        db.flush().unwrap();
+    };
+    type Layout<'a> = &'a [(&'a str, bool)];
+    // (layer: large?) oldest first, and the put each should go through.
+    let default = Options::default().remote_single_put_bytes_max;
+    let cases: [(Layout, u64, [&str; 3]); 3] = [
+        (
+            &[("a", true), ("b", false), ("c", true)],
+            default,
+            ["parts", "whole", "whole"],
+        ),
+        (
+            &[("a", false), ("b", true), ("c", true)],
+            default,
+            ["whole", "whole", "whole"],
+        ),
+        (
+            &[("a", true), ("b", false), ("c", true)],
+            0,
+            ["parts", "parts", "parts"],
+        ),
+    ];
+    for (layout, limit, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a");
+        let mut names = Vec::new();
+        {
+            let db = local_db(&dir);
+            for &(tag, large) in layout {
+                let before: Vec<String> = local_data_files(&dir);
+                if large {
+                    big(&db, tag);
+                } else {
+                    small(&db, tag);
+                }
+                let new: Vec<String> = local_data_files(&dir)
+                    .into_iter()
+                    .filter(|f| f.ends_with(".delta") && !before.contains(f))
+                    .collect();
+                assert_eq!(new.len(), 1, "{new:?}");
+                let size = std::fs::metadata(dir.join(&new[0])).unwrap().len();
+                assert_eq!(size > 8 << 20, large, "{} is {size} bytes", new[0]);
+                names.push(new[0].clone());
+            }
+        }
+        let recording = Arc::new(RecordingStore {
+            inner: dir_store(&tmp.path().join("bucket")),
+            puts: Default::default(),
+        });
+        let opts = Options {
+            remote_single_put_bytes_max: limit,
+            ..options(Arc::clone(&recording) as _)
+        };
+        Db::open(&dir, opts.clone()).unwrap().sync_remote().unwrap();
+        let puts = recording.puts.lock().unwrap().clone();
+        let got: Vec<&str> = names
+            .iter()
+            .map(|name| {
+                let mut how = puts.iter().filter(|(k, _)| k.contains(name.as_str()));
+                let (_, how_one) = how
+                    .next()
+                    .unwrap_or_else(|| panic!("{name} not put: {puts:?}"));
+                assert!(how.next().is_none(), "{name} put twice: {puts:?}");
+                *how_one
+            })
+            .collect();
+        assert_eq!(got, want, "limit {limit}, layout {layout:?}");
+        for name in &names {
+            let key = puts
+                .iter()
+                .find(|(k, _)| k.contains(name.as_str()))
+                .unwrap();
+            assert!(
+                recording.get(&key.0).unwrap() == std::fs::read(dir.join(name)).unwrap(),
+                "{name}: the object differs from the file"
+            );
+        }
+    }
+}
+
 fn layer_of_many_parts_checked(single_put_bytes_max: u64) {
     let options = |store| Options {
         remote_single_put_bytes_max: single_put_bytes_max,
@@ -579,6 +720,11 @@ fn layer_of_many_parts_checked(single_put_bytes_max: u64) {
     };
     {
         let db = local_db(&dir);
+        // A small layer first (L0 goes oldest first): the large one is not
+        // the first of the uploads, which goes in parts whatever the limit.
+        db.put(b"a-small-layer", b"1", WriteOptions::default())
+            .unwrap();
+        db.flush().unwrap();
         for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
             let mut b = WriteBatch::new();
             for &i in chunk {
@@ -741,7 +887,6 @@ fn replaced_layers_leave_the_store_once_an_index_drops_them() {
 /// newer generation than the deleting writer's are never touched.
 #[test]
 fn the_next_writer_deletes_older_uploads_no_index_took() {
-    use strata::remote::PutMode;
     let tmp = tempfile::tempdir().unwrap();
     let store = dir_store(&tmp.path().join("bucket"));
     let db = Db::open(tmp.path().join("a"), options(Arc::clone(&store))).unwrap();

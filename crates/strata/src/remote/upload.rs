@@ -49,7 +49,9 @@
 //!   once that one is sent: one PUT (`put_whole`). Memory:
 //!   two such files at most, in 8 MiB buffers kept for the snapshot's
 //!   next files;
-//! - a larger one is read in 8 MiB parts, each sent while the next is
+//! - a larger one, and the first file of a snapshot's uploads when it is
+//!   more than one part (no file goes before it to hide its read behind),
+//!   is read in 8 MiB parts, each sent while the next is
 //!   read (a multipart upload): checked on a helper thread while its
 //!   parts go (`layer_stream`: its first part goes, the tail is read while
 //!   it is sent, and the check holds a few parts besides), so that its
@@ -549,10 +551,22 @@ impl Shared {
             // before is sent (a rendezvous: two such files in memory at
             // most). Ends when this side stops taking them.
             let (ready, next_whole) = std::sync::mpsc::sync_channel::<Result<WholeFile>>(0);
+            // The first file of more than one part goes in parts all the
+            // same: nothing is sent before it to hide its read behind, and
+            // its parts are sent as they are read (the next file is read
+            // whole meanwhile). Lab, quick mode (3 files a round), 3 runs
+            // of 7 rounds in turn: 0.927-0.938x the raw PUT line against
+            // 0.882-0.913x with the first file read whole before its PUT;
+            // full size (18 files), 0.988x against 0.961x.
+            let in_one_put = |i: usize, f: &SnapFile| {
+                f.bytes <= self.target.single_put_bytes_max
+                    && (i > 0 || f.bytes <= PART_BYTES as u64)
+            };
             let ahead: Vec<&SnapFile> = pending
                 .iter()
-                .copied()
-                .filter(|f| f.bytes <= self.target.single_put_bytes_max)
+                .enumerate()
+                .filter(|(i, f)| in_one_put(*i, f))
+                .map(|(_, f)| *f)
                 .collect();
             let whole = &mut *whole;
             scope.spawn(move || {
@@ -562,12 +576,12 @@ impl Shared {
                     }
                 }
             });
-            for f in &pending {
+            for (i, f) in pending.iter().enumerate() {
                 if self.stopping() {
                     return Err(Error::Closed);
                 }
                 let started = std::time::Instant::now();
-                let object = if f.bytes <= self.target.single_put_bytes_max {
+                let object = if in_one_put(i, f) {
                     let read = next_whole.recv().map_err(|_| {
                         Error::Internal("the uploader's reader of whole files ended early".into())
                     })?;
