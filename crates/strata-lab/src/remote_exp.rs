@@ -16,12 +16,13 @@
 //!   files the uploader put ÷ its time on them (`RemoteStats::upload_busy`:
 //!   reading each file, checking a layer's bytes as a whole layer, and
 //!   its PUT: one for a file of up to 80 MiB, read while the file before
-//!   is sent), beside the **raw PUT line**: the same server's create-only
+//!   is sent, but the first of more than 8 MiB, sent in parts as it is
+//!   read), beside the **raw PUT line**: the same server's create-only
 //!   single PUTs of strata's objects again, one after the other, their
 //!   bytes fetched into memory beforehand (each once, at most about 256
 //!   MiB: a small layer costs its request as much there); and, beside
 //!   it, the same objects sent from memory as strata's uploader sends a
-//!   file over 80 MiB (8 MiB parts, two in flight). In rounds, in
+//!   file in parts (8 MiB parts, two in flight). In rounds, in
 //!   turn (`upload_rounds`: strata, raw PUTs, raw parts, again): each
 //!   round uploads a synced copy of the closed database into a store of its own;
 //!   each line's figure is the median of its rounds (with their spread),
