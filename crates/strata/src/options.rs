@@ -246,7 +246,9 @@ pub struct Options {
     /// With a remote store, as its writer: a file of up to this many
     /// bytes is read whole, while the file before it is sent, and put in
     /// one PUT; a larger one is read and sent in 8 MiB parts, as a
-    /// multipart upload. The uploader holds two such files at most (see
+    /// multipart upload, and so is the first file of a round of uploads
+    /// when it is over 8 MiB (no file before it hides its read). The
+    /// uploader holds two such files at most (see
     /// `REMOTE_SINGLE_PUT_BYTES_DEFAULT` for why one PUT). Zero: every
     /// file in parts.
     pub remote_single_put_bytes_max: u64,
