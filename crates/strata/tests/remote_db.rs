@@ -63,6 +63,30 @@ fn check_round(db: &Db, round: u32, n: u32) {
     }
 }
 
+/// A get through a failing store: true when it returned the key's value,
+/// false when it failed with the store's one-line error; anything else (a
+/// wrong value, none, another error) fails the test.
+fn get_right_or_failed_cleanly(db: &Db, round: u32, i: u32) -> bool {
+    match db.get(key(round, i)) {
+        Ok(v) => {
+            assert_eq!(
+                v.as_deref(),
+                Some(&value(round, i)[..]),
+                "round {round} key {i}"
+            );
+            true
+        }
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                matches!(e, Error::Remote { .. }) && !text.contains('\n'),
+                "round {round} key {i}: {text}"
+            );
+            false
+        }
+    }
+}
+
 /// A database on the local disk alone (no store), flushed only when told.
 fn local_db(dir: &Path) -> Db {
     Db::open(
@@ -307,19 +331,10 @@ fn a_database_over_its_budget_goes_through_failing_calls() {
         );
         for r in 0..=round {
             for i in (0..600).step_by(7) {
-                match db.get(key(r, i)) {
-                    Ok(v) => {
-                        assert_eq!(v.as_deref(), Some(&value(r, i)[..]), "round {r} key {i}");
-                        right += 1;
-                    }
-                    Err(e) => {
-                        let text = e.to_string();
-                        assert!(
-                            matches!(e, Error::Remote { .. }) && !text.contains('\n'),
-                            "round {r} key {i}: {text}"
-                        );
-                        failed += 1;
-                    }
+                if get_right_or_failed_cleanly(&db, r, i) {
+                    right += 1;
+                } else {
+                    failed += 1;
                 }
             }
         }
@@ -1283,23 +1298,10 @@ fn reads_from_a_failing_store_fail_cleanly_and_recover() {
     let (mut right, mut failed) = (0, 0);
     for round in 0..3 {
         for i in 0..1000 {
-            match db.get(key(round, i)) {
-                Ok(v) => {
-                    assert_eq!(
-                        v.as_deref(),
-                        Some(&value(round, i)[..]),
-                        "round {round} key {i}"
-                    );
-                    right += 1;
-                }
-                Err(e) => {
-                    let text = e.to_string();
-                    assert!(
-                        matches!(e, Error::Remote { .. }) && !text.contains('\n'),
-                        "{text}"
-                    );
-                    failed += 1;
-                }
+            if get_right_or_failed_cleanly(&db, round, i) {
+                right += 1;
+            } else {
+                failed += 1;
             }
         }
     }
