@@ -79,7 +79,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "remote_single_put_bytes_max",
-        "with a remote store: files of up to this many bytes go in one PUT, read whole (two held at most); larger ones in 8 MiB parts (default 83886080; 0: every file in parts)",
+        "with a remote store: files of up to this many bytes go in one PUT, read whole (two held at most); larger ones, and the first of a round of uploads when over 8 MiB, in 8 MiB parts (default 83886080; 0: every file in parts)",
     ),
 ];
 
