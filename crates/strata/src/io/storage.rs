@@ -146,11 +146,25 @@ pub trait StorageFile: BlockFile + std::fmt::Debug {
         read_range_with(self, offset, len, false, <[u8]>::to_vec)
     }
 
-    /// [`Self::read_range`] into a shared buffer (one allocation, one copy
-    /// out of the bounce buffer): what a block cache keeps.
-    fn read_range_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
-        read_range_with(self, offset, len, false, |b| {
-            std::sync::Arc::<[u8]>::from(b)
+    /// [`Self::read_range`] into a shared buffer (one copy out of the
+    /// bounce buffer): what a block cache keeps. The buffer is `frame`
+    /// when it is given, `len` bytes long and held by nothing else (no
+    /// allocation), else a new one.
+    fn read_range_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        frame: Option<Arc<[u8]>>,
+    ) -> Result<Arc<[u8]>> {
+        read_range_with(self, offset, len, false, |b| match frame {
+            Some(mut frame) => match Arc::get_mut(&mut frame) {
+                Some(bytes) if bytes.len() == b.len() => {
+                    bytes.copy_from_slice(b);
+                    frame
+                }
+                _ => Arc::from(b),
+            },
+            None => Arc::from(b),
         })
     }
 }

@@ -25,8 +25,8 @@ impl ReadAt for LayerFile {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         self.file.read_range(offset, len)
     }
-    fn read_shared(&self, offset: u64, len: usize) -> Result<Arc<[u8]>> {
-        self.file.read_range_shared(offset, len)
+    fn read_shared(&self, offset: u64, len: usize, frame: Option<Arc<[u8]>>) -> Result<Arc<[u8]>> {
+        self.file.read_range_shared(offset, len, frame)
     }
     fn file_len(&self) -> u64 {
         self.len

@@ -73,8 +73,16 @@ pub(crate) trait LayerSink {
 /// it.
 pub(crate) trait ReadAt {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
-    /// [`Self::read_at`] into a shared buffer, as the block cache keeps it.
-    fn read_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
+    /// [`Self::read_at`] into a shared buffer, as the block cache keeps
+    /// it: `frame` (memory the cache gives back, see
+    /// `BlockCache::frame`) where the file can read into it.
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        frame: Option<std::sync::Arc<[u8]>>,
+    ) -> Result<std::sync::Arc<[u8]>> {
+        let _ = frame;
         self.read_at(offset, len).map(Into::into)
     }
     fn file_len(&self) -> u64;
@@ -99,8 +107,13 @@ impl<T: ReadAt + ?Sized> ReadAt for std::sync::Arc<T> {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         (**self).read_at(offset, len)
     }
-    fn read_shared(&self, offset: u64, len: usize) -> Result<std::sync::Arc<[u8]>> {
-        (**self).read_shared(offset, len)
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        frame: Option<std::sync::Arc<[u8]>>,
+    ) -> Result<std::sync::Arc<[u8]>> {
+        (**self).read_shared(offset, len, frame)
     }
     fn read_verified<U>(
         &self,

@@ -711,12 +711,20 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                         reads.fetch_add(1, AtomicOrdering::Relaxed);
                     }
                 }
+                // A point read's block goes into the cache: it is read into
+                // an evicted block's memory where the cache has one.
+                let frame = match &self.cache {
+                    Some((cache, _)) if point => usize::try_from(handle.len_bytes)
+                        .ok()
+                        .and_then(|len| cache.frame(len)),
+                    _ => None,
+                };
                 let bytes = read_checked_with(
                     &self.file,
                     handle.offset,
                     handle.len_bytes,
                     "data block",
-                    R::read_shared,
+                    |file, offset, len| file.read_shared(offset, len, frame),
                 )?;
                 parse_block(&self.path, &self.index, block, bytes)
             })?;
