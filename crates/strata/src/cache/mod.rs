@@ -23,11 +23,14 @@
 //! copy 0.41 µs against 0.67, the evicted block's drop 0.24 µs against
 //! 0.61, a get that reads a block 0.4 µs faster.
 //!
-//! Built on `quick_cache` (S3-FIFO eviction: a scan's one-off blocks do not
-//! push out the blocks gets keep coming back to).
+//! The table is strata's own ([`clock`]): shards of an open-addressing
+//! table under a lock each, evicting by CLOCK (a block hit since the hand
+//! last passed it is passed again). Only point reads insert (a scan's
+//! blocks never come in), so the scan resistance a general cache's
+//! S3-FIFO bought is not needed here, and a hit costs fewer cold lines.
 
-use quick_cache::sync::Cache;
-use quick_cache::Weighter;
+mod clock;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,22 +41,19 @@ const FREE_FRAMES_MAX: usize = 8;
 /// Largest evicted block kept for reuse: a larger one (a large value's
 /// block) goes back to the allocator.
 const FRAME_BYTES_MAX: usize = 64 << 10;
-
-#[derive(Clone)]
-struct BlockWeight;
-
-impl Weighter<(u64, u64), Block> for BlockWeight {
-    fn weight(&self, _key: &(u64, u64), block: &Block) -> u64 {
-        block.len() as u64 + ENTRY_OVERHEAD_BYTES
-    }
-}
+/// Most shards (a power of two).
+const SHARDS_MAX: usize = 16;
+/// Least budget of a shard: a smaller cache has fewer shards, so that a
+/// shard holds many blocks (a shard's budget is the cache's over its
+/// shards, and a block heavier than a shard's budget is not kept).
+const SHARD_BYTES_MIN: u64 = 1 << 20;
 
 /// A verified block, shared by the cache and the reads using it (no copy).
 pub(crate) type Block = Arc<[u8]>;
 
 /// Verified blocks by (file id, offset).
 pub(crate) struct BlockCache {
-    blocks: Cache<(u64, u64), Block, BlockWeight>,
+    shards: Box<[Mutex<clock::Shard>]>,
     /// Evicted blocks that nothing else holds, as memory for the next
     /// blocks read in (at most `FREE_FRAMES_MAX`, outside the budget).
     free: Mutex<Vec<Block>>,
@@ -75,9 +75,15 @@ impl BlockCache {
     /// A cache of `bytes`; `None` for 0 (no cache).
     pub(crate) fn new(bytes: u64) -> Option<Arc<BlockCache>> {
         (bytes > 0).then(|| {
-            let items = (bytes / (4096 + ENTRY_OVERHEAD_BYTES)).max(16) as usize;
+            let mut shards = SHARDS_MAX;
+            while shards > 1 && bytes / (shards as u64) < SHARD_BYTES_MIN {
+                shards /= 2;
+            }
+            let each = bytes / shards as u64;
             Arc::new(BlockCache {
-                blocks: Cache::with_weighter(items, bytes, BlockWeight),
+                shards: (0..shards)
+                    .map(|_| Mutex::new(clock::Shard::new(each)))
+                    .collect(),
                 free: Mutex::new(Vec::with_capacity(FREE_FRAMES_MAX)),
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
@@ -85,9 +91,19 @@ impl BlockCache {
         })
     }
 
+    /// The shard of a key's hash, locked (a shard a panic left poisoned
+    /// is used as it is: every change to it completes before any call
+    /// that could panic).
+    fn shard(&self, h: u64) -> std::sync::MutexGuard<'_, clock::Shard> {
+        // The high bits: the low ones pick the slot within the shard.
+        let i = (h >> 58) as usize & (self.shards.len() - 1);
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The block of `file` at `offset`, if cached (counted as a hit or miss).
     pub(crate) fn get(&self, file: u64, offset: u64) -> Option<Block> {
-        let found = self.blocks.get(&(file, offset));
+        let h = clock::hash(file, offset);
+        let found = self.shard(h).get(h, file, offset);
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -99,10 +115,12 @@ impl BlockCache {
 
     /// Caches a block that passed its checksum.
     pub(crate) fn insert(&self, file: u64, offset: u64, block: Block) {
-        let evicted = self.blocks.insert_with_lifecycle((file, offset), block);
+        let h = clock::hash(file, offset);
+        let mut evicted = Vec::new();
+        self.shard(h).insert(h, file, offset, block, &mut evicted);
         // The evicted blocks go after the shard's lock is let go; those no
         // reader holds are kept for the next reads (the newest few).
-        for (_, mut block) in evicted.into_iter().flatten() {
+        for mut block in evicted {
             if block.len() <= FRAME_BYTES_MAX && Arc::get_mut(&mut block).is_some() {
                 let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
                 if free.len() == FREE_FRAMES_MAX {
@@ -132,13 +150,20 @@ impl BlockCache {
 
     /// Drops the block of `file` at `offset`, if cached.
     pub(crate) fn remove(&self, file: u64, offset: u64) {
-        self.blocks.remove(&(file, offset));
+        let h = clock::hash(file, offset);
+        let removed = self.shard(h).remove(h, file, offset);
+        drop(removed);
     }
 
     /// (bytes held, hits, misses).
     pub(crate) fn stats(&self) -> (u64, u64, u64) {
+        let bytes = self
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).bytes())
+            .sum();
         (
-            self.blocks.weight(),
+            bytes,
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),
         )
@@ -208,5 +233,54 @@ mod tests {
         assert!(cache.frame(8192).is_none(), "no frame of another length");
         let (bytes, _, _) = cache.stats();
         assert!(bytes <= 64 << 10, "{bytes}");
+    }
+
+    #[test]
+    fn threads_sharing_the_cache_only_ever_get_the_block_of_their_key() {
+        // Two shards' worth of budget, keys in a space three times it:
+        // gets, inserts, removes and frames race across the shards.
+        let cache = BlockCache::new(2 * SHARD_BYTES_MIN).unwrap();
+        assert_eq!(cache.shards.len(), 2);
+        let block_of = |file: u64, offset: u64| {
+            let mut b = vec![0u8; 4096];
+            b[..8].copy_from_slice(&file.to_le_bytes());
+            b[8..16].copy_from_slice(&offset.to_le_bytes());
+            Block::from(b)
+        };
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let cache = &cache;
+                s.spawn(move || {
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ t;
+                    for _ in 0..20_000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (file, offset) = (x % 3, (x >> 8) % 512 * 4096);
+                        match x >> 61 {
+                            0..=3 => match cache.get(file, offset) {
+                                Some(b) => assert_eq!(&b[..], &block_of(file, offset)[..]),
+                                None => {
+                                    let block = match cache.frame(4096) {
+                                        Some(mut frame) => {
+                                            let bytes = Arc::get_mut(&mut frame).unwrap();
+                                            bytes.copy_from_slice(&block_of(file, offset));
+                                            frame
+                                        }
+                                        None => block_of(file, offset),
+                                    };
+                                    cache.insert(file, offset, block);
+                                }
+                            },
+                            4 => cache.remove(file, offset),
+                            _ => cache.insert(file, offset, block_of(file, offset)),
+                        }
+                    }
+                });
+            }
+        });
+        let (bytes, hits, misses) = cache.stats();
+        assert!(bytes <= 2 * SHARD_BYTES_MIN, "{bytes}");
+        assert!(hits > 1000 && misses > 1000, "{hits} {misses}");
     }
 }
