@@ -21,10 +21,11 @@
 //! the cgroup's device reads, the engine's own read counters) and prints
 //! one JSON line per phase, so a child that dies (out of memory, out of
 //! disk) leaves the rows it finished. ENOSPC ends a child's run cleanly.
-//! Right after each read phase the child also reads the device's 4 KiB
-//! latency on a probe file, as the device line is read: each read row has
-//! its latency against the device line (minutes older) and against the
-//! device as it was beside the phase (`p50_x_probe_4k`).
+//! Beside each get of a read phase the child also reads the device's 4 KiB
+//! latency on a probe file, as the device line is read (one read right
+//! after each get, [`PairedProbe`]): each read row has its latency against
+//! the device line (minutes older) and against the device as the gets met
+//! it (`p50_x_probe_4k`).
 //!
 //! Invariants: every read asks for a key that was inserted and checks that
 //! it is there with a value of the right length (a miss is an error, never
@@ -297,22 +298,69 @@ pub struct PhaseTimings {
     /// Latency of each durable commit (ns).
     pub commit: Histogram<u64>,
     pub gets: u64,
+    /// The phase's time, the probe's reads excluded.
     pub elapsed: Duration,
+    /// The device probe's reads beside the gets (a read phase with a
+    /// probe): their latencies, or why the probe stopped.
+    pub probe: Option<std::result::Result<Histogram<u64>, String>>,
+    /// Reads the probe made (each one 4 KiB device read the phase's
+    /// counters saw and must not count as the engine's).
+    pub probe_reads: u64,
+}
+
+/// The device read beside each get of a read phase: one 4 KiB O_DIRECT
+/// random read of the probe file (io_uring, a registered buffer, as the
+/// device line is read) right after each get, so that a get and its
+/// probe read meet the device alike (its load from outside this machine
+/// moves both; a probe a second later does not see what the phase saw).
+pub struct PairedProbe {
+    reader: randread::Reader,
+    slots: u64,
+    seed: u64,
+    reads: u64,
+}
+
+impl PairedProbe {
+    /// Opens the probe file `path` (a filled file of [`PROBE_FILE_BYTES`]).
+    pub fn open(path: &Path) -> Result<PairedProbe> {
+        let reader =
+            randread::Reader::open(path, randread::Method::IoUringDirectFixed, PROBE_READ_BYTES)
+                .with_context(|| format!("the device probe on {}", path.display()))?;
+        Ok(PairedProbe {
+            reader,
+            slots: PROBE_FILE_BYTES / PROBE_READ_BYTES as u64,
+            seed: 0x4b4b,
+            reads: 0,
+        })
+    }
+
+    /// One read at an offset of its own; its latency (ns).
+    fn read(&mut self) -> Result<u64> {
+        self.reads += 1;
+        let offset = (fmix64(self.seed ^ self.reads) % self.slots) * PROBE_READ_BYTES as u64;
+        self.reader.read(offset)
+    }
 }
 
 /// Runs `ops` operations of `phase` on `engine`; `on_progress` is called
-/// every [`CHILD_PROGRESS_OPS`] operations.
+/// every [`CHILD_PROGRESS_OPS`] operations. With a `probe`, a read phase
+/// reads the device once right after each get ([`PairedProbe`]), untimed
+/// in the get's latency and the phase's time.
 pub fn run_phase(
     engine: &dyn Engine,
     phase: Phase,
     ops: u64,
     w: &mut Workload,
     values: &ValueSource,
+    mut probe: Option<&mut PairedProbe>,
     mut on_progress: impl FnMut(u64) -> Result<()>,
 ) -> Result<PhaseTimings> {
     let mut latency = latency_histogram();
     let mut commit = latency_histogram();
     let mut gets = 0u64;
+    let mut probe_hist = (phase == Phase::Read && probe.is_some()).then(|| Ok(latency_histogram()));
+    let mut probe_reads = 0u64;
+    let mut probe_time = Duration::ZERO;
     let started = Instant::now();
     for op in 0..ops {
         let kind = match phase {
@@ -360,6 +408,17 @@ pub fn run_phase(
         };
         latency.record(ns.max(1)).context("record a latency")?;
         gets += u64::from(read);
+        if let (Some(Ok(h)), Some(p)) = (probe_hist.as_mut(), probe.as_deref_mut()) {
+            let t = Instant::now();
+            probe_reads += 1;
+            // A probe that fails leaves the row without its figure and
+            // says why; the phase goes on.
+            match p.read() {
+                Ok(ns) => h.record(ns).context("record a probe latency")?,
+                Err(e) => probe_hist = Some(Err(format!("{e:#}"))),
+            }
+            probe_time += t.elapsed();
+        }
         if (op + 1) % COMMIT_OPS == 0 || op + 1 == ops {
             let t = Instant::now();
             engine.sync()?;
@@ -375,7 +434,9 @@ pub fn run_phase(
         latency,
         commit,
         gets,
-        elapsed: started.elapsed(),
+        elapsed: started.elapsed().saturating_sub(probe_time),
+        probe: probe_hist,
+        probe_reads,
     })
 }
 
@@ -450,10 +511,11 @@ pub struct PhaseRecord {
     pub rss_bytes: Option<u64>,
     /// Load step before this iteration's phases (on the append row).
     pub load_s: Option<f64>,
-    /// The device's 4 KiB random-read p50 (ns), measured right after this
-    /// phase (a read phase) by the same process on the probe file
-    /// (`GoAhead::device_probe`): the device as it was beside the phase,
-    /// where the device line is minutes older.
+    /// The device's 4 KiB random-read p50 (ns), measured beside this phase
+    /// (a read phase) by the same process on the probe file
+    /// (`GoAhead::device_probe`), one read right after each get
+    /// ([`PairedProbe`]): the device as the gets met it, where the device
+    /// line is minutes older.
     #[serde(default)]
     pub device_4k_probe_ns: Option<u64>,
     /// Why that probe failed, where it did: the row has no
@@ -485,7 +547,7 @@ pub struct GoAhead {
     /// the budget before the phases; `None` when the budget is no cgroup.
     pub memory_limit_file: Option<PathBuf>,
     /// A filled file of [`PROBE_FILE_BYTES`] the child reads the device's
-    /// 4 KiB latency on right after each read phase
+    /// 4 KiB latency on beside each get of a read phase
     /// ([`PhaseRecord::device_4k_probe_ns`]); `None`: no probe.
     #[serde(default)]
     pub device_probe: Option<PathBuf>,
@@ -512,6 +574,20 @@ struct Counters {
     gets: Option<GetReads>,
 }
 
+impl Counters {
+    /// Takes `reads` reads of `bytes` each made since `before` that were
+    /// not the engine's out of the process's and the device's figures
+    /// (never below `before`'s).
+    fn forget_reads(&mut self, before: &Counters, reads: u64, bytes: u64) {
+        let less = |now: u64, then: u64, n: u64| now.saturating_sub(n).max(then);
+        self.proc_read_bytes = less(self.proc_read_bytes, before.proc_read_bytes, reads * bytes);
+        if let (Some(d), Some(b)) = (self.device.as_mut(), before.device) {
+            d.ios = less(d.ios, b.ios, reads);
+            d.bytes = less(d.bytes, b.bytes, reads * bytes);
+        }
+    }
+}
+
 fn counters(engine: &dyn Engine, io_counter: Option<&(String, PathBuf)>) -> Result<Counters> {
     let io = proc_io(None)?;
     Ok(Counters {
@@ -536,6 +612,12 @@ pub fn run_iterations(
 ) -> Result<String> {
     let values = ValueSource::new(params.value_len_bytes);
     let mut w = Workload::new(params.seed);
+    // Opened once: a probe that cannot open (no io_uring here) leaves the
+    // read rows without the figure and says why, not the run without rows.
+    let mut probe = go
+        .device_probe
+        .as_deref()
+        .map(|path| PairedProbe::open(path).map_err(|e| format!("{e:#}")));
     for iteration in 1..=params.iterations_max {
         let t = Instant::now();
         if params.load_keys_per_iteration() > 0 {
@@ -579,17 +661,18 @@ pub fn run_iterations(
                 cgroup::drop_page_cache(go.method, engine.dir())?;
             }
             let before = counters(engine, go.io_counter.as_ref())?;
-            let timings = run_phase(engine, phase, params.ops, &mut w, &values, |n| {
+            let paired = probe.as_mut().and_then(|p| p.as_mut().ok());
+            let timings = run_phase(engine, phase, params.ops, &mut w, &values, paired, |n| {
                 emit(Line::Progress(n))
             })?;
-            let after = counters(engine, go.io_counter.as_ref())?;
-            // After the counters: the probe's reads are not the phase's. A
-            // probe that fails (no io_uring here) leaves the row without
-            // the figure and says why, not the run without rows.
-            let probe = match &go.device_probe {
-                Some(path) if phase == Phase::Read => {
-                    Some(probe_read_4k_ns(path, u64::from(iteration)).map_err(|e| format!("{e:#}")))
-                }
+            let mut after = counters(engine, go.io_counter.as_ref())?;
+            // The probe's reads are not the phase's: each one 4 KiB read
+            // of the device, counted by the process and the cgroup alike.
+            after.forget_reads(&before, timings.probe_reads, PROBE_READ_BYTES as u64);
+            let probe_p50 = match (&probe, timings.probe.as_ref()) {
+                (Some(Err(e)), _) if phase == Phase::Read => Some(Err(e.clone())),
+                (_, Some(Ok(h))) => Some(Ok(randread::summarize(h).p50_ns)),
+                (_, Some(Err(e))) => Some(Err(e.clone())),
                 _ => None,
             };
             let (mean, p50, p99, p999) = percentiles(&timings.latency);
@@ -622,8 +705,8 @@ pub fn run_iterations(
                 engine_shape: engine.shape(),
                 rss_bytes: Some(crate::sys::rss_bytes(None)?),
                 load_s: load_s.take(),
-                device_4k_probe_ns: probe.clone().and_then(Result::ok),
-                device_4k_probe_error: probe.and_then(Result::err),
+                device_4k_probe_ns: probe_p50.clone().and_then(Result::ok),
+                device_4k_probe_error: probe_p50.and_then(Result::err),
             };
             emit(Line::Record(Box::new(record)))?;
         }
@@ -914,6 +997,8 @@ pub fn device_line_read_4k_ns(line: Option<&DeviceLine>) -> Option<f64> {
 /// Bytes of the probe file: the device's 4 KiB latency read beside the
 /// read phases (and for the line's figure where no device line came).
 const PROBE_FILE_BYTES: u64 = 128 << 20;
+/// Bytes of a probe read: the device line's 4 KiB.
+const PROBE_READ_BYTES: usize = 4096;
 
 /// Writes the filled probe file at `path` (O_DIRECT: nothing of it stays
 /// in the page cache).
@@ -960,7 +1045,7 @@ pub fn run(
 ) -> Result<PhasesOutcome> {
     let mut notes = Vec::new();
     let mut options: Vec<(String, serde_json::Value)> = Vec::new();
-    // The probe file: read by each child right after each of its read
+    // The probe file: read by each child beside each get of its read
     // phases, and, without a device line, here first for the line's
     // figure. Written once.
     let probe = data_dir.join("phases-read4k.probe");
@@ -1004,7 +1089,7 @@ pub fn run(
         Ok(()) => {
             options.push((
                 "device_probe".into(),
-                format!("right after each read phase, the engine's child reads the device's 4 KiB latency: p50 of up to 2,000 4 KiB O_DIRECT random reads (io_uring, registered buffer, QD1) of a filled {} MiB file, as the device line's are read (p50_x_probe_4k)", PROBE_FILE_BYTES >> 20).into(),
+                format!("beside each read phase, the engine's child reads the device's 4 KiB latency: one 4 KiB O_DIRECT random read (io_uring, registered buffer, QD1) of a filled {} MiB file right after each get, as the device line's are read, untimed in the get's latency and taken out of the phase's counters; the p50 of those reads (p50_x_probe_4k)", PROBE_FILE_BYTES >> 20).into(),
             ));
             Some(probe.as_path())
         }
@@ -1124,13 +1209,13 @@ pub fn metrics() -> Vec<MetricSpec> {
         MetricSpec::new("p99_x_device_4k", "p99 ÷ device 4 KiB read", "×", false),
         MetricSpec::new(
             "p50_x_probe_4k",
-            "p50 ÷ device 4 KiB read right after the phase",
+            "p50 ÷ device 4 KiB read beside the gets",
             "×",
             false,
         ),
         MetricSpec::new(
             "device_4k_probe_p50_us",
-            "Device 4 KiB read p50 right after the phase",
+            "Device 4 KiB read p50 beside the gets",
             "µs",
             false,
         ),
@@ -1522,7 +1607,7 @@ mod tests {
             assert_eq!(r.iteration, 1 + n as u32 / 4);
             assert_eq!(r.phase, Phase::ALL[n % 4]);
             assert!(r.latency_p50_ns > 0 && r.latency_p50_ns <= r.latency_p99_ns);
-            // The device probed right after each read phase, and only then.
+            // The device probed beside each read phase, and only then.
             assert_eq!(
                 r.device_4k_probe_ns.is_some_and(|ns| ns > 0),
                 r.phase == Phase::Read,
@@ -1539,6 +1624,14 @@ mod tests {
             assert_eq!(g.gets, r.gets);
             assert_eq!(Some(g.block_reads), r.engine_lookup_reads);
             assert!(g.direct_reads);
+            // The probe's 2500 reads of 4 KiB are not the engine's.
+            assert!(
+                r.proc_read_bytes <= (g.block_reads + 8) * (64 << 10),
+                "{:?}: {} bytes read for {} block reads",
+                r.phase,
+                r.proc_read_bytes,
+                g.block_reads
+            );
         }
         // Load 1000 + append 2500 + mixed's appends, per iteration.
         let read = &records[3];

@@ -137,7 +137,7 @@ pub fn write_plots(h: &mut String, r: &ExperimentResult) -> Result<()> {
 
 /// The headline table: per engine, the read phase at the last iteration
 /// (p50, p99, each ÷ the device's 4 KiB read; p50 ÷ the device's 4 KiB
-/// read probed right after the phase), its growth since the first
+/// read probed beside the phase's gets), its growth since the first
 /// iteration and the device reads per get.
 pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> {
     let rows = crate::summary::phases_headlines(r);
@@ -150,7 +150,7 @@ pub fn write_headline_table(h: &mut String, r: &ExperimentResult) -> Result<()> 
     };
     writeln!(
         h,
-        "<table class=\"phases-headline\" data-experiment=\"{}\"><thead><tr><th class=\"l\">engine</th><th>read p50 (µs)</th><th>p50 ÷ device 4 KiB</th><th>p50 ÷ device 4 KiB right after<br><span class=\"muted\">probed by the engine's process</span></th><th>read p99 (µs)</th><th>p99 ÷ device 4 KiB</th><th>p50, p99 growth (last ÷ first iteration)</th><th>device reads per get</th><th>strata's cache hits<br><span class=\"muted\">gets without a device read</span></th><th>data (MiB)</th></tr></thead><tbody>",
+        "<table class=\"phases-headline\" data-experiment=\"{}\"><thead><tr><th class=\"l\">engine</th><th>read p50 (µs)</th><th>p50 ÷ device 4 KiB</th><th>p50 ÷ device 4 KiB beside<br><span class=\"muted\">a probe read after each get, same process</span></th><th>read p99 (µs)</th><th>p99 ÷ device 4 KiB</th><th>p50, p99 growth (last ÷ first iteration)</th><th>device reads per get</th><th>strata's cache hits<br><span class=\"muted\">gets without a device read</span></th><th>data (MiB)</th></tr></thead><tbody>",
         escape(&r.experiment)
     )?;
     for e in &rows {

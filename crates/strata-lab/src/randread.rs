@@ -264,64 +264,81 @@ pub fn read_len(method: Method, size: usize) -> usize {
     }
 }
 
-/// Measures random reads of `spec.size` bytes of the file `path` (of
-/// `file_bytes`) at queue depth 1; returns the latency histogram (ns).
-pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogram<u64>> {
-    let len = read_len(spec.method, spec.size);
-    let align = len.next_multiple_of(DIRECT_BLOCK_BYTES) as u64;
-    if len == 0 || align > file_bytes {
-        bail!(
-            "a {len}-byte read does not fit the {file_bytes}-byte file {}",
-            path.display()
-        );
-    }
-    let slots = file_bytes / align;
-    let mut hist = latency_histogram();
-    let mut buf = DirectBuf::new(align as usize)?;
-    let fd = match spec.method {
-        Method::IoUringDirectFixed => open_direct(path, libc::O_RDONLY)?,
-        _ => open_buffered(path)?,
-    };
-    // Reads that follow another method's reads of the same file start cold.
-    let cache_fd = open_buffered(path)?;
-    drop_cache(&cache_fd, path)?;
-    let buffered = spec.method != Method::IoUringDirectFixed;
-    if buffered {
-        // No readahead: a read asks the device for its own pages only.
-        // SAFETY: fd is open.
-        let rc = unsafe { libc::posix_fadvise(fd.0, 0, 0, libc::POSIX_FADV_RANDOM) };
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc))
-                .with_context(|| format!("posix_fadvise(RANDOM) {}", path.display()));
-        }
-    }
-    let mut ring = match spec.method {
-        Method::Psync => None,
-        _ => Some(io_uring::IoUring::new(4).context("create an io_uring")?),
-    };
-    if spec.method == Method::IoUringDirectFixed {
-        let slice = buf.as_mut_slice();
-        let iov = libc::iovec {
-            iov_base: slice.as_mut_ptr() as *mut libc::c_void,
-            iov_len: slice.len(),
+/// One read at a time of a file by one [`Method`], into one buffer: what
+/// [`measure`] times, and the phases experiment's device probe beside each
+/// of an engine's gets.
+pub struct Reader {
+    method: Method,
+    fd: Fd,
+    /// Dropped before `buf` (`Drop for Reader`): the kernel holds a
+    /// registered buffer until its ring goes.
+    ring: Option<io_uring::IoUring>,
+    buf: DirectBuf,
+    len: usize,
+    path: std::path::PathBuf,
+}
+
+impl Reader {
+    /// Opens `path` for reads of `len` bytes by `method` (O_DIRECT for
+    /// [`Method::IoUringDirectFixed`], whose `len` is then whole 4 KiB
+    /// blocks: [`read_len`]); buffered reads run with readahead off.
+    pub fn open(path: &Path, method: Method, len: usize) -> Result<Reader> {
+        let mut buf = DirectBuf::new(len.next_multiple_of(DIRECT_BLOCK_BYTES))?;
+        let fd = match method {
+            Method::IoUringDirectFixed => open_direct(path, libc::O_RDONLY)?,
+            _ => open_buffered(path)?,
         };
-        let ring = ring.as_mut().expect("a ring for io_uring methods");
-        // SAFETY: the buffer outlives the ring's use of it (both live until
-        // the end of this function; the ring is dropped first).
-        unsafe { ring.submitter().register_buffers(&[iov]) }
-            .context("register the read buffer with io_uring")?;
+        if method != Method::IoUringDirectFixed {
+            // No readahead: a read asks the device for its own pages only.
+            // SAFETY: fd is open.
+            let rc = unsafe { libc::posix_fadvise(fd.0, 0, 0, libc::POSIX_FADV_RANDOM) };
+            if rc != 0 {
+                return Err(std::io::Error::from_raw_os_error(rc))
+                    .with_context(|| format!("posix_fadvise(RANDOM) {}", path.display()));
+            }
+        }
+        let mut ring = match method {
+            Method::Psync => None,
+            _ => Some(io_uring::IoUring::new(4).context("create an io_uring")?),
+        };
+        if let (Method::IoUringDirectFixed, Some(ring)) = (method, ring.as_mut()) {
+            let slice = buf.as_mut_slice();
+            let iov = libc::iovec {
+                iov_base: slice.as_mut_ptr() as *mut libc::c_void,
+                iov_len: slice.len(),
+            };
+            // SAFETY: the buffer outlives the ring's use of it (the ring is
+            // dropped first: `Drop for Reader`).
+            unsafe { ring.submitter().register_buffers(&[iov]) }
+                .context("register the read buffer with io_uring")?;
+        }
+        Ok(Reader {
+            method,
+            fd,
+            ring,
+            buf,
+            len,
+            path: path.to_path_buf(),
+        })
     }
-    let started = Instant::now();
-    let mut i = 0u64;
-    while i < spec.reads_max && (i < spec.reads_min || started.elapsed() < spec.budget) {
-        let offset = (fmix64(spec.seed ^ (i + 1)) % slots) * align;
-        let ptr = buf.as_mut_slice().as_mut_ptr();
+
+    /// Reads `len` bytes at `offset` (aligned for O_DIRECT), checked to be
+    /// whole; returns how long the read took (ns, at least 1). A buffered
+    /// read then drops its range from the page cache (not timed), so that
+    /// the next read of it reaches the device again.
+    pub fn read(&mut self, offset: u64) -> Result<u64> {
+        let (len, ptr) = (self.len, self.buf.as_mut_ptr());
         let t = Instant::now();
-        let n = match (spec.method, ring.as_mut()) {
+        let n = match (self.method, self.ring.as_mut()) {
             (Method::Psync, _) => {
-                // SAFETY: ptr points to at least `align >= len` bytes; fd is open.
+                // SAFETY: ptr points to at least `len` bytes; fd is open.
                 let n = unsafe {
-                    libc::pread(fd.0, ptr as *mut libc::c_void, len, offset as libc::off_t)
+                    libc::pread(
+                        self.fd.0,
+                        ptr as *mut libc::c_void,
+                        len,
+                        offset as libc::off_t,
+                    )
                 };
                 if n < 0 {
                     return Err(std::io::Error::last_os_error()).context("pread");
@@ -329,7 +346,7 @@ pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogra
                 n as usize
             }
             (method, Some(ring)) => {
-                let fd_ref = io_uring::types::Fd(fd.0);
+                let fd_ref = io_uring::types::Fd(self.fd.0);
                 let entry = if method == Method::IoUringDirectFixed {
                     io_uring::opcode::ReadFixed::new(fd_ref, ptr, len as u32, 0)
                         .offset(offset)
@@ -355,33 +372,64 @@ pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogra
             }
             (_, None) => unreachable!("io_uring methods have a ring"),
         };
-        let ns = t.elapsed().as_nanos() as u64;
+        let ns = (t.elapsed().as_nanos() as u64).max(1);
         if n != len {
             bail!(
                 "short read of {} at {offset}: {n} of {len} bytes",
-                path.display()
+                self.path.display()
             );
         }
-        hist.record(ns.max(1)).context("record a latency")?;
-        if buffered {
-            // The next read of these pages reaches the device again.
+        if self.method != Method::IoUringDirectFixed {
             // SAFETY: fd is open.
             let rc = unsafe {
                 libc::posix_fadvise(
-                    fd.0,
+                    self.fd.0,
                     offset as libc::off_t,
-                    align as libc::off_t,
+                    len.next_multiple_of(DIRECT_BLOCK_BYTES) as libc::off_t,
                     libc::POSIX_FADV_DONTNEED,
                 )
             };
             if rc != 0 {
                 return Err(std::io::Error::from_raw_os_error(rc))
-                    .with_context(|| format!("posix_fadvise(DONTNEED) {}", path.display()));
+                    .with_context(|| format!("posix_fadvise(DONTNEED) {}", self.path.display()));
             }
         }
+        Ok(ns)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // The ring before the buffer it may hold.
+        self.ring.take();
+    }
+}
+
+/// Measures random reads of `spec.size` bytes of the file `path` (of
+/// `file_bytes`) at queue depth 1; returns the latency histogram (ns).
+pub fn measure(path: &Path, file_bytes: u64, spec: PointSpec) -> Result<Histogram<u64>> {
+    let len = read_len(spec.method, spec.size);
+    let align = len.next_multiple_of(DIRECT_BLOCK_BYTES) as u64;
+    if len == 0 || align > file_bytes {
+        bail!(
+            "a {len}-byte read does not fit the {file_bytes}-byte file {}",
+            path.display()
+        );
+    }
+    let slots = file_bytes / align;
+    let mut hist = latency_histogram();
+    let mut reader = Reader::open(path, spec.method, len)?;
+    // Reads that follow another method's reads of the same file start cold.
+    let cache_fd = open_buffered(path)?;
+    drop_cache(&cache_fd, path)?;
+    let started = Instant::now();
+    let mut i = 0u64;
+    while i < spec.reads_max && (i < spec.reads_min || started.elapsed() < spec.budget) {
+        let offset = (fmix64(spec.seed ^ (i + 1)) % slots) * align;
+        let ns = reader.read(offset)?;
+        hist.record(ns).context("record a latency")?;
         i += 1;
     }
-    drop(ring);
     Ok(hist)
 }
 

@@ -262,7 +262,7 @@ pub struct PhasesHeadline {
     /// p50 and p99 ÷ the device's 4 KiB read latency (none without it).
     pub p50_x_device: Option<f64>,
     pub p99_x_device: Option<f64>,
-    /// p50 ÷ the device's 4 KiB read p50 measured right after the phase
+    /// p50 ÷ the device's 4 KiB read p50 measured beside the phase's gets
     /// (`phases::PhaseRecord::device_4k_probe_ns`; none without it).
     pub p50_x_probe: Option<f64>,
     /// Last ÷ first iteration's read p50 and p99.
