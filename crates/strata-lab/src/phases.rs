@@ -42,8 +42,9 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::aims::{Bound as AimBound, CaseFigure, Claim, Reference};
 use crate::cgroup::{self, BudgetMethod, ChildCgroups};
-use crate::engine::{self, Engine, EngineConfig, EngineShape};
+use crate::engine::{self, Engine, EngineConfig, EngineKind, EngineShape};
 use crate::get_reads::GetReads;
 use crate::progress::Progress;
 use crate::randread::{self, latency_histogram};
@@ -1287,6 +1288,82 @@ pub fn case_label(phase: Phase, iteration: u32) -> String {
     format!("{} #{iteration}", phase.name())
 }
 
+/// Issue 31's bound on strata's read p50 against the device's 4 KiB read
+/// probed beside its gets (`p50_x_probe_4k`), at every iteration.
+pub const READ_P50_X_PROBE_AIM_MAX: f64 = 1.1;
+/// The peers strata's read p50 is to be ahead of at every iteration.
+pub const READ_PEERS_BEHIND: [EngineKind; 2] = [EngineKind::Lmdb, EngineKind::Redb];
+
+/// Issue 31's aims for the read phases: strata's p50 at most
+/// [`READ_P50_X_PROBE_AIM_MAX`]× the device's 4 KiB read beside its gets
+/// at every iteration, and below LMDB's and redb's at every iteration
+/// where they ran. No aim without strata's read rows (or without a probe
+/// figure, for the first).
+pub fn aims(rows: &[Row]) -> Vec<Claim> {
+    let reads = |engine: &str| -> Vec<&Row> {
+        rows.iter()
+            .filter(|r| {
+                r.engine == engine
+                    && parse_case(&r.case).is_some_and(|(phase, _)| phase == Phase::Read)
+            })
+            .collect()
+    };
+    let strata = reads(EngineKind::Strata.name());
+    let mut claims = Vec::new();
+    let cases: Vec<CaseFigure> = strata
+        .iter()
+        .filter_map(|r| {
+            Some(CaseFigure {
+                case: r.case.clone(),
+                ratio: *r.metrics.get("p50_x_probe_4k")?,
+            })
+        })
+        .collect();
+    if !cases.is_empty() {
+        claims.push(Claim::EveryCase {
+            what: "strata's read p50".to_string(),
+            bound: AimBound::AtMost(READ_P50_X_PROBE_AIM_MAX),
+            reference: Reference::Device(
+                "the device's 4 KiB read probed beside its gets".to_string(),
+            ),
+            cases,
+        });
+    }
+    let p50 = |r: &Row| r.metrics.get("latency_p50_us").copied();
+    let (mut held, mut checked, mut misses) = (0, 0, Vec::new());
+    for s in &strata {
+        let Some(mine) = p50(s) else { continue };
+        for peer in READ_PEERS_BEHIND.map(EngineKind::name) {
+            let theirs = reads(peer)
+                .into_iter()
+                .find(|r| r.case == s.case)
+                .and_then(p50);
+            let Some(theirs) = theirs else { continue };
+            checked += 1;
+            if mine < theirs {
+                held += 1;
+            } else {
+                misses.push(format!(
+                    "{}: strata {mine:.1} µs, {peer} {theirs:.1} µs",
+                    s.case
+                ));
+            }
+        }
+    }
+    if checked > 0 {
+        claims.push(Claim::CaseCount {
+            what: "strata's read p50 below LMDB's and redb's".to_string(),
+            reference: Reference::Engine("LMDB and redb".to_string()),
+            cases_label: "read phases".to_string(),
+            held,
+            checked,
+            misses,
+            misses_label: "behind on".to_string(),
+        });
+    }
+    claims
+}
+
 /// Splits a case label back into phase and iteration.
 pub fn parse_case(case: &str) -> Option<(Phase, u32)> {
     let (phase, iteration) = case.split_once(" #")?;
@@ -1564,6 +1641,60 @@ mod tests {
             .context("write a layer");
         assert!(is_enospc(&err));
         assert!(!is_enospc(&anyhow::anyhow!("key #3 is missing")));
+    }
+
+    fn read_row(engine: &str, iteration: u32, p50_us: f64, x_probe: Option<f64>) -> Row {
+        let row = Row::new(&case_label(Phase::Read, iteration), engine, "DirectRw")
+            .metric("latency_p50_us", p50_us);
+        match x_probe {
+            Some(x) => row.metric("p50_x_probe_4k", x),
+            None => row,
+        }
+    }
+
+    #[test]
+    fn read_aims_bound_every_iteration_by_the_probe_and_the_peers() {
+        use crate::aims::Verdict;
+        let mut rows = vec![
+            read_row("strata", 1, 66.0, Some(1.05)),
+            read_row("strata", 2, 70.0, Some(1.09)),
+            read_row("lmdb", 1, 70.0, None),
+            read_row("lmdb", 2, 75.0, None),
+            read_row("redb", 1, 80.0, None),
+            // A mixed phase is no read phase.
+            Row::new(&case_label(Phase::Mixed, 1), "strata", "DirectRw")
+                .metric("latency_p50_us", 500.0)
+                .metric("p50_x_probe_4k", 9.0),
+        ];
+        let claims = aims(&rows);
+        assert_eq!(claims.len(), 2);
+        assert!(
+            claims.iter().all(|c| c.verdict() == Verdict::Met),
+            "{claims:?}"
+        );
+        match &claims[1] {
+            Claim::CaseCount { held, checked, .. } => assert_eq!((*held, *checked), (3, 3)),
+            other => panic!("{other:?}"),
+        }
+        // One iteration past the bound, one behind a peer: both not met,
+        // each naming where.
+        rows.push(read_row("strata", 3, 90.0, Some(1.12)));
+        rows.push(read_row("redb", 3, 85.0, None));
+        let claims = aims(&rows);
+        assert!(
+            claims.iter().all(|c| c.verdict() == Verdict::NotMet),
+            "{claims:?}"
+        );
+        assert!(claims[0].text().contains("read #3"), "{}", claims[0].text());
+        assert!(
+            claims[1]
+                .text()
+                .contains("read #3: strata 90.0 µs, redb 85.0 µs"),
+            "{}",
+            claims[1].text()
+        );
+        // Without strata's read rows, no aim.
+        assert!(aims(&rows[2..5]).is_empty());
     }
 
     /// The whole workload on strata, in process, at tiny sizes: every phase

@@ -10,10 +10,11 @@
 
 use anyhow::Result;
 
-use crate::experiment::{options, Experiment, Measured, Options, RunContext};
+use crate::aims::Claim;
+use crate::experiment::{options, say_aims, Experiment, Measured, Options, RunContext};
 use crate::phases::{self, PhasesParams};
 use crate::phases_plot;
-use crate::results::{DeviceLine, ExperimentResult, MetricSpec};
+use crate::results::{DeviceLine, ExperimentResult, MetricSpec, Row};
 use crate::section;
 
 /// The phases experiment.
@@ -49,13 +50,20 @@ impl Experiment for Phases {
         let mut opts = options(&params.options());
         opts.extend(outcome.options);
         opts.insert("engine_options".to_string(), ctx.engine_options());
+        let aims = self.aims(&outcome.rows);
+        let mut notes = outcome.notes;
+        say_aims(&aims, &mut notes);
         Ok(Measured {
             options: opts,
             rows: outcome.rows,
-            notes: outcome.notes,
-            aims: Vec::new(),
+            notes,
+            aims,
             device_line: None,
         })
+    }
+
+    fn aims(&self, rows: &[Row]) -> Vec<Claim> {
+        phases::aims(rows)
     }
 
     fn render_section(&self, h: &mut String, r: &ExperimentResult) -> Result<()> {
