@@ -223,15 +223,40 @@ impl Layer {
         }
     }
 
+    /// Whether the open reader's bloom filter says the layer cannot hold
+    /// `point`'s key; `false` when the reader is not open (the caller then
+    /// opens it through [`Self::reader`]). Counts as a read of the layer,
+    /// as [`Self::reader`] does, so that a layer its filter keeps answering
+    /// for stays open.
+    ///
+    /// A get tests the filter of every layer it passes (each L0 layer,
+    /// each run), and most say no: this answers from the lock and the
+    /// filter line (which [`Self::prefetch_filter`] started loading),
+    /// without taking a count on the reader or touching its index and key
+    /// range, each a line of memory colder than the filter's.
+    pub(crate) fn filter_rules_out(&self, point: PointKey<'_>) -> bool {
+        self.touch();
+        self.reader
+            .read()
+            .ok()
+            .and_then(|r| r.as_ref().map(|r| r.filter_rules_out(point)))
+            .unwrap_or(false)
+    }
+
+    /// Records a read of the layer now (`OpenReaders::clock`).
+    fn touch(&self) {
+        let now = self.io.readers.clock.load(Ordering::Relaxed);
+        if self.last_read.load(Ordering::Relaxed) != now {
+            self.last_read.store(now, Ordering::Relaxed);
+        }
+    }
+
     /// The reader, opening the file first if it is not open: its footer,
     /// index and bloom filter are read and checked, and the file must be
     /// what the manifest says it is. A failed open is not kept: the next
     /// read tries again.
     pub(crate) fn reader(self: &Arc<Self>) -> Result<Arc<DeltaLayerReader<LayerFile>>> {
-        let now = self.io.readers.clock.load(Ordering::Relaxed);
-        if self.last_read.load(Ordering::Relaxed) != now {
-            self.last_read.store(now, Ordering::Relaxed);
-        }
+        self.touch();
         if let Some(r) = self.open_reader() {
             return Ok(r);
         }

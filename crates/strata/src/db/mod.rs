@@ -493,6 +493,7 @@ impl DbInner {
         for layer in version.candidates(key, lsn) {
             let found = match layer {
                 Candidate::Memory(m) => m.get(point, lsn)?,
+                Candidate::Disk(d) if d.filter_rules_out(point) => continue,
                 Candidate::Disk(d) => d.reader()?.get_point(point, lsn)?,
             };
             if let Some((_, kind, value)) = found {

@@ -790,6 +790,12 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         self.bloom.prefetch_hash(point.hash);
     }
 
+    /// Whether the bloom filter says the layer cannot hold `point`'s key
+    /// (the test [`Self::locate`] makes, alone).
+    pub(crate) fn filter_rules_out(&self, point: PointKey<'_>) -> bool {
+        !self.bloom.may_contain_hash(point.hash)
+    }
+
     /// Finishes a batched point read: verifies the block's bytes (read at the
     /// plan's offset and length; when they fail, the block is read again
     /// alone) and finds the newest version of `key` at or below `lsn` in it.
