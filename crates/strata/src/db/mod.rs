@@ -557,6 +557,7 @@ impl DbInner {
                             Some((_, kind, v)) => Some(version.value(point.key, kind, v)?),
                             None => None,
                         },
+                        Some(Candidate::Disk(d)) if d.filter_rules_out(point) => None,
                         Some(Candidate::Disk(d)) => {
                             let reader = d.reader()?;
                             match reader.point_read_plan(point, lsn) {

@@ -412,6 +412,7 @@ fn walk_inner(get: &mut Get) -> Result<Step> {
         let found = match get.version.candidates(&get.key, get.lsn).nth(get.at) {
             None => return Ok(Step::Done(Ok(None))),
             Some(Candidate::Memory(m)) => m.get(point, get.lsn)?,
+            Some(Candidate::Disk(d)) if d.filter_rules_out(point) => None,
             Some(Candidate::Disk(d)) => {
                 let reader = d.reader()?;
                 match reader.point_read_plan(point, get.lsn) {
