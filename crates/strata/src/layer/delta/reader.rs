@@ -921,9 +921,18 @@ enum BlockBytes {
 
 /// A dense search structure over the blocks' first keys, for point reads:
 /// a binary search over the keys themselves (of varying lengths, each found
-/// through its end) misses the CPU cache at every step. This one searches a
-/// small array of fences, then 64 `u64`s, and leaves whole-key comparisons
-/// to the blocks whose prefixes tie.
+/// through its end) misses the CPU cache at every step. This one maps a
+/// key's 8-byte prefix straight to a bucket of about
+/// `BLOCKS_PER_BUCKET` blocks (one line of a table of `u32`s), searches
+/// those blocks' prefixes (a line or two), and leaves whole-key
+/// comparisons to the blocks whose prefixes tie.
+///
+/// Invariants: bucket `b` holds the blocks whose first prefix `q` has
+/// `bucket(q) == b`, from `starts[b]` to `starts[b + 1]`; `bucket` never
+/// decreases as `q` grows, so every block before `starts[b]` starts below
+/// any prefix of bucket `b`, every block from `starts[b + 1]` above it. A
+/// layer whose keys crowd into few buckets still reads right (a bucket
+/// is searched by halves), only slower.
 #[derive(Debug)]
 struct PrefixIndex {
     /// Bytes every key of the layer shares (those of key_min and key_max):
@@ -931,11 +940,17 @@ struct PrefixIndex {
     skip: usize,
     /// `key_prefix` of each block's first key (after `skip`), in block order.
     prefixes: Vec<u64>,
-    /// Every `FENCE_STRIDE`th prefix.
-    fences: Vec<u64>,
+    /// The first block's prefix: bucket 0 starts there.
+    base: u64,
+    /// A prefix's bucket is `(prefix - base) >> shift`.
+    shift: u32,
+    /// `starts[b]`: the first block of bucket `b`; one more entry than
+    /// buckets, the last the number of blocks.
+    starts: Vec<u32>,
 }
 
-const FENCE_STRIDE: usize = 64;
+/// Blocks per bucket of [`PrefixIndex`] when the prefixes spread evenly.
+const BLOCKS_PER_BUCKET: usize = 8;
 
 impl PrefixIndex {
     fn new(index: &BlockIndex, key_min: &[u8], key_max: &[u8]) -> Self {
@@ -948,16 +963,50 @@ impl PrefixIndex {
             .iter()
             .map(|h| key_prefix(h.first_key.get(skip..).unwrap_or_default()))
             .collect();
-        let fences = prefixes.iter().step_by(FENCE_STRIDE).copied().collect();
+        Self::of_prefixes(skip, prefixes)
+    }
+
+    /// The index of blocks whose first keys have `prefixes` (ascending)
+    /// after `skip` shared bytes.
+    fn of_prefixes(skip: usize, prefixes: Vec<u64>) -> Self {
+        let base = prefixes.first().copied().unwrap_or(0);
+        let span = prefixes.last().copied().unwrap_or(0) - base;
+        // The fewest shifted bits that leave at most `wanted` buckets.
+        let wanted = (prefixes.len() / BLOCKS_PER_BUCKET).max(1) as u64;
+        let mut shift = 0;
+        while shift < 64 && (span >> shift) >= wanted {
+            shift += 1;
+        }
+        let buckets = if shift >= 64 {
+            1
+        } else {
+            (span >> shift) as usize + 1
+        };
+        let mut starts = Vec::with_capacity(buckets + 1);
+        let mut i = 0;
+        for b in 0..buckets {
+            while i < prefixes.len() && Self::bucket_of(prefixes[i], base, shift) < b {
+                i += 1;
+            }
+            starts.push(u32::try_from(i).unwrap_or(u32::MAX));
+        }
+        starts.push(u32::try_from(prefixes.len()).unwrap_or(u32::MAX));
         PrefixIndex {
             skip,
             prefixes,
-            fences,
+            base,
+            shift,
+            starts,
         }
     }
 
+    fn bucket_of(prefix: u64, base: u64, shift: u32) -> usize {
+        (prefix - base).checked_shr(shift).unwrap_or(0) as usize
+    }
+
     fn memory_bytes(&self) -> usize {
-        (self.prefixes.capacity() + self.fences.capacity()) * std::mem::size_of::<u64>()
+        self.prefixes.capacity() * std::mem::size_of::<u64>()
+            + self.starts.capacity() * std::mem::size_of::<u32>()
     }
 
     /// `(lo, hi)`: the blocks before `lo` start below `key`, those from `hi`
@@ -966,11 +1015,19 @@ impl PrefixIndex {
     fn blocks_tied_with(&self, key: &[u8]) -> (usize, usize) {
         let p = key_prefix(key.get(self.skip..).unwrap_or_default());
         let n = self.prefixes.len();
-        // fences[t - 1] < p <= fences[t]: lo is in ((t-1)·stride, t·stride].
-        let t = self.fences.partition_point(|&f| f < p);
-        let start = t.saturating_sub(1) * FENCE_STRIDE;
-        let end = (t * FENCE_STRIDE).min(n);
-        let lo = start + self.prefixes[start..end].partition_point(|&q| q < p);
+        let lo = if p <= self.base {
+            0
+        } else {
+            let b = Self::bucket_of(p, self.base, self.shift);
+            match (self.starts.get(b), self.starts.get(b + 1)) {
+                (Some(&start), Some(&end)) => {
+                    let (start, end) = (start as usize, end as usize);
+                    start + self.prefixes[start..end].partition_point(|&q| q < p)
+                }
+                // Above the last bucket: every block starts below.
+                _ => n,
+            }
+        };
         // Ties are few unless keys share more than the skipped bytes: gallop.
         let mut bound = 1;
         while lo + bound <= n && self.prefixes[lo + bound - 1] == p {
@@ -982,6 +1039,40 @@ impl PrefixIndex {
             lo,
             from + self.prefixes[from..to].partition_point(|&q| q == p),
         )
+    }
+}
+
+#[cfg(test)]
+mod prefix_index_tests {
+    use super::PrefixIndex;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the spread of the prefixes (even, crowded into a few
+        /// values, one huge gap), the buckets find what a search over all
+        /// of them finds.
+        #[test]
+        fn buckets_find_what_a_whole_search_finds(
+            mut prefixes in prop::collection::vec(
+                prop_oneof![any::<u64>(), 0..64u64, (0..4u64).prop_map(|x| x << 62), Just(u64::MAX)],
+                1..600,
+            ),
+            probes in prop::collection::vec(any::<u64>(), 50),
+        ) {
+            prefixes.sort_unstable();
+            let index = PrefixIndex::of_prefixes(0, prefixes.clone());
+            let wanted = probes
+                .iter()
+                .copied()
+                .chain(prefixes.iter().copied())
+                .chain(prefixes.iter().map(|p| p.wrapping_add(1)))
+                .chain(prefixes.iter().map(|p| p.wrapping_sub(1)));
+            for p in wanted {
+                let lo = prefixes.partition_point(|&q| q < p);
+                let hi = prefixes.partition_point(|&q| q <= p);
+                prop_assert_eq!(index.blocks_tied_with(&p.to_be_bytes()), (lo, hi), "prefix {}", p);
+            }
+        }
     }
 }
 

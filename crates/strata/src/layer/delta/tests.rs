@@ -897,7 +897,7 @@ fn block_extents(bytes: &[u8]) -> Vec<(usize, usize)> {
 fn point_reads_find_every_version_among_thousands_of_blocks_with_tied_prefixes() {
     // One-entry blocks. Keys share 6 bytes (skipped), then runs of keys tie
     // on the next 8 and differ after them, then short keys that are
-    // prefixes of others: the fences, the gallop over ties and the
+    // prefixes of others: the buckets, the gallop over ties and the
     // whole-key comparisons all decide some reads.
     let mut model = Model::new();
     for group in 0..40u32 {
