@@ -951,6 +951,7 @@ struct PrefixIndex {
 
 /// Blocks per bucket of [`PrefixIndex`] when the prefixes spread evenly.
 const BLOCKS_PER_BUCKET: usize = 8;
+const _: () = assert!(BLOCK_COUNT_MAX <= u32::MAX as u64);
 
 impl PrefixIndex {
     fn new(index: &BlockIndex, key_min: &[u8], key_max: &[u8]) -> Self {
@@ -970,27 +971,26 @@ impl PrefixIndex {
     /// after `skip` shared bytes.
     fn of_prefixes(skip: usize, prefixes: Vec<u64>) -> Self {
         let base = prefixes.first().copied().unwrap_or(0);
-        let span = prefixes.last().copied().unwrap_or(0) - base;
+        let last = prefixes.last().copied().unwrap_or(0);
         // The fewest shifted bits that leave at most `wanted` buckets.
         let wanted = (prefixes.len() / BLOCKS_PER_BUCKET).max(1) as u64;
         let mut shift = 0;
-        while shift < 64 && (span >> shift) >= wanted {
+        while shift < 64 && ((last - base) >> shift) >= wanted {
             shift += 1;
         }
-        let buckets = if shift >= 64 {
-            1
-        } else {
-            (span >> shift) as usize + 1
-        };
+        let buckets = Self::bucket_of(last, base, shift) + 1;
+        // Block numbers fit a u32: a reader refuses a layer of more than
+        // BLOCK_COUNT_MAX blocks (asserted to be u32::MAX below).
+        let number = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
         let mut starts = Vec::with_capacity(buckets + 1);
         let mut i = 0;
         for b in 0..buckets {
             while i < prefixes.len() && Self::bucket_of(prefixes[i], base, shift) < b {
                 i += 1;
             }
-            starts.push(u32::try_from(i).unwrap_or(u32::MAX));
+            starts.push(number(i));
         }
-        starts.push(u32::try_from(prefixes.len()).unwrap_or(u32::MAX));
+        starts.push(number(prefixes.len()));
         PrefixIndex {
             skip,
             prefixes,
