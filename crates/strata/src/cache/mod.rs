@@ -59,6 +59,8 @@ pub(crate) struct BlockCache {
     free: Mutex<Vec<Block>>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Blocks are checked again on each use (`Options::check_cached_blocks`).
+    check_on_use: bool,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -72,8 +74,9 @@ impl std::fmt::Debug for BlockCache {
 }
 
 impl BlockCache {
-    /// A cache of `bytes`; `None` for 0 (no cache).
-    pub(crate) fn new(bytes: u64) -> Option<Arc<BlockCache>> {
+    /// A cache of `bytes`, whose blocks are checked again on each use when
+    /// `check_on_use`; `None` for 0 (no cache).
+    pub(crate) fn new(bytes: u64, check_on_use: bool) -> Option<Arc<BlockCache>> {
         (bytes > 0).then(|| {
             let mut shards = SHARDS_MAX;
             while shards > 1 && bytes / (shards as u64) < SHARD_BYTES_MIN {
@@ -87,8 +90,14 @@ impl BlockCache {
                 free: Mutex::new(Vec::with_capacity(FREE_FRAMES_MAX)),
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
+                check_on_use,
             })
         })
+    }
+
+    /// Whether a read checks a cached block again before it uses it.
+    pub(crate) fn checks_on_use(&self) -> bool {
+        self.check_on_use
     }
 
     /// The shard of a key's hash, locked (a shard a panic left poisoned
@@ -193,8 +202,8 @@ mod tests {
 
     #[test]
     fn blocks_are_kept_within_the_budget_and_counted() {
-        assert!(BlockCache::new(0).is_none());
-        let cache = BlockCache::new(64 << 10).unwrap();
+        assert!(BlockCache::new(0, false).is_none());
+        let cache = BlockCache::new(64 << 10, false).unwrap();
         assert!(cache.get(1, 0).is_none());
         cache.insert(1, 0, Block::from(vec![7; 4096]));
         assert_eq!(cache.get(1, 0).as_deref(), Some(&[7u8; 4096][..]));
@@ -209,7 +218,7 @@ mod tests {
 
     #[test]
     fn evicted_blocks_no_reader_holds_become_frames_and_held_ones_never_do() {
-        let cache = BlockCache::new(64 << 10).unwrap();
+        let cache = BlockCache::new(64 << 10, false).unwrap();
         assert!(cache.frame(4096).is_none(), "nothing evicted yet");
         // A reader holds block 0 through its evictions.
         cache.insert(1, 0, Block::from(vec![0xAA; 4096]));
@@ -239,7 +248,7 @@ mod tests {
     fn threads_sharing_the_cache_only_ever_get_the_block_of_their_key() {
         // Two shards' worth of budget, keys in a space three times it:
         // gets, inserts, removes and frames race across the shards.
-        let cache = BlockCache::new(2 * SHARD_BYTES_MIN).unwrap();
+        let cache = BlockCache::new(2 * SHARD_BYTES_MIN, false).unwrap();
         assert_eq!(cache.shards.len(), 2);
         let block_of = |file: u64, offset: u64| {
             let mut b = vec![0u8; 4096];

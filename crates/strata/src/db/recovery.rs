@@ -296,7 +296,7 @@ fn file_options(
             ..log_opts.clone()
         },
         stats: stats.clone(),
-        cache: BlockCache::new(opts.block_cache_bytes),
+        cache: BlockCache::new(opts.block_cache_bytes, opts.check_cached_blocks),
         point_reads: Arc::default(),
         readers: OpenReaders::new(opts.index_memory_bytes_max),
     });

@@ -680,8 +680,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// bytes that fail their check (`ReadAt::read_verified`): `bytes`, when
     /// given and they pass, else the block read from the file alone (once
     /// more, if that fails too). Bytes that fail are dropped from the block
-    /// cache (a cached block is checked again on use: memory can flip bits
-    /// too). A `point` read counts its reads from the file
+    /// cache. A cached block's checksum is checked again only with
+    /// `Options::check_cached_blocks`; its header always is (what keeps the
+    /// cursor within it). A `point` read counts its reads from the file
     /// (`count_point_reads`) and caches what came from the file.
     fn verified_block(&self, block: usize, bytes: BlockBytes, point: bool) -> Result<BlockCursor> {
         let handle = self.block_handle(block)?;
@@ -690,16 +691,18 @@ impl<R: ReadAt> DeltaLayerReader<R> {
         let cursor = self
             .file
             .read_verified(handle.offset, handle.len_bytes, || {
+                // A cached block passed its check when it was read; it is
+                // checked again only where the cache says so.
                 let given = match bytes.take() {
-                    Some(BlockBytes::Cached(b)) => Some(b),
+                    Some(BlockBytes::Cached(b)) => Some((b, !self.checks_cached_blocks())),
                     Some(BlockBytes::Read(b)) => {
                         from_file = true;
-                        Some(b)
+                        Some((b, false))
                     }
                     Some(BlockBytes::Unread) | None => None,
                 };
-                if let Some(b) = given {
-                    let parsed = parse_block(&self.path, &self.index, block, b);
+                if let Some((b, verified)) = given {
+                    let parsed = parse_block(&self.path, &self.index, block, b, verified);
                     if parsed.is_err() {
                         self.uncache_block(handle);
                     }
@@ -726,12 +729,18 @@ impl<R: ReadAt> DeltaLayerReader<R> {
                     "data block",
                     |file, offset, len| file.read_shared(offset, len, frame),
                 )?;
-                parse_block(&self.path, &self.index, block, bytes)
+                parse_block(&self.path, &self.index, block, bytes, false)
             })?;
         if point && from_file {
             self.cache_block(handle, &cursor);
         }
         Ok(cursor)
+    }
+
+    /// Whether a block from the cache is checked again before it is used
+    /// (`Options::check_cached_blocks`).
+    fn checks_cached_blocks(&self) -> bool {
+        self.cache.as_ref().is_some_and(|(c, _)| c.checks_on_use())
     }
 
     /// Keeps a verified block in the cache, if there is one.
@@ -846,8 +855,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     }
 
     /// [`Self::get_in_block`] for a block from [`Self::cached_block`]
-    /// (checked again, not cached again; when it fails, dropped from the
-    /// cache and read from the file).
+    /// (checked as [`Self::verified_block`] checks a cached block, not
+    /// cached again; when it fails, dropped from the cache and read from
+    /// the file).
     pub(crate) fn get_in_cached_block(
         &self,
         block: usize,
@@ -1091,11 +1101,15 @@ fn key_prefix(key: &[u8]) -> u64 {
 /// Verifies a data block's checksum and header and opens a cursor on it.
 /// `bytes` should be the `len_bytes` bytes at the `offset` of block number
 /// `block` of `index` (from [`decode_index`]); other lengths are refused.
+/// `verified`: the bytes passed their checksum and padding checks already
+/// (a block from the cache), so only the header is checked (lengths,
+/// counts and offsets: what keeps the cursor within the block).
 fn parse_block(
     path: &Arc<Path>,
     index: &Arc<BlockIndex>,
     block: usize,
     bytes: Block,
+    verified: bool,
 ) -> Result<BlockCursor> {
     let Some(handle) = index.get(block) else {
         return Err(corrupt(
@@ -1116,18 +1130,21 @@ fn parse_block(
         ));
     }
     if let Some((value_len, crc)) = handle.value_block {
-        return parse_value_block(path, index, block, handle, value_len as usize, crc, bytes);
+        let value = (value_len as usize, crc);
+        return parse_value_block(path, index, block, handle, value, bytes, verified);
     }
     let payload_len = u32_at(&bytes, BLOCK_PAYLOAD_LEN_OFFSET).unwrap_or(0) as usize;
     let entry_count = u32_at(&bytes, BLOCK_ENTRY_COUNT_OFFSET).unwrap_or(0);
-    let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
-    // The index (verified) says the block is at least BLOCK_BYTES_MIN long.
-    let found = block_crc(
-        handle.offset,
-        &bytes[..BLOCK_CRC_OFFSET],
-        &bytes[BLOCK_HEADER_BYTES..],
-    );
-    check_crc(path, handle.offset, "data block", stored, found)?;
+    if !verified {
+        let stored = u32_at(&bytes, BLOCK_CRC_OFFSET).unwrap_or(0);
+        // The index (verified) says the block is at least BLOCK_BYTES_MIN long.
+        let found = block_crc(
+            handle.offset,
+            &bytes[..BLOCK_CRC_OFFSET],
+            &bytes[BLOCK_HEADER_BYTES..],
+        );
+        check_crc(path, handle.offset, "data block", stored, found)?;
+    }
     // The payload, then at most BLOCK_PAD_BYTES_MAX zero bytes of padding
     // (up to the page boundary before a value block).
     let pad_max = match index.get(block + 1) {
@@ -1145,7 +1162,10 @@ fn parse_block(
             ),
         ));
     }
-    if let Some(at) = bytes[end..].iter().position(|&b| b != 0) {
+    if let Some(at) = (!verified)
+        .then(|| bytes[end..].iter().position(|&b| b != 0))
+        .flatten()
+    {
         return Err(corrupt(
             path,
             handle.offset + u64_from_usize(end + at),
@@ -1212,24 +1232,28 @@ fn parse_block(
     })
 }
 
-/// [`parse_block`] for a value block: its bytes checked against the crc32c
-/// of the index entry (seeded with the offset, LSN and key) and its padding
-/// against zeros; the cursor gives the one put. Its order against the
-/// blocks around it is the index's, checked by [`decode_index`].
+/// [`parse_block`] for a value block of `(value_len, stored crc)`: its
+/// bytes checked against the crc32c of the index entry (seeded with the
+/// offset, LSN and key) and its padding against zeros, unless `verified`
+/// already; the cursor gives the one put. Its order against the blocks
+/// around it is the index's, checked by [`decode_index`].
 fn parse_value_block(
     path: &Arc<Path>,
     index: &Arc<BlockIndex>,
     block: usize,
     handle: BlockHandle<'_>,
-    value_len: usize,
-    stored: u32,
+    (value_len, stored): (usize, u32),
     bytes: Block,
+    verified: bool,
 ) -> Result<BlockCursor> {
-    let found = value_block_crc(handle.offset, handle.first_lsn, handle.first_key, &[&bytes]);
-    check_crc(path, handle.offset, "value block", stored, found)?;
+    if !verified {
+        let found = value_block_crc(handle.offset, handle.first_lsn, handle.first_key, &[&bytes]);
+        check_crc(path, handle.offset, "value block", stored, found)?;
+    }
     // The index said value_len <= len_bytes = bytes.len().
-    if let Some(at) = bytes
-        .get(value_len..)
+    if let Some(at) = (!verified)
+        .then(|| bytes.get(value_len..))
+        .flatten()
         .and_then(|p| p.iter().position(|&b| b != 0))
     {
         return Err(corrupt(
@@ -1275,7 +1299,13 @@ pub(crate) fn decode_block(
         index.push(next);
     }
     index.set_key_max(&[u8::MAX; KEY_BYTES_MAX]);
-    let mut block = parse_block(&Arc::from(path), &Arc::new(index), 0, Block::from(bytes))?;
+    let mut block = parse_block(
+        &Arc::from(path),
+        &Arc::new(index),
+        0,
+        Block::from(bytes),
+        false,
+    )?;
     let mut entries = Vec::new();
     while let Some(entry) = block.next_entry()? {
         let value = block.bytes[entry.value].to_vec();

@@ -1531,7 +1531,8 @@ fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
     let model = small_model();
     let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
     let mut reader = open_mem(bytes);
-    let cache = crate::cache::BlockCache::new(1 << 20).expect("a cache");
+    // Checked again on each use (`Options::check_cached_blocks`).
+    let cache = crate::cache::BlockCache::new(1 << 20, true).expect("a cache");
     reader.set_cache(Some(Arc::clone(&cache)), 7);
     let ((key, lsn), _) = model.iter().next().expect("an entry");
     let want = model_get(&model, key, *lsn);
@@ -1560,6 +1561,38 @@ fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
         .expect("get in a cached block");
     assert_eq!(got, want);
     assert_eq!(reader.file().reads(), reads + 2);
+}
+
+#[test]
+fn a_cached_block_is_used_without_a_read_and_its_header_is_still_checked() {
+    let model = small_model();
+    let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
+    let mut reader = open_mem(bytes);
+    // Trusted as it was checked when read (the default).
+    let cache = crate::cache::BlockCache::new(1 << 20, false).expect("a cache");
+    reader.set_cache(Some(Arc::clone(&cache)), 7);
+    let offset = u64_from_usize(HEADER_BYTES);
+    let ((key, lsn), _) = model.iter().next().expect("an entry");
+    let want = model_get(&model, key, *lsn);
+    // Read and cached, then served by the cache.
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    let reads = reader.file().reads();
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    assert_eq!(reader.file().reads(), reads, "served by the cache");
+    // A header that would take the cursor out of the block is caught even
+    // so: the block is dropped and read from the file.
+    let good = reader.cached_block(0).expect("cached");
+    let mut bad = good.to_vec();
+    bad[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
+        .copy_from_slice(&u32::MAX.to_le_bytes());
+    cache.insert(7, offset, crate::cache::Block::from(bad));
+    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    assert_eq!(reader.file().reads(), reads + 1, "read from the file again");
+    assert_eq!(
+        cache.get(7, offset).as_deref(),
+        Some(&good[..]),
+        "cached again"
+    );
 }
 
 #[test]
