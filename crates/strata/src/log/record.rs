@@ -234,24 +234,29 @@ pub(crate) struct RecordHeader {
 impl RecordHeader {
     /// A header for `payload`.
     pub(crate) fn for_payload(payload: &[u8], lsn: u64, count: u32, synced_through: u64) -> Self {
-        Self::for_parts(payload, &[], lsn, count, synced_through)
+        Self::for_parts(payload, (0, 0), lsn, count, synced_through)
     }
 
-    /// A header for the payload `entries` then `run` (a batch's entries and
-    /// its value run).
+    /// A header for the payload `entries` then a value run of `(length,
+    /// crc32c)` (a batch's entries and its value run, whose crc the batch
+    /// kept as its values were added: no second pass over them).
     pub(crate) fn for_parts(
         entries: &[u8],
-        run: &[u8],
+        (run_len, run_crc): (usize, u32),
         lsn: u64,
         count: u32,
         synced_through: u64,
     ) -> Self {
         RecordHeader {
-            payload_len: u32::try_from(entries.len() + run.len())
+            payload_len: u32::try_from(entries.len() + run_len)
                 .expect("batch size is bounded by BATCH_BYTES_MAX"),
             lsn,
             count,
-            payload_crc: crate::crc::crc32c_append(crate::crc::crc32c(entries), run),
+            payload_crc: crate::crc::crc32c_combine(
+                crate::crc::crc32c(entries),
+                run_crc,
+                run_len as u64,
+            ),
             synced_through,
         }
     }

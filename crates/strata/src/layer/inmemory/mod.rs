@@ -342,7 +342,9 @@ impl InMemoryLayer {
         }
         let mut memory = self.lock_memory()?;
         let durable = self.durable_end.load(Ordering::Acquire);
-        let header = RecordHeader::for_parts(&batch.data, &batch.values, lsn, batch.count, durable);
+        debug_assert_eq!(batch.values_crc, crate::crc::crc32c(&batch.values));
+        let run = (batch.values.len(), batch.values_crc);
+        let header = RecordHeader::for_parts(&batch.data, run, lsn, batch.count, durable);
         if !batch.values.is_empty() {
             let run_at = (RECORD_HEADER_BYTES + batch.data.len()) as u64;
             let share = batch.values.len() as u64 / ALIGNMENT_PAD_SHARE;
