@@ -22,9 +22,10 @@
 //! their own crcs and the second's length, without their bytes: a large
 //! value's crc is computed once and serves both its entry's crc and its
 //! record's. Written here rather than taken from `crc-fast`, whose combine
-//! builds and squares 64×64 bit matrices on every call (tens of µs for a
-//! 1 MiB run, about what a pass over its bytes costs); this one is a few
-//! multiplications modulo the polynomial by powers of x from a table.
+//! builds and squares 64×64 bit matrices on every call (measured: 9.8 µs
+//! a call at 4 KiB, 15.4 µs at 1 MiB, where a pass over 1 MiB costs 19 µs);
+//! this one is a few multiplications modulo the polynomial by powers of x
+//! from a table (about 50 ns a call at any length).
 //!
 //! Invariant: [`crc32c_append`] returns exactly what
 //! `crc32c::crc32c_append` returns for the same arguments (property tests
