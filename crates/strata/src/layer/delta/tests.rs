@@ -1526,19 +1526,38 @@ impl ReadAt for LyingFile {
     }
 }
 
-#[test]
-fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
+/// A reader of the small model through a cache (file id 7) that checks
+/// cached blocks again on each use when `check_on_use`, with the first
+/// block read and cached by a get of the model's first key: the reader,
+/// the cache, that key, its LSN, the get's answer and the cached block.
+#[allow(clippy::type_complexity)]
+fn reader_with_block_0_cached(
+    check_on_use: bool,
+) -> (
+    DeltaLayerReader<MemFile>,
+    Arc<crate::cache::BlockCache>,
+    Vec<u8>,
+    Lsn,
+    Option<(Lsn, ValueKind, Vec<u8>)>,
+    crate::cache::Block,
+) {
     let model = small_model();
     let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
     let mut reader = open_mem(bytes);
-    // Checked again on each use (`Options::check_cached_blocks`).
-    let cache = crate::cache::BlockCache::new(1 << 20, true).expect("a cache");
+    let cache = crate::cache::BlockCache::new(1 << 20, check_on_use).expect("a cache");
     reader.set_cache(Some(Arc::clone(&cache)), 7);
     let ((key, lsn), _) = model.iter().next().expect("an entry");
     let want = model_get(&model, key, *lsn);
-    // Read and cached.
     assert_eq!(reader.get(key, *lsn).expect("get"), want);
     let good = reader.cached_block(0).expect("cached");
+    (reader, cache, key.clone(), *lsn, want, good)
+}
+
+#[test]
+fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
+    // Checked again on each use (`Options::check_cached_blocks`).
+    let (reader, cache, key, lsn, want, good) = reader_with_block_0_cached(true);
+    let (key, lsn) = (&key, &lsn);
     let offset = u64_from_usize(HEADER_BYTES);
     // Memory flips a bit of the cached copy.
     let mut bad = good.to_vec();
@@ -1565,23 +1584,16 @@ fn a_cached_block_that_fails_its_check_is_dropped_and_read_from_the_file() {
 
 #[test]
 fn a_cached_block_is_used_without_a_read_and_its_header_is_still_checked() {
-    let model = small_model();
-    let (bytes, _) = build(&model, SMALL_BLOCK_BYTES);
-    let mut reader = open_mem(bytes);
     // Trusted as it was checked when read (the default).
-    let cache = crate::cache::BlockCache::new(1 << 20, false).expect("a cache");
-    reader.set_cache(Some(Arc::clone(&cache)), 7);
+    let (reader, cache, key, lsn, want, good) = reader_with_block_0_cached(false);
+    let (key, lsn) = (&key, &lsn);
     let offset = u64_from_usize(HEADER_BYTES);
-    let ((key, lsn), _) = model.iter().next().expect("an entry");
-    let want = model_get(&model, key, *lsn);
-    // Read and cached, then served by the cache.
-    assert_eq!(reader.get(key, *lsn).expect("get"), want);
+    // Served by the cache.
     let reads = reader.file().reads();
     assert_eq!(reader.get(key, *lsn).expect("get"), want);
     assert_eq!(reader.file().reads(), reads, "served by the cache");
     // A header that would take the cursor out of the block is caught even
     // so: the block is dropped and read from the file.
-    let good = reader.cached_block(0).expect("cached");
     let mut bad = good.to_vec();
     bad[BLOCK_ENTRY_COUNT_OFFSET..BLOCK_ENTRY_COUNT_OFFSET + 4]
         .copy_from_slice(&u32::MAX.to_le_bytes());
