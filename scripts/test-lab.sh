@@ -27,7 +27,8 @@
 #    no ingest sample from less than ~1 s of work; the fio experiment ran
 #    (fio is installed here): every job file through strata, psync and
 #    io_uring at queue depth 1, the iodepth-16 random pair through strata
-#    and io_uring, with IOPS and the ratios to io_uring; the file 8x
+#    and io_uring, with IOPS and the ratios to io_uring (a read job's the
+#    median of its repeats x slices pairs); the file 8x
 #    strata's block cache, strata's read rows with their cache hit ratio,
 #    and no read aim judged on a figure of cache hits;
 #  - phases: all five engines, a row for each of the four phases with
@@ -354,6 +355,11 @@ for name in expected:
                 errors.append(f"fio {case}: no strata / io_uring ratio")
             if not os.path.exists(os.path.join(results, r["params"].get("fio_json", "-"))):
                 errors.append(f"fio {case} / {engine}: fio's JSON {r['params'].get('fio_json')} missing")
+            # A job that only reads ran its slices: its ratio is the
+            # median of repeats x slices pairs.
+            pairs = d.get("options", {}).get("repeats", 0) * d.get("options", {}).get("read_slices", 0)
+            if engine == "strata" and "-read-" in case and r.get("spread", {}).get("x_io_uring", {}).get("n") != pairs:
+                errors.append(f"fio {case}: the ratio is not the median of {pairs} pairs: {r.get('spread', {}).get('x_io_uring')}")
         # Reads reach the device: the file is >= 8x strata's block cache,
         # every strata row that read reports its cache hit ratio, and no
         # read aim made of cache hits (> 1/8) is judged.

@@ -78,6 +78,12 @@ pub struct FioParams {
     /// Runs of every pass, one after the other (each pass runs its jobs
     /// through every engine in turn, so samples interleave across engines).
     pub repeats: u32,
+    /// Within a pass, the runs of a job that only reads through the
+    /// engines in turn, on data laid out once (run-compare.sh's `SLICES`):
+    /// each slice is one pair of runs next to each other in time, the
+    /// device's drift between them small, and a read row's ratio is the
+    /// median of `repeats × read_slices` such pairs.
+    pub read_slices: u32,
     pub direct: bool,
     pub numjobs: u32,
     pub passes: Vec<Pass>,
@@ -103,6 +109,7 @@ impl FioParams {
                 runtime_s: 2,
                 ramp_s: 1,
                 repeats: 3,
+                read_slices: 3,
                 direct: true,
                 numjobs: 1,
                 passes: vec![qd1, deep(vec!["rand-read-iops", "rand-write-iops"])],
@@ -113,6 +120,7 @@ impl FioParams {
                 runtime_s: 20,
                 ramp_s: 5,
                 repeats: 3,
+                read_slices: 4,
                 direct: true,
                 numjobs: 1,
                 passes: vec![
@@ -167,6 +175,7 @@ impl FioParams {
             ("runtime_s".to_string(), self.runtime_s.into()),
             ("ramp_s".to_string(), self.ramp_s.into()),
             ("repeats".to_string(), self.repeats.into()),
+            ("read_slices".to_string(), self.read_slices.into()),
             ("direct".to_string(), u32::from(self.direct).into()),
             ("numjobs".to_string(), self.numjobs.into()),
             ("passes".to_string(), passes.into()),
@@ -176,7 +185,11 @@ impl FioParams {
             ),
             (
                 "method".to_string(),
-                "fio/run-compare.sh per queue depth: each job file through strata's ioengine and fio's psync and io_uring on a plain file, each on an emptied directory, one after the other".into(),
+                format!(
+                    "fio/run-compare.sh per queue depth and repeat: each job file through strata's ioengine and fio's psync and io_uring on a plain file, one after the other; a job that writes runs once per engine on an emptied directory, a job that only reads has its files laid out once (each engine then reads them for 1 s, uncounted, so that no counted run follows its own layout's writes) and runs {} slices on them, each slice the engines in turn (in reverse order every other slice); ratios are taken between runs of the same slice, then their median is the row's",
+                    self.read_slices
+                )
+                .into(),
             ),
         ])
     }
@@ -312,12 +325,16 @@ pub struct RunLine {
     pub engine: String,
     pub iodepth: u32,
     pub exit_code: i32,
-    /// fio's JSON, relative to the script's output folder.
+    /// fio's JSON, relative to the script's output folder (beside it:
+    /// strata's stats of the run).
     pub json: String,
+    /// Which of the job's slices (from 1): runs of one slice ran back to
+    /// back. A runs.tsv without the column has one slice.
+    pub slice: u32,
 }
 
 /// Parses `runs.tsv` (header: job engine iodepth numjobs size runtime direct
-/// exit_code json).
+/// exit_code json, then slice where the script wrote it).
 pub fn parse_runs_tsv(text: &str) -> Result<Vec<RunLine>> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines
@@ -338,6 +355,7 @@ pub fn parse_runs_tsv(text: &str) -> Result<Vec<RunLine>> {
         col("exit_code")?,
         col("json")?,
     );
+    let slice = col("slice").ok();
     let mut runs = Vec::new();
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split('\t').collect();
@@ -352,6 +370,10 @@ pub fn parse_runs_tsv(text: &str) -> Result<Vec<RunLine>> {
             iodepth: get(iodepth)?.parse().context("runs.tsv iodepth")?,
             exit_code: get(exit_code)?.parse().context("runs.tsv exit_code")?,
             json: get(json)?.to_string(),
+            slice: match slice {
+                Some(i) => get(i)?.parse().context("runs.tsv slice")?,
+                None => 1,
+            },
         });
     }
     Ok(runs)
@@ -511,6 +533,17 @@ pub fn add_ratios(rows: &mut [Row]) {
     }
 }
 
+/// The rows of every slice, each with its ratios to the engines of its own
+/// slice (runs that ran back to back: [`add_ratios`]), slice by slice.
+pub fn with_paired_ratios(slices: BTreeMap<u32, Vec<Row>>) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (_, mut rows) in slices {
+        add_ratios(&mut rows);
+        out.extend(rows);
+    }
+    out
+}
+
 /// The Haura fio engine's published 4 KiB random-write IOPS at qd1.
 pub const HAURA_WRITE_IOPS: f64 = 2200.0;
 /// Issue 5's aim against it: an order of magnitude above.
@@ -644,7 +677,8 @@ pub fn run(params: &FioParams, data_dir: &Path, out_dir: &Path) -> Result<FioOut
         out_dir,
     };
     let mut tally = Tally::default();
-    // (case, engine) → one row per repeat, in first-seen order.
+    // (case, engine) → one row per repeat (per slice of a repeat, for a
+    // job that only reads), in first-seen order.
     let mut samples: Vec<((String, String), Vec<Row>)> = Vec::new();
     // Every pass in turn, repeats outermost; a pass that cannot run ends
     // the experiment.
@@ -760,7 +794,8 @@ impl PassRun<'_> {
                 return Ok(Vec::new());
             }
         };
-        let mut pass_rows = Vec::new();
+        // The rows of each slice: the runs that ran back to back.
+        let mut slices: BTreeMap<u32, Vec<Row>> = BTreeMap::new();
         for run in &runs {
             tally.runs_total += 1;
             let what = format!(
@@ -787,7 +822,10 @@ impl PassRun<'_> {
                             .param("runtime_s", params.runtime_s)
                             .param("direct", u32::from(params.direct))
                             .param("numjobs", params.numjobs);
-                        pass_rows.push(with_strata_stats(row, &pass_dir, run));
+                        slices
+                            .entry(run.slice)
+                            .or_default()
+                            .push(with_strata_stats(row, &pass_dir, run));
                         None
                     }
                     Err(err) => Some(format!("{err:#}")),
@@ -800,9 +838,7 @@ impl PassRun<'_> {
                 tally.notes.push(note);
             }
         }
-        // Ratios within one pass: the engines ran back to back.
-        add_ratios(&mut pass_rows);
-        Ok(pass_rows)
+        Ok(with_paired_ratios(slices))
     }
 }
 
@@ -814,8 +850,10 @@ fn with_strata_stats(row: Row, pass_dir: &Path, run: &RunLine) -> Row {
     if run.engine != "strata" {
         return row;
     }
+    let run_dir = pass_dir.join(&run.json);
+    let run_dir = run_dir.parent().unwrap_or(pass_dir);
     let read = |name: &str| {
-        std::fs::read_to_string(pass_dir.join(&run.job).join(name))
+        std::fs::read_to_string(run_dir.join(name))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
     };
@@ -879,6 +917,7 @@ fn run_compare(
         .env("IODEPTH", pass.iodepth.to_string())
         .env("NUMJOBS", params.numjobs.to_string())
         .env("FIO_EXTRA", format!("--ramp_time={}", params.ramp_s))
+        .env("SLICES", params.read_slices.to_string())
         .env_remove("KEEP_DATA")
         .current_dir(repo)
         .stdin(Stdio::null())
@@ -1132,6 +1171,60 @@ mod tests {
     }
 
     #[test]
+    fn ratios_pair_the_runs_of_one_slice_and_the_row_takes_their_median() {
+        let mix = parse_fio_json(MIX_STRATA).unwrap();
+        let scaled = |by: f64| {
+            let mut f = mix.clone();
+            for d in [&mut f.read, &mut f.write].into_iter().flatten() {
+                d.iops *= by;
+            }
+            f
+        };
+        // The device doubles its speed from slice 1 to slice 2, and strata
+        // stays at 0.9× io_uring in each: the paired ratios say 0.9 both
+        // times, where engine medians across slices would not pair them.
+        let slices = BTreeMap::from([
+            (
+                1,
+                vec![
+                    row_of("rand-read-iops", "strata", 1, &scaled(0.9)),
+                    row_of("rand-read-iops", "io_uring", 1, &scaled(1.0)),
+                ],
+            ),
+            (
+                2,
+                vec![
+                    row_of("rand-read-iops", "io_uring", 1, &scaled(2.0)),
+                    row_of("rand-read-iops", "strata", 1, &scaled(1.8)),
+                ],
+            ),
+            (3, vec![row_of("rand-read-iops", "strata", 1, &scaled(5.0))]),
+        ]);
+        let rows = with_paired_ratios(slices);
+        assert_eq!(rows.len(), 5);
+        let strata: Vec<&Row> = rows.iter().filter(|r| r.engine == "strata").collect();
+        for r in &strata[..2] {
+            assert!(
+                (r.metrics["x_io_uring"] - 0.9).abs() < 1e-9,
+                "{:?}",
+                r.metrics
+            );
+        }
+        // A slice whose io_uring run failed has no ratio, not another
+        // slice's.
+        assert!(!strata[2].metrics.contains_key("x_io_uring"));
+        let row = Row::from_samples(
+            &rows
+                .iter()
+                .filter(|r| r.engine == "strata")
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert!((row.metrics["x_io_uring"] - 0.9).abs() < 1e-9);
+    }
+
+    #[test]
     fn runs_tsv_is_parsed() {
         let text = "job\tengine\tiodepth\tnumjobs\tsize\truntime\tdirect\texit_code\tjson\n\
                     rand-read-iops\tstrata\t16\t1\t64m\t3\t1\t0\trand-read-iops/strata.json\n\
@@ -1146,10 +1239,20 @@ mod tests {
                 iodepth: 16,
                 exit_code: 0,
                 json: "rand-read-iops/strata.json".to_string(),
+                slice: 1,
             }
         );
         assert_eq!(runs[1].exit_code, 1);
         assert!(parse_runs_tsv("").is_err());
+        // The script's slices, in a column of their own.
+        let text = "job\tengine\tiodepth\tnumjobs\tsize\truntime\tdirect\texit_code\tjson\tslice\n\
+                    rand-read-iops\tio_uring\t1\t1\t64m\t3\t1\t0\trand-read-iops/slice2/io_uring.json\t2\n";
+        let runs = parse_runs_tsv(text).unwrap();
+        assert_eq!(
+            (runs[0].slice, runs[0].json.as_str()),
+            (2, "rand-read-iops/slice2/io_uring.json")
+        );
+        assert!(parse_runs_tsv(&text.replace("\t2\n", "\tx\n")).is_err());
     }
 
     #[test]
@@ -1228,6 +1331,43 @@ mod tests {
             .metric("x_io_uring", 1.5);
         let claims = aims(&[row]);
         assert_eq!(claims[0].verdict(), crate::aims::Verdict::Met);
+    }
+
+    #[test]
+    fn a_run_s_stats_are_read_from_beside_its_json() {
+        let tmp = tempfile::tempdir().unwrap();
+        let stats = |lookups: u64| {
+            serde_json::json!({
+                "io_mode": "direct-rw",
+                "point_lookups": lookups,
+                "point_lookup_reads": 0,
+                "block_cache_hits": lookups,
+                "block_cache_misses": 0,
+                "io": {"log": {"read": {"ops": 0, "bytes": 0, "retries": 0}}},
+            })
+        };
+        // Two slices of one job, each with its own stats.
+        for (slice, lookups) in [(1, 100u64), (2, 300)] {
+            let dir = tmp.path().join(format!("rand-read-iops/slice{slice}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("strata.stats.json"), stats(lookups).to_string()).unwrap();
+        }
+        for (slice, lookups) in [(1, 100), (2, 300)] {
+            let run = RunLine {
+                job: "rand-read-iops".to_string(),
+                engine: "strata".to_string(),
+                iodepth: 1,
+                exit_code: 0,
+                json: format!("rand-read-iops/slice{slice}/strata.json"),
+                slice,
+            };
+            let row = with_strata_stats(
+                Row::new("rand-read-iops qd1", "strata", ""),
+                tmp.path(),
+                &run,
+            );
+            assert_eq!(row.params["strata_gets"], lookups, "slice {slice}");
+        }
     }
 
     #[test]
