@@ -123,6 +123,9 @@ for job in "${jobs[@]}"; do
 	[[ -f "$jobfile" ]] || { echo "run-compare.sh: no job file $jobfile" >&2; status=1; continue; }
 	n=1
 	reads_only "$jobfile" && n="$slices"
+	# Every run of a job that writes, and the layout of one that only
+	# reads, starts on an emptied directory (a job runs each engine once
+	# unless it only reads).
 	for engine in "${order[@]}"; do
 		rm -rf "${data:?}/$job-$engine" && mkdir -p "$data/$job-$engine"
 	done
@@ -140,10 +143,7 @@ for job in "${jobs[@]}"; do
 			for ((i = ${#order[@]} - 1; i >= 0; i--)); do turn+=("${order[i]}"); done
 		fi
 		for engine in "${turn[@]}"; do
-			dir="$data/$job-$engine"
-			# A job that writes starts each run on an emptied directory.
-			((n == 1)) && { rm -rf "$dir" && mkdir -p "$dir"; }
-			run_one "$job" "$jobfile" "$engine" "$dir" "$at" "$slice"
+			run_one "$job" "$jobfile" "$engine" "$data/$job-$engine" "$at" "$slice"
 		done
 	done
 	if [[ "${KEEP_DATA:-0}" != 1 ]]; then

@@ -338,6 +338,9 @@ for name in expected:
         if "skipped" in d.get("options", {}):
             errors.append(f"fio: skipped: {d['options']['skipped']}")
         rows = {(r["case"], r["engine"]): r for r in d.get("rows", [])}
+        # A job that only reads runs in slices: its ratio is the median of
+        # repeats x slices pairs.
+        pairs = d.get("options", {}).get("repeats", 0) * d.get("options", {}).get("read_slices", 0)
         jobs = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(repo, "fio/jobfiles/*.fio")))
         wanted = [(f"{j} qd1", e) for j in jobs for e in ("strata", "psync", "io_uring")]
         wanted += [(f"{j} qd16", e) for j in ("rand-read-iops", "rand-write-iops") for e in ("strata", "io_uring")]
@@ -355,9 +358,6 @@ for name in expected:
                 errors.append(f"fio {case}: no strata / io_uring ratio")
             if not os.path.exists(os.path.join(results, r["params"].get("fio_json", "-"))):
                 errors.append(f"fio {case} / {engine}: fio's JSON {r['params'].get('fio_json')} missing")
-            # A job that only reads ran its slices: its ratio is the
-            # median of repeats x slices pairs.
-            pairs = d.get("options", {}).get("repeats", 0) * d.get("options", {}).get("read_slices", 0)
             if engine == "strata" and "-read-" in case and r.get("spread", {}).get("x_io_uring", {}).get("n") != pairs:
                 errors.append(f"fio {case}: the ratio is not the median of {pairs} pairs: {r.get('spread', {}).get('x_io_uring')}")
         # Reads reach the device: the file is >= 8x strata's block cache,
