@@ -182,7 +182,10 @@ impl Db {
             log_opts,
             layer_io,
             stats,
-            write: Mutex::new(WriteState { last_lsn }),
+            write: Mutex::new(WriteState {
+                last_lsn,
+                open: Arc::clone(&versions.current()?.open),
+            }),
             versions,
             visible_lsn: Arc::clone(&visible_lsn),
             sync: Mutex::new(SyncState {

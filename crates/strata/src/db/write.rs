@@ -82,8 +82,7 @@ impl DbInner {
                     .checked_add(1)
                     .ok_or(InvalidInput::LsnExhausted)?,
             };
-            let open = Arc::clone(&self.version()?.open);
-            if let Err(e) = open.append(batch, lsn) {
+            if let Err(e) = ws.open.append(batch, lsn) {
                 self.poison(&e);
                 return Err(e);
             }
@@ -93,8 +92,8 @@ impl DbInner {
             // "not written". A failed freeze poisons the database; for an
             // unsynced write that is the same as a crash before the next
             // sync, so only a synced write reports it (as NotDurable).
-            if open.size_bytes() >= self.opts.layer_size_bytes_max
-                || open.index_memory_bytes() as u64 >= self.opts.in_memory_index_bytes_max / 2
+            if ws.open.size_bytes() >= self.opts.layer_size_bytes_max
+                || ws.open.index_memory_bytes() as u64 >= self.opts.in_memory_index_bytes_max / 2
             {
                 if let Err(e) = self.freeze_locked(&mut ws) {
                     if opts.sync {
@@ -159,7 +158,7 @@ impl DbInner {
     pub(super) fn sync_open_log(&self) -> Result<Lsn> {
         let (target, open) = {
             let ws = lock(&self.write)?;
-            (ws.last_lsn, Arc::clone(&self.version()?.open))
+            (ws.last_lsn, Arc::clone(&ws.open))
         };
         if !open.sync_log(false)? && !open.is_durable() {
             return Err(Error::Poisoned(format!(
@@ -195,7 +194,7 @@ impl DbInner {
     /// Freezes the open layer; the caller holds the write lock.
     pub(super) fn freeze_locked(&self, ws: &mut WriteState) -> Result<()> {
         self.check_writer()?;
-        let open = Arc::clone(&self.version()?.open);
+        let open = Arc::clone(&ws.open);
         if open.is_empty() {
             return Ok(());
         }
@@ -205,8 +204,9 @@ impl DbInner {
             let id = self.versions.take_file_id()?;
             let next = self.create_log(id, Some(open.sealed_claim()))?;
             self.versions
-                .log_and_apply(Edit::AddLog(id), NewFiles::log(next))
-                .map(drop)
+                .log_and_apply(Edit::AddLog(id), NewFiles::log(Arc::clone(&next)))?;
+            ws.open = next;
+            Ok(())
         })();
         if let Err(e) = &result {
             self.poison(e);

@@ -24,7 +24,9 @@
 //! `written_end` only grows and bytes below it are in the file and never
 //! change (so whole log pages below it may be cached). Thread safety: the
 //! index is behind an `RwLock` (readers share it, the single appender takes
-//! it briefly); the writer behind a `Mutex`.
+//! it briefly); the writer behind a `Mutex`. A reader takes either by
+//! trying it for a while before it blocks (`waiting_briefly`), so that the
+//! appender's unlocks seldom have a sleeping reader to wake.
 
 mod flush_source;
 mod key_index;
@@ -167,6 +169,40 @@ fn write_kept(
         *memory = None;
     }
     Ok(())
+}
+
+/// Takes a lock that the single appender holds for one batch at a time (a
+/// few microseconds) the way a reader should: it tries the lock again for a
+/// while (a pause between tries, then giving its core away) before it
+/// blocks in `lock`. A reader asleep on the lock makes the appender's
+/// unlock a system call to wake it, on every batch: with a reader of the
+/// newest keys beside a 100-byte sequential ingest (`examples/ingest_profile
+/// 32 100 seq yes defaults 16 reader`), the futex wakes took 6.7 % of the
+/// writer's time against 2.3 % without the reader. Trying first, with the
+/// write path holding its open layer (`db::WriteState::open`), made that
+/// ingest 1.06 to 1.08× as fast (medians of 16 runs in pairs; without the
+/// reader, 1.01×).
+/// `try_lock` is the lock's own try (`Mutex::try_lock`, `RwLock::try_read`),
+/// which a writer waiting for an `RwLock` already refuses, so the tries
+/// never keep the appender out.
+fn waiting_briefly<G>(
+    mut try_lock: impl FnMut() -> std::sync::TryLockResult<G>,
+    lock: impl FnOnce() -> std::sync::LockResult<G>,
+) -> std::sync::LockResult<G> {
+    use std::sync::TryLockError;
+    /// Tries with a pause between them (about 3 µs in all), then with the
+    /// core given away between them.
+    const SPINS: u32 = 64;
+    const YIELDS: u32 = 32;
+    for i in 0..SPINS + YIELDS {
+        match try_lock() {
+            Ok(guard) => return Ok(guard),
+            Err(TryLockError::Poisoned(p)) => return Err(p),
+            Err(TryLockError::WouldBlock) if i < SPINS => std::hint::spin_loop(),
+            Err(TryLockError::WouldBlock) => std::thread::yield_now(),
+        }
+    }
+    lock()
 }
 
 impl InMemoryLayer {
@@ -626,9 +662,7 @@ impl InMemoryLayer {
         if end <= written {
             return self.file.read_range(offset, len);
         }
-        let mut guard = self
-            .writer
-            .lock()
+        let mut guard = waiting_briefly(|| self.writer.try_lock(), || self.writer.lock())
             .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
         match guard.as_mut() {
             Some(writer) => writer.read_range(offset, len),
@@ -710,9 +744,7 @@ impl InMemoryLayer {
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
         let key = point.key;
         let found = {
-            let index = self
-                .index
-                .read()
+            let index = waiting_briefly(|| self.index.try_read(), || self.index.read())
                 .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
             // An empty layer (the open one of a database only read) costs
             // no probe of its filter, a line of memory far from any cache.
@@ -766,5 +798,49 @@ impl InMemoryLayer {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waiting_briefly;
+    use std::sync::{Arc, Mutex, RwLock};
+    use std::time::{Duration, Instant};
+
+    /// A lock held past the tries is waited for (the blocking lock takes
+    /// over), and the reader gets what the holder left.
+    #[test]
+    fn a_lock_held_past_the_tries_is_waited_for() {
+        let lock = Arc::new(Mutex::new(0u32));
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let holder = {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || {
+                let mut g = lock.lock().unwrap();
+                held_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+                *g = 7;
+            })
+        };
+        held_rx.recv().unwrap();
+        let started = Instant::now();
+        let g = waiting_briefly(|| lock.try_lock(), || lock.lock()).unwrap();
+        assert_eq!(*g, 7, "read before the holder let go");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        drop(g);
+        holder.join().unwrap();
+    }
+
+    /// A poisoned lock is an error at once, from the tries or the wait.
+    #[test]
+    fn a_poisoned_lock_is_an_error() {
+        let lock = Arc::new(RwLock::new(0u32));
+        let l = Arc::clone(&lock);
+        let _ = std::thread::spawn(move || {
+            let _g = l.write().unwrap();
+            panic!("poisons the lock");
+        })
+        .join();
+        assert!(waiting_briefly(|| lock.try_read(), || lock.read()).is_err());
     }
 }
