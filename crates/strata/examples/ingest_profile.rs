@@ -95,22 +95,28 @@ fn main() -> strata::Result<()> {
     let written = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let (ingest, total, ingest_cpu_secs, gets) = std::thread::scope(|s| -> strata::Result<_> {
-        let gets = reader.then(|| {
-            s.spawn(|| -> strata::Result<u64> {
-                let mut gets = 0u64;
-                while !done.load(Ordering::Acquire) {
-                    let last = written.load(Ordering::Acquire);
-                    for j in last.saturating_sub(READER_WINDOW_KEYS)..last {
-                        assert!(db.get(key(j))?.is_some(), "key {j} written, not found");
-                        gets += 1;
-                    }
-                    if last == 0 {
-                        std::thread::yield_now();
-                    }
-                }
-                Ok(gets)
+        // Named, so that a profile tells its samples from the writer's.
+        let gets = reader
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("reader".into())
+                    .spawn_scoped(s, || -> strata::Result<u64> {
+                        let mut gets = 0u64;
+                        while !done.load(Ordering::Acquire) {
+                            let last = written.load(Ordering::Acquire);
+                            for j in last.saturating_sub(READER_WINDOW_KEYS)..last {
+                                assert!(db.get(key(j))?.is_some(), "key {j} written, not found");
+                                gets += 1;
+                            }
+                            if last == 0 {
+                                std::thread::yield_now();
+                            }
+                        }
+                        Ok(gets)
+                    })
             })
-        });
+            .transpose()
+            .expect("the reader thread starts");
         let mut batch = WriteBatch::new();
         let started = Instant::now();
         let cpu_started = thread_cpu_secs();
