@@ -117,40 +117,46 @@ fn main() -> strata::Result<()> {
             })
             .transpose()
             .expect("the reader thread starts");
-        let mut batch = WriteBatch::new();
-        let started = Instant::now();
-        let cpu_started = thread_cpu_secs();
-        for i in (0..puts).step_by(batch_puts) {
-            batch.clear();
-            let end = (i + batch_puts).min(puts);
-            for j in i..end {
-                batch.put(key(j), &value);
+        // The writes and the flush, in a closure: an error still stops the
+        // reader below (else the scope would wait for it for ever).
+        let run = || -> strata::Result<_> {
+            let mut batch = WriteBatch::new();
+            let started = Instant::now();
+            let cpu_started = thread_cpu_secs();
+            for i in (0..puts).step_by(batch_puts) {
+                batch.clear();
+                let end = (i + batch_puts).min(puts);
+                for j in i..end {
+                    batch.put(key(j), &value);
+                }
+                db.write(&batch, WriteOptions::default())?;
+                written.store(end, Ordering::Release);
             }
-            db.write(&batch, WriteOptions::default())?;
-            written.store(end, Ordering::Release);
-        }
-        let ingest = started.elapsed();
-        let cpu = thread_cpu_secs() - cpu_started;
-        // The writer's context switches: waits (voluntary) and preemptions.
-        if let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") {
-            let switches: Vec<&str> = status
-                .lines()
-                .filter(|l| l.contains("ctxt_switches"))
-                .collect();
-            println!("writer thread: {}", switches.join(", ").replace('\t', " "));
-        }
-        // The reader goes on through the flush, as the lab's does.
-        if delta {
-            db.flush()?;
-        } else {
-            db.freeze()?;
-        }
-        let total = started.elapsed();
+            let ingest = started.elapsed();
+            let cpu = thread_cpu_secs() - cpu_started;
+            // The writer's context switches: waits (voluntary) and preemptions.
+            if let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") {
+                let switches: Vec<&str> = status
+                    .lines()
+                    .filter(|l| l.contains("ctxt_switches"))
+                    .collect();
+                println!("writer thread: {}", switches.join(", ").replace('\t', " "));
+            }
+            // The reader goes on through the flush, as the lab's does.
+            if delta {
+                db.flush()?;
+            } else {
+                db.freeze()?;
+            }
+            Ok((ingest, started.elapsed(), cpu))
+        };
+        let run = run();
         done.store(true, Ordering::Release);
         let gets = match gets {
             Some(h) => h.join().expect("the reader panicked")?,
             None => 0,
         };
+        let (ingest, total, cpu) = run?;
         Ok((ingest, total, cpu, gets))
     })?;
     println!(
@@ -166,7 +172,7 @@ fn main() -> strata::Result<()> {
     );
     if reader {
         println!(
-            "reader: {gets} gets of the last {READER_WINDOW_KEYS} keys written, {:.0} gets/s (to the end of the flush)",
+            "reader: {gets} gets of the last {READER_WINDOW_KEYS} keys written, {:.0} gets/s (to the end of the flush or freeze)",
             gets as f64 / total.as_secs_f64()
         );
     }

@@ -173,7 +173,7 @@ impl DbInner {
     /// log durable, synced, so that damage to the log's last records is
     /// found as corruption at the next open, not taken for a torn tail.
     pub(super) fn seal_open_log(&self) -> Result<()> {
-        let open = Arc::clone(&self.version()?.open);
+        let open = Arc::clone(&lock(&self.write)?.open);
         if open.is_empty() {
             return Ok(());
         }
