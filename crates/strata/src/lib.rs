@@ -25,6 +25,7 @@ mod log;
 mod manifest;
 mod options;
 mod pacer;
+mod prefetch;
 mod read;
 pub mod remote;
 mod table_cache;

@@ -18,6 +18,7 @@
 //! `bytes` is the sum of the weights of the blocks held.
 
 use super::Block;
+use std::sync::Arc;
 
 /// One slot of the table: empty when `block` is `None`.
 #[derive(Default)]
@@ -58,6 +59,9 @@ pub(super) fn hash(file: u64, offset: u64) -> u64 {
 
 /// Slots a shard starts with.
 const SLOTS_MIN: usize = 16;
+/// A shard this close to its budget evicts on the next insert of a
+/// block (of up to this many bytes): `Shard::ready_victim` applies.
+const FULL_MARGIN_BYTES: u64 = 64 << 10;
 
 impl Shard {
     pub(super) fn new(capacity: u64) -> Shard {
@@ -98,6 +102,7 @@ impl Shard {
     pub(super) fn get(&mut self, h: u64, file: u64, offset: u64) -> Option<Block> {
         let (i, found) = self.find(h, file, offset);
         if !found {
+            self.ready_victim();
             return None;
         }
         let s = &mut self.slots[i];
@@ -145,6 +150,32 @@ impl Shard {
         }
         if self.len * 2 > self.slots.len() {
             self.grow();
+        }
+    }
+
+    /// After a miss, which the block's read and insert follow: when the
+    /// shard is about full, moves the hand to the block the insert will
+    /// evict (as `evict_one` would) and starts loading the line of its
+    /// count, which the insert reads to tell whether the block can be
+    /// reused (`Arc::get_mut`). That line is the cache's least used, so
+    /// it is cold; this way it loads during the device read.
+    fn ready_victim(&mut self) {
+        if self.len == 0 || self.bytes + FULL_MARGIN_BYTES < self.capacity {
+            return;
+        }
+        let mask = self.mask();
+        loop {
+            let s = &mut self.slots[self.hand];
+            if let Some(block) = &s.block {
+                if !s.referenced {
+                    // An `Arc`'s counts lie just before its bytes.
+                    let counts = Arc::as_ptr(block).cast::<u8>().wrapping_sub(16);
+                    crate::prefetch::read(counts);
+                    return;
+                }
+                s.referenced = false;
+            }
+            self.hand = (self.hand + 1) & mask;
         }
     }
 
@@ -318,6 +349,28 @@ mod tests {
             evictions > 1000 && removed > 100 && hits > 100,
             "{evictions} {removed} {hits}"
         );
+    }
+
+    #[test]
+    fn a_miss_on_a_full_shard_readies_the_block_its_insert_evicts() {
+        // Room for 4 blocks of 1000 bytes; block 0 is hit, so it stays.
+        let mut shard = Shard::new(4 * weight(&block(0, 1000)));
+        let mut evicted = Vec::new();
+        for k in 0..4u64 {
+            shard.insert(hash(1, k), 1, k, block(k as u8, 1000), &mut evicted);
+        }
+        assert!(shard.get(hash(1, 0), 1, 0).is_some());
+        for k in 4..20u64 {
+            assert!(shard.get(hash(1, k), 1, k).is_none());
+            let s = &shard.slots[shard.hand];
+            assert!(!s.referenced, "the hand stands at a block not hit");
+            let readied = s.block.as_ref().expect("the hand stands at a block")[0];
+            assert_ne!(readied, 0, "the hit block is readied");
+            shard.insert(hash(1, k), 1, k, block(k as u8, 1000), &mut evicted);
+            assert_eq!(evicted.len(), 1);
+            assert_eq!(evicted.pop().unwrap()[0], readied);
+            assert!(shard.get(hash(1, 0), 1, 0).is_some(), "the hit block stays");
+        }
     }
 
     #[test]

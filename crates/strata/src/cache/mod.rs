@@ -152,7 +152,7 @@ impl BlockCache {
         // Its lines are cold (the block was the cache's least used): they
         // load while the device reads, and the copy into it finds them.
         if let Some(f) = &frame {
-            prefetch_for_write(f);
+            crate::prefetch::write_all(f);
         }
         frame
     }
@@ -177,23 +177,6 @@ impl BlockCache {
             self.misses.load(Ordering::Relaxed),
         )
     }
-}
-
-/// Starts loading `bytes` into the CPU's cache for writing: a frame is
-/// about to be filled, after the device read that runs meanwhile.
-fn prefetch_for_write(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: a prefetch is a hint that never faults, and the address
-        // lies within `bytes`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
-                line.as_ptr().cast(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 #[cfg(test)]

@@ -397,23 +397,10 @@ impl BloomFilter {
     pub(crate) fn prefetch_hash(&self, h1: u64) {
         if self.layout == BloomLayout::Blocked {
             if let Some(line) = self.lines.get(fast_range(h1, self.blocks()) as usize) {
-                prefetch_line(line);
+                crate::prefetch::read(line);
             }
         }
     }
-}
-
-fn prefetch_line(line: &Line) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, and the address is
-    // that of a live reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            line.0.as_ptr().cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = line;
 }
 
 /// The filter of an in-memory layer: the blocked layout, built as keys are
@@ -474,7 +461,7 @@ impl GrowingFilter {
     pub(crate) fn prefetch_insert(&self, h1: u64) {
         if let Some(segment) = self.segments.last() {
             if let Some(line) = segment.lines.get(segment.line(h1)) {
-                prefetch_line(line);
+                crate::prefetch::read(line);
             }
         }
     }

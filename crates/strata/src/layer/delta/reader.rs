@@ -686,6 +686,9 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     /// (`count_point_reads`) and caches what came from the file.
     fn verified_block(&self, block: usize, bytes: BlockBytes, point: bool) -> Result<BlockCursor> {
         let handle = self.block_handle(block)?;
+        // The block's first entry is checked against the index's first
+        // key: its line loads while the block is read.
+        crate::prefetch::read(handle.first_key.as_ptr());
         let mut bytes = Some(bytes);
         let mut from_file = false;
         let cursor = self
@@ -790,6 +793,8 @@ impl<R: ReadAt> DeltaLayerReader<R> {
     ) -> Option<(usize, u64, u64)> {
         let block = self.locate(point, lsn)?;
         let handle = self.index.get(block)?;
+        // As in `verified_block`: the first key's line loads during the read.
+        crate::prefetch::read(handle.first_key.as_ptr());
         Some((block, handle.offset, handle.len_bytes))
     }
 
