@@ -95,7 +95,28 @@ impl Bound {
             Bound::AtLeast(v) | Bound::AtMost(v) => v.is_finite(),
         }
     }
+
+    /// `value` with `decimals` decimals, or with as many more (up to
+    /// `SHOWN_DECIMALS_MAX`) as it takes for the figure shown to fall on
+    /// the side of the bound the figure itself does: a ratio of 0.8968
+    /// against `≥ 0.9` reads 0.897, not 0.90 beside "not met".
+    pub fn show(self, value: f64, decimals: usize) -> String {
+        let mut d = decimals;
+        loop {
+            let shown = format!("{value:.d$}");
+            let same_side = shown
+                .parse::<f64>()
+                .map_or(true, |s| self.holds(s) == self.holds(value));
+            if same_side || d >= SHOWN_DECIMALS_MAX {
+                return shown;
+            }
+            d += 1;
+        }
+    }
 }
+
+/// Most decimals [`Bound::show`] gives a figure.
+const SHOWN_DECIMALS_MAX: usize = 6;
 
 impl fmt::Display for Bound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -245,7 +266,7 @@ impl Claim {
                 value,
                 decimals,
                 bound,
-            } => format!("{what} {value:.decimals$} (aim {bound})"),
+            } => format!("{what} {} (aim {bound})", bound.show(*value, *decimals)),
             Claim::Ratio {
                 what,
                 strata,
@@ -254,7 +275,8 @@ impl Claim {
                 reference,
                 bound,
             } => format!(
-                "{what}: {strata} = {ratio:.decimals$}× {} (aim {bound}×)",
+                "{what}: {strata} = {}× {} (aim {bound}×)",
+                bound.show(*ratio, *decimals),
                 reference.label()
             ),
             Claim::EveryCase {
@@ -265,7 +287,7 @@ impl Claim {
             } => {
                 let figures: Vec<String> = cases
                     .iter()
-                    .map(|c| format!("{}: {:.2}×", c.case, c.ratio))
+                    .map(|c| format!("{}: {}×", c.case, bound.show(c.ratio, 2)))
                     .collect();
                 format!(
                     "{what} {bound}× {} ({})",
@@ -407,6 +429,36 @@ mod tests {
         assert_eq!(
             wa(3.0).note(),
             "aim not met: strata's write amplification before compaction 3.00 (aim ≤ 2.2)"
+        );
+    }
+
+    #[test]
+    fn a_figure_that_rounds_onto_the_bound_shows_the_decimals_that_tell_it_apart() {
+        let at_least = Bound::AtLeast(0.9);
+        // Short of the bound: 0.90 would read as met.
+        assert_eq!(at_least.show(0.8968, 2), "0.897");
+        assert_eq!(at_least.show(0.89999, 2), "0.89999");
+        // Clear of the bound, or on it: as asked.
+        assert_eq!(at_least.show(0.88, 2), "0.88");
+        assert_eq!(at_least.show(0.9, 2), "0.90");
+        assert_eq!(at_least.show(0.9049, 2), "0.90");
+        // Above an upper bound: 1.10 would read as met.
+        let at_most = Bound::AtMost(1.1);
+        assert_eq!(at_most.show(1.1012, 2), "1.101");
+        assert_eq!(at_most.show(1.0951, 2), "1.10");
+        // No end of decimals for a figure a hair past the bound.
+        assert_eq!(at_least.show(0.9 - 1e-12, 2), "0.900000");
+        let ratio = Claim::Ratio {
+            what: "4 KiB random reads at qd16".to_string(),
+            strata: "strata 59408 IOPS".to_string(),
+            ratio: 0.8968,
+            decimals: 2,
+            reference: Reference::Engine("io_uring's".to_string()),
+            bound: at_least,
+        };
+        assert_eq!(
+            ratio.note(),
+            "aim not met: 4 KiB random reads at qd16: strata 59408 IOPS = 0.897× io_uring's (aim ≥ 0.9×)"
         );
     }
 
