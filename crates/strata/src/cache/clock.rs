@@ -155,47 +155,43 @@ impl Shard {
 
     /// After a miss, which the block's read and insert follow: when the
     /// shard is about full, moves the hand to the block the insert will
-    /// evict (as `evict_one` would) and starts loading the line of its
-    /// count, which the insert reads to tell whether the block can be
-    /// reused (`Arc::get_mut`). That line is the cache's least used, so
-    /// it is cold; this way it loads during the device read.
+    /// evict and starts loading the line of its count, which the insert
+    /// reads to tell whether the block can be reused (`Arc::get_mut`).
+    /// That line is the cache's least used, so it is cold; this way it
+    /// loads during the device read.
     fn ready_victim(&mut self) {
         if self.len == 0 || self.bytes + FULL_MARGIN_BYTES < self.capacity {
             return;
         }
-        let mask = self.mask();
-        loop {
-            let s = &mut self.slots[self.hand];
-            if let Some(block) = &s.block {
-                if !s.referenced {
-                    // An `Arc`'s counts lie just before its bytes.
-                    let counts = Arc::as_ptr(block).cast::<u8>().wrapping_sub(16);
-                    crate::prefetch::read(counts);
-                    return;
-                }
-                s.referenced = false;
-            }
-            self.hand = (self.hand + 1) & mask;
+        let i = self.hand_to_victim(None);
+        if let Some(block) = &self.slots[i].block {
+            // A hint only: an `Arc`'s counts lie just before its bytes.
+            crate::prefetch::read(Arc::as_ptr(block).cast::<u8>().wrapping_sub(16));
         }
     }
 
-    /// Moves the hand to the next block passed twice without a hit (not
-    /// the key just inserted) and evicts it.
+    /// Evicts the next block passed twice without a hit, not the key just
+    /// inserted.
     fn evict_one(&mut self, file: u64, offset: u64, evicted: &mut Vec<Block>) {
+        let i = self.hand_to_victim(Some((file, offset)));
+        // The run after `i` moves back one slot: the hand looks at `i`
+        // again.
+        evicted.push(self.take(i));
+    }
+
+    /// Moves the hand to the next block passed twice without a hit (other
+    /// than `spared`'s), clearing the hit bits it passes; returns its slot.
+    /// The shard holds a block other than `spared`'s.
+    fn hand_to_victim(&mut self, spared: Option<(u64, u64)>) -> usize {
         let mask = self.mask();
         loop {
             let i = self.hand;
             let s = &mut self.slots[i];
-            if s.block.is_some() && !(s.file == file && s.offset == offset) {
-                if s.referenced {
-                    s.referenced = false;
-                } else {
-                    let block = self.take(i);
-                    evicted.push(block);
-                    // The run after `i` moved back one slot: the hand
-                    // looks at `i` again.
-                    return;
+            if s.block.is_some() && spared != Some((s.file, s.offset)) {
+                if !s.referenced {
+                    return i;
                 }
+                s.referenced = false;
             }
             self.hand = (i + 1) & mask;
         }
@@ -351,14 +347,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_miss_on_a_full_shard_readies_the_block_its_insert_evicts() {
-        // Room for 4 blocks of 1000 bytes; block 0 is hit, so it stays.
+    /// A shard with room for 4 blocks of 1000 bytes, full: keys (1, 0..4),
+    /// each block filled with its key's number.
+    fn four_blocks_shard() -> (Shard, Vec<Block>) {
         let mut shard = Shard::new(4 * weight(&block(0, 1000)));
         let mut evicted = Vec::new();
         for k in 0..4u64 {
             shard.insert(hash(1, k), 1, k, block(k as u8, 1000), &mut evicted);
         }
+        (shard, evicted)
+    }
+
+    #[test]
+    fn a_miss_on_a_full_shard_readies_the_block_its_insert_evicts() {
+        // Block 0 is hit, so it stays.
+        let (mut shard, mut evicted) = four_blocks_shard();
         assert!(shard.get(hash(1, 0), 1, 0).is_some());
         for k in 4..20u64 {
             assert!(shard.get(hash(1, k), 1, k).is_none());
@@ -375,12 +378,7 @@ mod tests {
 
     #[test]
     fn blocks_hit_since_the_hand_passed_stay_and_the_others_go() {
-        // Room for 4 blocks of 1000 bytes.
-        let mut shard = Shard::new(4 * weight(&block(0, 1000)));
-        let mut evicted = Vec::new();
-        for k in 0..4u64 {
-            shard.insert(hash(1, k), 1, k, block(k as u8, 1000), &mut evicted);
-        }
+        let (mut shard, mut evicted) = four_blocks_shard();
         assert!(evicted.is_empty());
         // Block 2 is used again and again; every other block once.
         for k in 4..40u64 {
