@@ -36,6 +36,7 @@ fn checksum_suffix(expected: Option<u32>, found: Option<u32>) -> String {
 
 impl Corruption {
     /// A corruption that is not a checksum mismatch.
+    #[cold]
     pub fn new(file: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
         Corruption {
             file: file.into(),
@@ -47,6 +48,7 @@ impl Corruption {
     }
 
     /// A checksum mismatch.
+    #[cold]
     pub fn checksum(
         file: impl Into<PathBuf>,
         offset: u64,
@@ -65,6 +67,7 @@ impl Corruption {
 
     /// A failed check of a value read back (`sums`: a checksum's expected
     /// and found crc32c, if that is what failed).
+    #[cold]
     pub(crate) fn of_check(
         file: impl Into<PathBuf>,
         offset: u64,
@@ -253,6 +256,7 @@ pub enum RemoteErrorKind {
 
 impl Error {
     /// An I/O error on a named file.
+    #[cold]
     pub fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

@@ -260,6 +260,15 @@ impl Layer {
         if let Some(r) = self.open_reader() {
             return Ok(r);
         }
+        self.open()
+    }
+
+    /// [`Self::reader`] when the reader is not open: opens it (once, if
+    /// several threads ask at the same time). Out of line and cold: a
+    /// get's way through [`Self::reader`] stays a few lines of code.
+    #[cold]
+    #[inline(never)]
+    fn open(self: &Arc<Self>) -> Result<Arc<DeltaLayerReader<LayerFile>>> {
         let _opening = self
             .opening
             .lock()

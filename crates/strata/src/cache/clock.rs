@@ -231,7 +231,10 @@ impl Shard {
         block
     }
 
-    /// Doubles the table, every key at its new home.
+    /// Doubles the table, every key at its new home. Out of line: rare,
+    /// and an insert's code stays small.
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self) {
         let old = std::mem::take(&mut self.slots);
         let n = old.len() * 2;

@@ -614,6 +614,7 @@ pub(crate) fn again_on_corruption<T>(
 }
 
 /// The error for a read that found the file shorter than it needed.
+#[cold]
 pub(crate) fn short_read(path: &Path, what: String) -> Error {
     Error::io(
         path,
