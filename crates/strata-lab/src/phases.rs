@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use crate::aims::{Bound as AimBound, CaseFigure, Claim, Reference};
 use crate::cgroup::{self, BudgetMethod, ChildCgroups};
 use crate::engine::{self, Engine, EngineConfig, EngineKind, EngineShape};
-use crate::get_reads::GetReads;
+use crate::get_reads::{self, GetReads};
 use crate::progress::Progress;
 use crate::randread::{self, latency_histogram};
 use crate::results::{DeviceLine, MetricSpec, Row};
@@ -1290,12 +1290,43 @@ pub const READ_P50_X_PROBE_AIM_MAX: f64 = 1.1;
 /// The peers strata's read p50 is to be ahead of at every iteration.
 pub const READ_PEERS_BEHIND: [EngineKind; 2] = [EngineKind::Lmdb, EngineKind::Redb];
 
+/// Why a peer's read row is not compared with strata's, if it is not: the
+/// share of its gets served without a device read, `1 − device reads per
+/// get` (the cgroup's count; floored at 0), as strata's hit ratio is
+/// reckoned ([`crate::get_reads`]), above the same
+/// [`get_reads::HIT_RATIO_JUDGED_MAX`]: its page cache or its own cache
+/// served it, the data not 8× that memory, and its p50 is a figure made of
+/// cache hits, which the verdict does not count (LAB.md).
+fn peer_not_judged_why(peer: &str, row: &Row) -> Option<String> {
+    let Some(&per_get) = row.metrics.get("device_reads_per_get") else {
+        return Some(format!(
+            "not judged: {peer}'s row has no device reads per get"
+        ));
+    };
+    let from_memory = (1.0 - per_get).max(0.0);
+    (from_memory > get_reads::HIT_RATIO_JUDGED_MAX).then(|| {
+        format!(
+            "not judged: {peer}'s gets made {per_get:.2} device reads each, so at least {:.0}% came from memory (at most {:.1}% may: the data is {}× every cache): a figure made of cache hits",
+            from_memory * 100.0,
+            get_reads::HIT_RATIO_JUDGED_MAX * 100.0,
+            get_reads::DATA_PER_CACHE_MIN
+        )
+    })
+}
+
 /// Issue 31's aims for the read phases: strata's p50 at most
 /// [`READ_P50_X_PROBE_AIM_MAX`]× the device's 4 KiB read beside its gets
 /// at every iteration, and below LMDB's and redb's at every iteration
 /// where they ran (each p50 ÷ its own engine's probe, where both have
 /// one). No aim without strata's read rows (or without a probe
 /// figure, for the first).
+///
+/// Only reads that reached the device are judged (LAB.md): a strata row
+/// whose gets the block cache served more than
+/// [`crate::get_reads::HIT_RATIO_JUDGED_MAX`] of (the data not 8× its
+/// cache: quick mode's first iteration), and a comparison with a peer whose
+/// p50 came from memory ([`peer_not_judged_why`]), go to a claim of their
+/// own, not judged, with why: they count neither as met nor as not met.
 pub fn aims(rows: &[Row]) -> Vec<Claim> {
     let reads = |engine: &str| -> Vec<&Row> {
         rows.iter()
@@ -1307,24 +1338,38 @@ pub fn aims(rows: &[Row]) -> Vec<Claim> {
     };
     let strata = reads(EngineKind::Strata.name());
     let mut claims = Vec::new();
-    let cases: Vec<CaseFigure> = strata
-        .iter()
-        .filter_map(|r| {
-            Some(CaseFigure {
-                case: r.case.clone(),
-                ratio: *r.metrics.get("p50_x_probe_4k")?,
-            })
-        })
-        .collect();
-    if !cases.is_empty() {
-        claims.push(Claim::EveryCase {
-            what: "strata's read p50".to_string(),
-            bound: AimBound::AtMost(READ_P50_X_PROBE_AIM_MAX),
-            reference: Reference::Device(
-                "the device's 4 KiB read probed beside its gets".to_string(),
-            ),
-            cases,
-        });
+    // (case figures judged, not judged with why)
+    let (mut judged, mut unjudged) = (Vec::new(), Vec::new());
+    for r in &strata {
+        let Some(&ratio) = r.metrics.get("p50_x_probe_4k") else {
+            continue;
+        };
+        let case = CaseFigure {
+            case: r.case.clone(),
+            ratio,
+        };
+        match get_reads::not_judged_why(r) {
+            None => judged.push(case),
+            Some(why) => unjudged.push((case, why)),
+        }
+    }
+    let probe_claim = |cases: Vec<CaseFigure>| Claim::EveryCase {
+        what: "strata's read p50".to_string(),
+        bound: AimBound::AtMost(READ_P50_X_PROBE_AIM_MAX),
+        reference: Reference::Device("the device's 4 KiB read probed beside its gets".to_string()),
+        cases,
+    };
+    if !judged.is_empty() {
+        claims.push(probe_claim(judged));
+    }
+    if !unjudged.is_empty() {
+        let why = unjudged
+            .iter()
+            .map(|(c, why)| format!("{}: {why}", c.case))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let cases = unjudged.into_iter().map(|(c, _)| c).collect();
+        claims.push(probe_claim(cases).judged_unless(Some(why)));
     }
     // Each engine runs in its own child, minutes apart, and the device
     // moves between them (its probe p50 differed by a fifth between two
@@ -1338,7 +1383,9 @@ pub fn aims(rows: &[Row]) -> Vec<Claim> {
         };
         r.metrics.get(key).copied()
     };
-    let (mut held, mut checked, mut misses) = (0, 0, Vec::new());
+    let mut judged = PeerTally::default();
+    let mut unjudged = PeerTally::default();
+    let mut unjudged_why = Vec::new();
     for s in &strata {
         for peer in READ_PEERS_BEHIND.map(EngineKind::name) {
             let Some(p) = reads(peer).into_iter().find(|r| r.case == s.case) else {
@@ -1348,34 +1395,67 @@ pub fn aims(rows: &[Row]) -> Vec<Claim> {
             let (Some(mine), Some(theirs)) = (figure(s, probed), figure(p, probed)) else {
                 continue;
             };
-            checked += 1;
-            if mine < theirs {
-                held += 1;
-            } else if probed {
-                misses.push(format!(
-                    "{}: strata {mine:.3}×, {peer} {theirs:.3}× its probe",
-                    s.case
-                ));
+            let why = get_reads::not_judged_why(s).or_else(|| peer_not_judged_why(peer, p));
+            let tally = if let Some(why) = why {
+                unjudged_why.push(format!("{} against {peer}: {why}", s.case));
+                &mut unjudged
             } else {
-                misses.push(format!(
-                    "{}: strata {mine:.1} µs, {peer} {theirs:.1} µs",
-                    s.case
-                ));
-            }
+                &mut judged
+            };
+            tally.count(&s.case, peer, probed, mine, theirs);
         }
     }
-    if checked > 0 {
-        claims.push(Claim::CaseCount {
+    if judged.checked > 0 {
+        claims.push(judged.claim());
+    }
+    if unjudged.checked > 0 {
+        claims.push(
+            unjudged
+                .claim()
+                .judged_unless(Some(unjudged_why.join("; "))),
+        );
+    }
+    claims
+}
+
+/// strata's read p50 against the peers', case by case: the comparisons
+/// that held, those checked, and where strata was behind.
+#[derive(Default)]
+struct PeerTally {
+    held: usize,
+    checked: usize,
+    misses: Vec<String>,
+}
+
+impl PeerTally {
+    /// One comparison: strata's figure `mine` against `peer`'s `theirs`,
+    /// each ÷ its probe when `probed`, else in µs.
+    fn count(&mut self, case: &str, peer: &str, probed: bool, mine: f64, theirs: f64) {
+        self.checked += 1;
+        if mine < theirs {
+            self.held += 1;
+        } else if probed {
+            self.misses.push(format!(
+                "{case}: strata {mine:.3}×, {peer} {theirs:.3}× its probe"
+            ));
+        } else {
+            self.misses.push(format!(
+                "{case}: strata {mine:.1} µs, {peer} {theirs:.1} µs"
+            ));
+        }
+    }
+
+    fn claim(self) -> Claim {
+        Claim::CaseCount {
             what: "strata's read p50 (each engine's ÷ the device probed beside its gets) below LMDB's and redb's".to_string(),
             reference: Reference::Engine("LMDB and redb".to_string()),
             cases_label: "read phases".to_string(),
-            held,
-            checked,
-            misses,
+            held: self.held,
+            checked: self.checked,
+            misses: self.misses,
             misses_label: "behind on".to_string(),
-        });
+        }
     }
-    claims
 }
 
 /// Splits a case label back into phase and iteration.
@@ -1657,9 +1737,16 @@ mod tests {
         assert!(!is_enospc(&anyhow::anyhow!("key #3 is missing")));
     }
 
+    /// A read row whose gets reached the device: strata's with 5% cache
+    /// hits, a peer's with 0.9 device reads a get.
     fn read_row(engine: &str, iteration: u32, p50_us: f64, x_probe: Option<f64>) -> Row {
         let row = Row::new(&case_label(Phase::Read, iteration), engine, "DirectRw")
             .metric("latency_p50_us", p50_us);
+        let row = if engine == "strata" {
+            row.metric(get_reads::HIT_RATIO_METRIC, 0.05)
+        } else {
+            row.metric("device_reads_per_get", 0.9)
+        };
         match x_probe {
             Some(x) => row.metric("p50_x_probe_4k", x),
             None => row,
@@ -1712,6 +1799,59 @@ mod tests {
         }
         // Without strata's read rows, no aim.
         assert!(aims(&rows[2..5]).is_empty());
+    }
+
+    #[test]
+    fn read_aims_do_not_judge_reads_served_from_memory() {
+        use crate::aims::Verdict;
+        let rows = vec![
+            // strata's first iteration: a fifth of its gets from its cache.
+            read_row("strata", 1, 50.0, Some(1.02)).metric(get_reads::HIT_RATIO_METRIC, 0.2),
+            read_row("strata", 2, 66.0, Some(1.08)),
+            read_row("strata", 3, 70.0, Some(1.12)),
+            // LMDB from its page cache at #2: far ahead, and not counted.
+            read_row("lmdb", 2, 4.0, Some(0.07)).metric("device_reads_per_get", 0.06),
+            read_row("lmdb", 3, 80.0, Some(1.3)),
+            read_row("redb", 1, 60.0, Some(1.2)),
+        ];
+        let claims = aims(&rows);
+        let verdicts: Vec<Verdict> = claims.iter().map(Claim::verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::NotMet,
+                Verdict::NotJudged,
+                Verdict::Met,
+                Verdict::NotJudged
+            ],
+            "{claims:?}"
+        );
+        // The bound is judged on #2 and #3 (#3 past it); #1 is named, with
+        // its hit ratio, in a claim not judged.
+        let judged = claims[0].text();
+        assert!(
+            judged.contains("read #3") && !judged.contains("read #1"),
+            "{judged}"
+        );
+        assert!(
+            claims[1].text().contains("read #1: not judged: 20%"),
+            "{}",
+            claims[1].text()
+        );
+        // Against the peers: #3 with LMDB only; #1 (strata's cache) and
+        // #2 (LMDB's page cache) not judged, each saying why.
+        match &claims[2] {
+            Claim::CaseCount { held, checked, .. } => assert_eq!((*held, *checked), (1, 1)),
+            other => panic!("{other:?}"),
+        }
+        let unjudged = claims[3].text();
+        for why in [
+            "read #1 against redb: not judged: 20%",
+            "read #2 against lmdb: not judged: lmdb's gets made 0.06 device reads each, so at least 94% came from memory",
+            "behind on read #2: strata 1.080×, lmdb 0.070× its probe",
+        ] {
+            assert!(unjudged.contains(why), "{unjudged}");
+        }
     }
 
     /// The whole workload on strata, in process, at tiny sizes: every phase
