@@ -61,15 +61,15 @@ struct PhasesArgs {
     /// phases: value size in bytes (256).
     #[arg(long)]
     phases_value_bytes: Option<usize>,
-    /// phases: iterations (quick 3, full 8); each loads the data target ÷ iterations before its phases.
+    /// phases: iterations (quick 4, full 8); each loads the data target ÷ iterations before its phases.
     #[arg(long)]
     phases_iterations: Option<u32>,
     /// phases: memory budget of each engine's process, page cache included,
     /// MiB (quick 128, full 1024).
     #[arg(long)]
     phases_memory_mib: Option<u64>,
-    /// phases: data (keys + values) at which the run ends, MiB (quick 3×,
-    /// full 4× the memory budget; a full disk ends it too).
+    /// phases: data (keys + values) at which the run ends, MiB (4× the
+    /// memory budget; a full disk ends it too).
     #[arg(long)]
     phases_data_mib: Option<u64>,
     /// phases: load inside the memory budget too (the default in full

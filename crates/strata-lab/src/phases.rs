@@ -145,14 +145,16 @@ impl PhasesParams {
         // appends alone grow the data, do not fit this disk or a session.
         let (budget, iterations, ops) = if quick {
             // strata's open layer (128 MiB) is written out before the
-            // phases, so 128 MiB holds every engine's own memory; data 3×
-            // the budget; about two minutes for the five engines here.
-            (128 << 20, 3, 10_000)
+            // phases, so 128 MiB holds every engine's own memory; data 4×
+            // the budget, so that at the last iteration LMDB's page cache
+            // (most of the budget) serves under 1/8 of its gets (at 3×,
+            // 13%: its reads were not like for like at any iteration);
+            // about five minutes for the five engines here.
+            (128 << 20, 4, 10_000)
         } else {
             (1 << 30, 8, 200_000)
         };
-        let factor = if quick { 3 } else { 4 };
-        let target = factor * budget;
+        let target = 4 * budget;
         PhasesParams {
             ops,
             value_len_bytes: 256,
@@ -166,7 +168,7 @@ impl PhasesParams {
     }
 
     /// The defaults for `quick` with `o`'s overrides; a load step that
-    /// stays a third of the data target.
+    /// stays the data target ÷ the iterations.
     pub fn with_options(quick: bool, o: &PhasesOptions) -> Result<PhasesParams> {
         let mut p = PhasesParams::new(quick);
         if let Some(v) = o.ops {
@@ -200,12 +202,22 @@ impl PhasesParams {
         Ok(p)
     }
 
-    /// The cache of every engine that keeps one of its own (RocksDB, fjall,
-    /// redb): a quarter of the budget, fjall's advice, so that the engines'
-    /// defaults (redb's is 1 GiB) cannot outgrow the budget and each leaves
-    /// the same room to the page cache.
+    /// The cache of every engine that keeps one of its own (strata,
+    /// RocksDB, fjall, redb): a quarter of the budget, fjall's advice, so
+    /// that the engines' defaults (redb's is 1 GiB) cannot outgrow the
+    /// budget and each leaves the same room to the page cache; and at most
+    /// 1 / [`get_reads::DATA_PER_CACHE_MIN`] of one load step, so that the
+    /// data of the first read phase is already 8× that cache (LAB.md; a
+    /// quarter of quick mode's budget, 32 MiB, was a quarter of its first
+    /// 131 MiB, and a fifth of strata's gets there were cache hits).
+    /// Without a load step (the data grows through the appends alone) the
+    /// quarter alone.
     pub fn engine_cache_bytes(&self) -> u64 {
-        self.memory_budget_bytes / ENGINE_CACHE_SHARE
+        let share = self.memory_budget_bytes / ENGINE_CACHE_SHARE;
+        match self.load_bytes_per_iteration / get_reads::DATA_PER_CACHE_MIN {
+            0 => share,
+            eighth => share.min(eighth),
+        }
     }
 
     pub fn entry_bytes(&self) -> u64 {
@@ -1735,6 +1747,25 @@ mod tests {
             .context("write a layer");
         assert!(is_enospc(&err));
         assert!(!is_enospc(&anyhow::anyhow!("key #3 is missing")));
+    }
+
+    #[test]
+    fn engine_caches_are_an_eighth_of_the_first_read_phases_data_at_most() {
+        for quick in [true, false] {
+            let p = PhasesParams::new(quick);
+            let cache = p.engine_cache_bytes();
+            assert!(cache <= p.memory_budget_bytes / ENGINE_CACHE_SHARE);
+            // The first read phase reads at least the first load step.
+            assert!(p.load_bytes_per_iteration >= get_reads::DATA_PER_CACHE_MIN * cache);
+        }
+        assert_eq!(PhasesParams::new(true).engine_cache_bytes(), 16 << 20);
+        assert_eq!(PhasesParams::new(false).engine_cache_bytes(), 64 << 20);
+        // No load step: the data grows through the appends; the quarter.
+        let p = PhasesParams {
+            load_bytes_per_iteration: 0,
+            ..PhasesParams::new(true)
+        };
+        assert_eq!(p.engine_cache_bytes(), 32 << 20);
     }
 
     /// A read row whose gets reached the device: strata's with 5% cache
