@@ -149,7 +149,7 @@ impl PhasesParams {
             // the budget, so that at the last iteration LMDB's page cache
             // (most of the budget) serves under 1/8 of its gets (at 3×,
             // 13%: its reads were not like for like at any iteration);
-            // about five minutes for the five engines here.
+            // about four minutes for the five engines here.
             (128 << 20, 4, 10_000)
         } else {
             (1 << 30, 8, 200_000)
@@ -1348,6 +1348,13 @@ fn below_device_why(engine: &str, row: &Row) -> Option<String> {
     })
 }
 
+/// Why strata's read row is not judged, if it is not: its cache hit ratio
+/// ([`get_reads::not_judged_why`]), or a p50 below the device's
+/// ([`below_device_why`]). One rule for both of its read aims.
+fn strata_not_judged_why(row: &Row) -> Option<String> {
+    get_reads::not_judged_why(row).or_else(|| below_device_why("strata", row))
+}
+
 /// Issue 31's aims for the read phases: strata's p50 at most
 /// [`READ_P50_X_PROBE_AIM_MAX`]× the device's 4 KiB read beside its gets
 /// at every iteration, and below LMDB's and redb's at every iteration
@@ -1384,7 +1391,7 @@ pub fn aims(rows: &[Row]) -> Vec<Claim> {
             case: r.case.clone(),
             ratio,
         };
-        match get_reads::not_judged_why(r).or_else(|| below_device_why("strata", r)) {
+        match strata_not_judged_why(r) {
             None => judged.push(case),
             Some(why) => unjudged.push((case, why)),
         }
@@ -1431,8 +1438,7 @@ pub fn aims(rows: &[Row]) -> Vec<Claim> {
             let (Some(mine), Some(theirs)) = (figure(s, probed), figure(p, probed)) else {
                 continue;
             };
-            let why = get_reads::not_judged_why(s)
-                .or_else(|| below_device_why("strata", s))
+            let why = strata_not_judged_why(s)
                 .or_else(|| peer_not_judged_why(peer, p))
                 .or_else(|| below_device_why(peer, p));
             let tally = if let Some(why) = why {
