@@ -17,7 +17,10 @@
 //! last, and the last only grows), so a key lies in at most one of the
 //! two, and a key above the run's last is in neither; chunks are full
 //! except the last; the memory counted (`memory_bytes`) covers every
-//! allocation but the vector of chunk pointers.
+//! allocation but the vector of chunk pointers; `run_owns_heap` is set
+//! once an entry of the run owns memory (a key on the heap, a key's
+//! versions in a vector), and until then the drop frees the run's chunks
+//! without a walk over their entries.
 
 use super::LogVersion;
 use std::borrow::Borrow;
@@ -200,6 +203,32 @@ pub(crate) struct Inserted {
 pub(crate) struct KeyIndex {
     run: Vec<Vec<(IndexKey, Versions)>>,
     tree: BTreeMap<IndexKey, Versions>,
+    /// Some entry of the run holds memory of its own (a key on the heap,
+    /// or a key's versions in a vector); while none does, the run's chunks
+    /// are freed without a walk over their entries (`Drop`).
+    run_owns_heap: bool,
+}
+
+impl Drop for KeyIndex {
+    /// Frees the run's chunks without dropping their entries one by one
+    /// when none of them holds memory of its own: a walk over every entry
+    /// (64 bytes a key, far from any cache once the flush has read them)
+    /// only to find nothing to free. Measured on the index of a 32 MiB
+    /// ingest of 100-byte values in key order (335,544 keys, a release
+    /// build, two drops each way): 0.9 and 2.3 ms against 4.7 and 5.3 ms;
+    /// `examples/ingest_profile 32 100 seq yes defaults`, DirectRw, 4 runs
+    /// in turn each way: 228-236 MiB/s against 202-228, ahead in each pair.
+    fn drop(&mut self) {
+        if !self.run_owns_heap {
+            for chunk in &mut self.run {
+                // SAFETY: every entry is an inline key with one inline
+                // version (`run_owns_heap` is set before any other kind
+                // enters the run), which own nothing: not dropping them
+                // leaks nothing, and the chunk's memory is freed below.
+                unsafe { chunk.set_len(0) };
+            }
+        }
+    }
 }
 
 impl KeyIndex {
@@ -219,13 +248,11 @@ impl KeyIndex {
             return self.append(key, v);
         }
         if let Some(versions) = self.run_get_mut(&key) {
+            let added = versions.push(v);
+            self.run_owns_heap |= added;
             return Inserted {
                 new_key: false,
-                memory_bytes: if versions.push(v) {
-                    INDEX_VERSION_BYTES
-                } else {
-                    0
-                },
+                memory_bytes: if added { INDEX_VERSION_BYTES } else { 0 },
             };
         }
         match self.tree.entry(key) {
@@ -251,6 +278,7 @@ impl KeyIndex {
     /// Appends `key`, above every key of the index, to the run.
     fn append(&mut self, key: IndexKey, v: LogVersion) -> Inserted {
         let mut memory_bytes = key.heap_bytes();
+        self.run_owns_heap |= matches!(key, IndexKey::Heap(_));
         let full = self.run.last().is_none_or(|c| c.len() == c.capacity());
         if full {
             let entries = self.run.last().map_or(RUN_CHUNK_ENTRIES_MIN, |c| {
@@ -530,6 +558,12 @@ mod tests {
             }
             let run_chunks: usize = index.run.iter().map(|c| c.capacity() * RUN_KEY_BYTES).sum();
             prop_assert_eq!(run_chunks, chunk_bytes);
+            // The run's entries are dropped one by one exactly when one of
+            // them owns memory (else its drop would leak it).
+            let owns = index.run.iter().flatten().any(|(k, vs)| {
+                matches!(k, IndexKey::Heap(_)) || matches!(vs, Versions::Many(_))
+            });
+            prop_assert_eq!(index.run_owns_heap, owns);
             for (k, vs) in &model {
                 let got = index.get(&k[..]).map(|v| v.as_slice().to_vec());
                 prop_assert_eq!(got.as_ref(), Some(vs));
