@@ -192,7 +192,10 @@ fn write_kept(
 /// the reader, level within the noise).
 /// `try_lock` is the lock's own try (`Mutex::try_lock`, `RwLock::try_read`),
 /// which a writer waiting for an `RwLock` already refuses, so the tries
-/// never keep the appender out.
+/// never keep the appender out once it blocks; while the appender itself
+/// is still trying, a reader may come in before it, for as long as the
+/// tries last (bounded: then the appender blocks in `write`, and the
+/// readers wait).
 fn waiting_briefly<G>(
     mut try_lock: impl FnMut() -> std::sync::TryLockResult<G>,
     lock: impl FnOnce() -> std::sync::LockResult<G>,
