@@ -173,23 +173,24 @@ fn write_kept(
     Ok(())
 }
 
-/// Takes a lock that the single appender holds for one batch at a time (a
-/// few microseconds) the way a reader should: it tries the lock again for a
-/// while (a pause between tries, then giving its core away) before it
-/// blocks in `lock`. A reader asleep on the lock makes the appender's
-/// unlock a system call to wake it, on every batch: with a reader of the
-/// newest keys beside a 100-byte sequential ingest (`examples/ingest_profile
-/// 32 100 seq yes defaults 16 reader`), the futex wakes took 6.7 % of the
-/// writer's time against 2.3 % without the reader. Trying first, with the
-/// write path holding its open layer (`db::WriteState::open`), made that
-/// ingest 1.06 to 1.08× as fast (medians of 16 runs in pairs; without the
-/// reader, 1.01×). The appender takes both locks this way too: a reader
-/// holds one for well under a microsecond, and an appender that blocked
-/// at once slept on the futex behind it and waited for a wake-up (the
-/// same ingest at 128 MiB with the reader, 4 runs in turn each way:
-/// 239-269 MiB/s against 221-259, 1.04 to 1.11× in each pair; the
-/// writer's voluntary context switches 178-246 against 310-335; without
-/// the reader, level within the noise).
+/// Takes a lock of the open layer that its single appender and its readers
+/// share, trying it for a while before blocking in `lock`: `tries` says
+/// how ([`READER_TRIES`], [`APPENDER_TRIES`]).
+///
+/// Why try at all: a reader asleep on the lock makes the appender's unlock
+/// a system call to wake it, on every batch. With a reader of the newest
+/// keys beside a 100-byte sequential ingest (`examples/ingest_profile 32
+/// 100 seq yes defaults 16 reader`), the futex wakes took 6.7 % of the
+/// writer's time against 2.3 % without the reader. Readers trying first,
+/// with the write path holding its open layer (`db::WriteState::open`),
+/// made that ingest 1.06 to 1.08× as fast (medians of 16 runs in pairs;
+/// without the reader, 1.01×). An appender that blocked at once slept on
+/// the futex behind a reader that holds the lock for well under a
+/// microsecond, and waited for a wake-up: trying first made the same
+/// ingest at 128 MiB with the reader 1.04 to 1.11× as fast (4 runs in
+/// turn each way; the writer's voluntary context switches 178-246 against
+/// 310-335).
+///
 /// `try_lock` is the lock's own try (`Mutex::try_lock`, `RwLock::try_read`),
 /// which a writer waiting for an `RwLock` already refuses, so the tries
 /// never keep the appender out once it blocks; while the appender itself
@@ -197,24 +198,52 @@ fn write_kept(
 /// tries last (bounded: then the appender blocks in `write`, and the
 /// readers wait).
 fn waiting_briefly<G>(
+    tries: Tries,
     mut try_lock: impl FnMut() -> std::sync::TryLockResult<G>,
     lock: impl FnOnce() -> std::sync::LockResult<G>,
 ) -> std::sync::LockResult<G> {
     use std::sync::TryLockError;
-    /// Tries with a pause between them (about 3 µs in all), then with the
-    /// core given away between them.
-    const SPINS: u32 = 64;
-    const YIELDS: u32 = 32;
-    for i in 0..SPINS + YIELDS {
+    for i in 0..tries.spins + tries.yields {
         match try_lock() {
             Ok(guard) => return Ok(guard),
             Err(TryLockError::Poisoned(p)) => return Err(p),
-            Err(TryLockError::WouldBlock) if i < SPINS => std::hint::spin_loop(),
+            Err(TryLockError::WouldBlock) if i < tries.spins => std::hint::spin_loop(),
             Err(TryLockError::WouldBlock) => std::thread::yield_now(),
         }
     }
     lock()
 }
+
+/// How [`waiting_briefly`] tries a lock before it blocks: `spins` tries
+/// with a pause between them (about 47 ns each here), then `yields` tries
+/// with the core given away between them.
+#[derive(Clone, Copy, Debug)]
+struct Tries {
+    spins: u32,
+    yields: u32,
+}
+
+/// A reader's tries: about 3 µs of spins, then 32 with its core given
+/// away (to the appender, when it shares the core), then it blocks.
+const READER_TRIES: Tries = Tries {
+    spins: 64,
+    yields: 32,
+};
+
+/// The appender's tries: about 25 µs of spins, then it blocks; it never
+/// gives its core away to try again. A yield hands the core to whatever
+/// else is runnable there (the reader that holds the lock, the flush) for
+/// the rest of a scheduler slice: beside a reader of the newest keys, the
+/// writer lost 43 ms of a 0.5 s ingest in 44 yields, about 1 ms each
+/// (`perf record -e sched:sched_switch` of `examples/ingest_profile 128
+/// 100 seq yes defaults 16 reader`), where a blocked appender is woken as
+/// the lock is let go. That ingest, 19 runs of each build in turn: median
+/// 1.05× the 64 spins and 32 yields of a reader, ahead in 14 of the 19
+/// pairs; without the reader, level.
+const APPENDER_TRIES: Tries = Tries {
+    spins: 512,
+    yields: 0,
+};
 
 impl InMemoryLayer {
     /// An open layer appending to `writer`'s log (whose header is written),
@@ -306,8 +335,12 @@ impl InMemoryLayer {
         let corrupt = |(offset, what): (usize, &'static str)| {
             crate::error::Corruption::new(&self.path, payload_offset + offset as u64, what)
         };
-        let mut index = waiting_briefly(|| self.index.try_write(), || self.index.write())
-            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        let mut index = waiting_briefly(
+            APPENDER_TRIES,
+            || self.index.try_write(),
+            || self.index.write(),
+        )
+        .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         let mut added = 0usize;
         // The crcs of the record's out-of-line values (no allocation for a
         // record without any).
@@ -369,8 +402,12 @@ impl InMemoryLayer {
     /// Appends `batch` at `lsn` as one log record and indexes its entries.
     /// Called only by the write path, under the database's write lock.
     pub(crate) fn append(&self, batch: &WriteBatch, lsn: Lsn) -> Result<()> {
-        let mut guard = waiting_briefly(|| self.writer.try_lock(), || self.writer.lock())
-            .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let mut guard = waiting_briefly(
+            APPENDER_TRIES,
+            || self.writer.try_lock(),
+            || self.writer.lock(),
+        )
+        .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
         let writer = guard
             .as_mut()
             .ok_or_else(|| Error::Poisoned("append to a frozen layer".into()))?;
@@ -669,8 +706,12 @@ impl InMemoryLayer {
         if end <= written {
             return self.file.read_range(offset, len);
         }
-        let mut guard = waiting_briefly(|| self.writer.try_lock(), || self.writer.lock())
-            .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
+        let mut guard = waiting_briefly(
+            READER_TRIES,
+            || self.writer.try_lock(),
+            || self.writer.lock(),
+        )
+        .map_err(|_| Error::Poisoned("writer lock poisoned".into()))?;
         match guard.as_mut() {
             Some(writer) => writer.read_range(offset, len),
             // Frozen meanwhile: everything is in the file now, unless the
@@ -751,8 +792,9 @@ impl InMemoryLayer {
     ) -> Result<Option<(Lsn, ValueKind, Vec<u8>)>> {
         let key = point.key;
         let found = {
-            let index = waiting_briefly(|| self.index.try_read(), || self.index.read())
-                .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+            let index =
+                waiting_briefly(READER_TRIES, || self.index.try_read(), || self.index.read())
+                    .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
             // An empty layer (the open one of a database only read) costs
             // no probe of its filter, a line of memory far from any cache.
             if index.map.is_empty() || !index.filter.may_contain_hash(point.hash) {
@@ -810,14 +852,21 @@ impl InMemoryLayer {
 
 #[cfg(test)]
 mod tests {
-    use super::waiting_briefly;
+    use super::{waiting_briefly, APPENDER_TRIES, READER_TRIES};
     use std::sync::{Arc, Mutex, RwLock};
     use std::time::{Duration, Instant};
 
     /// A lock held past the tries is waited for (the blocking lock takes
-    /// over), and the reader gets what the holder left.
+    /// over), and the waiter gets what the holder left: a reader's tries
+    /// and the appender's.
     #[test]
     fn a_lock_held_past_the_tries_is_waited_for() {
+        for tries in [READER_TRIES, APPENDER_TRIES] {
+            held_past_the_tries(tries);
+        }
+    }
+
+    fn held_past_the_tries(tries: super::Tries) {
         let lock = Arc::new(Mutex::new(0u32));
         let (held_tx, held_rx) = std::sync::mpsc::channel();
         let holder = {
@@ -831,8 +880,8 @@ mod tests {
         };
         held_rx.recv().unwrap();
         let started = Instant::now();
-        let g = waiting_briefly(|| lock.try_lock(), || lock.lock()).unwrap();
-        assert_eq!(*g, 7, "read before the holder let go");
+        let g = waiting_briefly(tries, || lock.try_lock(), || lock.lock()).unwrap();
+        assert_eq!(*g, 7, "{tries:?}: read before the holder let go");
         assert!(started.elapsed() >= Duration::from_millis(100));
         drop(g);
         holder.join().unwrap();
@@ -848,6 +897,9 @@ mod tests {
             panic!("poisons the lock");
         })
         .join();
-        assert!(waiting_briefly(|| lock.try_read(), || lock.read()).is_err());
+        for tries in [READER_TRIES, APPENDER_TRIES] {
+            assert!(waiting_briefly(tries, || lock.try_read(), || lock.read()).is_err());
+            assert!(waiting_briefly(tries, || lock.try_write(), || lock.write()).is_err());
+        }
     }
 }
