@@ -16,7 +16,7 @@ pub const LAYER_BYTES_MIN: u64 = 64 << 10;
 pub const LAYER_BYTES_MAX: u64 = 4 << 30;
 /// Default in-memory layer size cap, bytes.
 pub const LAYER_BYTES_DEFAULT: u64 = 128 << 20;
-/// Default capacity of each of a writer's two buffers, bytes.
+/// Default capacity of each of the log writer's buffers, bytes.
 pub const WRITER_BUFFER_BYTES_DEFAULT: usize = 1 << 20;
 /// Default of `Options::frozen_layers_max`.
 pub const FROZEN_LAYERS_MAX_DEFAULT: usize = 4;
@@ -98,7 +98,7 @@ pub const INDEX_MEMORY_BYTES_MAX_DEFAULT: u64 = 256 << 20;
 /// (`in_memory_index_bytes_max`, 32 MiB), the block cache
 /// (`block_cache_bytes`, 64 MiB), a flush's window (`flush_memory_bytes`,
 /// 32 MiB, and a 1 MiB read request), a compaction's read-ahead
-/// (`compaction_memory_bytes`, 32 MiB), the writers' buffers (2 ×
+/// (`compaction_memory_bytes`, 32 MiB), the writers' buffers (3 ×
 /// `writer_buffer_bytes` for the log, 2 × 1 MiB for a flush or a merge),
 /// and the layer files' indexes and filters, which grow with the data
 /// (about 1.4% of it) up to `index_memory_bytes_max` (256 MiB). Measured
@@ -115,7 +115,7 @@ pub struct Options {
     pub fallback_to_buffered: bool,
     /// Size at which the open in-memory layer (its log) is frozen.
     pub layer_size_bytes_max: u64,
-    /// Capacity of each of the log writer's two buffers.
+    /// Capacity of each of the log writer's three buffers.
     pub writer_buffer_bytes: usize,
     /// Overrides the direct-I/O alignment the kernel reports (power of two).
     pub alignment_bytes: Option<usize>,

@@ -1,15 +1,18 @@
 //! `BufferedWriter`: appends of any size turned into aligned writes, with
-//! double buffering.
+//! double (or deeper) buffering.
 //!
 //! The caller fills one buffer while a background flusher thread writes the
-//! other. Who calls it: the open in-memory layer (its log file is the WAL) and
+//! others. Who calls it: the open in-memory layer (its log file is the WAL) and
 //! the layer writers. Invariants:
 //! - every write that reaches the file starts at an aligned offset and has an
 //!   aligned length (and, under O_DIRECT, an aligned address);
 //! - `buf_start` is aligned; `current` holds the bytes for file offsets
 //!   `buf_start .. buf_start + current.len()`; everything below `buf_start`
 //!   has been handed to the file (written, or in flight);
-//! - at most one buffer is in flight; the next hand-off waits for it;
+//! - of its buffers (two, or as many as it was made with), all but the one
+//!   being filled may be in flight, written by the flusher in the order
+//!   they were handed off; a hand-off with no spare buffer left waits for
+//!   the oldest;
 //! - after any error the writer is failed: every later call returns an error,
 //!   so no write after a failure is ever reported as written or durable.
 //!
@@ -34,6 +37,8 @@ use std::thread::JoinHandle;
 
 /// The largest buffer capacity a writer accepts.
 pub const WRITER_CAPACITY_MAX_BYTES: usize = 1 << 30;
+/// The most buffers a writer accepts ([`BufferedWriter::with_buffers`]).
+pub const WRITER_BUFFERS_MAX: usize = 16;
 
 /// What [`BufferedWriter::finish`] does with a tail that does not fill an
 /// aligned block.
@@ -63,7 +68,7 @@ struct Flusher {
     thread: JoinHandle<()>,
 }
 
-/// Appends to a file through aligned, double-buffered writes.
+/// Appends to a file through aligned writes from two or more buffers.
 pub struct BufferedWriter<F: BlockFile + ?Sized = IoFile> {
     file: Arc<F>,
     alignment: usize,
@@ -73,7 +78,7 @@ pub struct BufferedWriter<F: BlockFile + ?Sized = IoFile> {
     /// Buffers not in flight and not being filled.
     spare: Vec<AlignedBuf>,
     /// File ranges handed to the flusher and not yet confirmed, oldest first;
-    /// empty when idle. At most two (there are two buffers).
+    /// empty when idle. At most one fewer than the buffers.
     in_flight: std::collections::VecDeque<(u64, Arc<AlignedBuf>)>,
     /// The flusher thread; empty only after shutdown.
     flusher: Option<Flusher>,
@@ -100,6 +105,27 @@ impl<F: BlockFile> BufferedWriter<F> {
 impl<F: BlockFile + ?Sized> BufferedWriter<F> {
     /// Like [`Self::new`] with a file that readers share.
     pub fn with_shared(file: Arc<F>, capacity_bytes: usize, start_offset: u64) -> Result<Self> {
+        Self::with_buffers(file, capacity_bytes, 2, start_offset)
+    }
+
+    /// [`Self::with_shared`] with `buffers` buffers (2 ..=
+    /// [`WRITER_BUFFERS_MAX`]): up to `buffers - 1` of them in flight while
+    /// the next fills, so that the appender does not wait for the flusher
+    /// thread when that thread is late to run.
+    pub fn with_buffers(
+        file: Arc<F>,
+        capacity_bytes: usize,
+        buffers: usize,
+        start_offset: u64,
+    ) -> Result<Self> {
+        if !(2..=WRITER_BUFFERS_MAX).contains(&buffers) {
+            return Err(InvalidInput::OptionOutOfRange {
+                option: "writer buffers",
+                value: buffers as u64,
+                why: "must be 2 ..= 16",
+            }
+            .into());
+        }
         let alignment = file.alignment();
         if capacity_bytes == 0 || capacity_bytes > WRITER_CAPACITY_MAX_BYTES {
             return Err(InvalidInput::OptionOutOfRange {
@@ -110,7 +136,9 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             .into());
         }
         let mut current = AlignedBuf::with_capacity(capacity_bytes, alignment);
-        let spare = AlignedBuf::with_capacity(capacity_bytes, alignment);
+        let spare = (1..buffers)
+            .map(|_| AlignedBuf::with_capacity(capacity_bytes, alignment))
+            .collect();
         let buf_start = align_down(start_offset, alignment);
         let head = (start_offset - buf_start) as usize;
         if head > 0 {
@@ -131,8 +159,8 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             alignment,
             current,
             buf_start,
-            spare: vec![spare],
-            in_flight: std::collections::VecDeque::with_capacity(2),
+            spare,
+            in_flight: std::collections::VecDeque::with_capacity(buffers),
             flusher: Some(flusher),
             failed: None,
             steps: None,

@@ -46,7 +46,7 @@
 //! # The rest of the layer
 //!
 //! The choice of I/O mode and engine, the alignment rules of direct I/O
-//! ([`AlignedBuf`]), the double-buffered appending writer
+//! ([`AlignedBuf`]), the multi-buffered appending writer
 //! ([`BufferedWriter`], generic over [`BlockFile`] so tests can put a
 //! recording or failing file in its place), and the counting of every
 //! operation ([`IoStats`]).
@@ -68,7 +68,9 @@ mod storage;
 mod uring;
 
 pub use aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
-pub use buffered_writer::{BufferedWriter, ShutdownMode, WRITER_CAPACITY_MAX_BYTES};
+pub use buffered_writer::{
+    BufferedWriter, ShutdownMode, WRITER_BUFFERS_MAX, WRITER_CAPACITY_MAX_BYTES,
+};
 pub use file::IoFile;
 pub use mode::{
     BlockFile, FileOptions, IoEngine, IoMode, ALIGNMENT_DEFAULT_BYTES, ALIGNMENT_MAX_BYTES,
