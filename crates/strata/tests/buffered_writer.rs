@@ -27,12 +27,18 @@ fn open(path: &Path, mode: IoMode, engine: IoEngine) -> IoFile {
     IoFile::create(path, &opts, &IoStats::new()).expect("create")
 }
 
-/// Records every write that reaches the file, and fails the Nth one if asked.
+/// An open-or-shut gate: writes through a `Recording` that has one wait
+/// until it is open.
+type Gate = Arc<(Mutex<bool>, std::sync::Condvar)>;
+
+/// Records every write that reaches the file, and fails the Nth one if
+/// asked; with a gate, each write first waits for it to open.
 struct Recording {
     inner: IoFile,
     writes: Mutex<Vec<(u64, usize, usize)>>,
     fail_write_n: Option<usize>,
     write_count: AtomicUsize,
+    gate: Option<Gate>,
 }
 
 impl Recording {
@@ -42,12 +48,17 @@ impl Recording {
             writes: Mutex::new(Vec::new()),
             fail_write_n,
             write_count: AtomicUsize::new(0),
+            gate: None,
         }
     }
 }
 
 impl BlockFile for Recording {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if let Some(gate) = &self.gate {
+            let (open, cv) = &**gate;
+            let _open = cv.wait_while(open.lock().unwrap(), |open| !*open).unwrap();
+        }
         let n = self.write_count.fetch_add(1, Ordering::SeqCst) + 1;
         if Some(n) == self.fail_write_n {
             return Err(Error::io(
@@ -558,35 +569,6 @@ fn a_buffer_count_out_of_range_is_refused() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
 }
 
-/// A file whose writes wait until it is opened (`open_gate`).
-struct Gated {
-    inner: IoFile,
-    gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
-}
-
-impl BlockFile for Gated {
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        let (open, cv) = &*self.gate;
-        let _open = cv.wait_while(open.lock().unwrap(), |open| !*open).unwrap();
-        self.inner.write_all_at(buf, offset)
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn sync_data(&self) -> Result<()> {
-        self.inner.sync_data()
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.inner.set_len(len)
-    }
-    fn alignment(&self) -> usize {
-        self.inner.alignment()
-    }
-    fn direct_writes(&self) -> bool {
-        self.inner.mode().direct_writes()
-    }
-}
-
 /// With `n` buffers, `n - 1` full ones are handed to the flusher without
 /// waiting for its writes (here held back until the end): the appender
 /// goes on while they are in flight; the next hand-off waits. Then every
@@ -596,10 +578,10 @@ fn hand_offs_wait_only_when_every_spare_buffer_is_in_flight() {
     for buffers in [2usize, 3, 4] {
         let dir = test_dir();
         let path = dir.path().join("f");
-        let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let file = Gated {
-            inner: open(&path, IoMode::DirectRw, IoEngine::Sync),
-            gate: Arc::clone(&gate),
+        let gate: Gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let file = Recording {
+            gate: Some(Arc::clone(&gate)),
+            ..Recording::new(open(&path, IoMode::DirectRw, IoEngine::Sync), None)
         };
         let cap = file.alignment();
         let mut w = BufferedWriter::with_buffers(Arc::new(file), cap, buffers, 0).unwrap();
