@@ -1039,8 +1039,10 @@ impl PrefixIndex {
             0
         } else {
             let b = Self::bucket_of(p, self.base, self.shift);
-            match (self.starts.get(b), self.starts.get(b + 1)) {
-                (Some(&start), Some(&end)) => {
+            // `b` may be `usize::MAX` (no shift, `p` far above the last
+            // block's prefix): no `b + 1`.
+            match self.starts.get(b..).and_then(|s| s.get(..2)) {
+                Some(&[start, end]) => {
                     let (start, end) = (start as usize, end as usize);
                     start + self.prefixes[start..end].partition_point(|&q| q < p)
                 }
@@ -1066,6 +1068,20 @@ impl PrefixIndex {
 mod prefix_index_tests {
     use super::PrefixIndex;
     use proptest::prelude::*;
+
+    /// A prefix far above the last block's, when the buckets are not
+    /// shifted (one block, or all blocks of one prefix), has a bucket number
+    /// of `usize::MAX`: every block starts below it. (Found by the proptest
+    /// below in CI, as an overflow of the bucket's end.)
+    #[test]
+    fn a_prefix_far_above_the_last_is_above_every_block() {
+        for prefixes in [vec![0], vec![0, 0, 0], vec![5]] {
+            let n = prefixes.len();
+            let index = PrefixIndex::of_prefixes(0, prefixes);
+            assert_eq!(index.shift, 0);
+            assert_eq!(index.blocks_tied_with(&u64::MAX.to_be_bytes()), (n, n));
+        }
+    }
 
     proptest! {
         /// Whatever the spread of the prefixes (even, crowded into a few
