@@ -172,11 +172,15 @@ pub struct Options {
     /// bytes over this). `Stats::flush_memory_peak_bytes` shows the peak.
     pub flush_memory_bytes: usize,
     /// Memory the open and frozen layers keep their logs' bytes in as they
-    /// are written, bytes (in 1 MiB chunks, kept for reuse): a flush
-    /// copies a log held whole from there instead of reading it back from
-    /// the device (which then carries the log's bytes twice, not three
-    /// times). A log that does not fit (the others hold the rest) is read
-    /// back as before. 0: none. `Stats::log_memory_bytes` shows the use.
+    /// are written, bytes, in 1 MiB chunks (allocated once, and kept for
+    /// the next logs when a flushed log gives them back): a flush copies a
+    /// log held whole from there instead of reading it back from the
+    /// device (which then carries the log's bytes twice, not three times),
+    /// and a get of a value the layer holds copies it from there without a
+    /// lock the writer takes. A log that does not fit (the others hold the
+    /// rest) is read back as before. 0: none. `Stats::log_memory_bytes`
+    /// shows the chunks logs hold now (the spare ones are kept besides,
+    /// within the same bytes).
     pub log_memory_bytes: u64,
     /// Values at least this long stay in the log they were written to:
     /// a flush writes a pointer to them into the delta layer, not the

@@ -179,7 +179,15 @@ fn a_layer_footer_header_or_index_read_corrupted_once_answers_right() {
 #[test]
 fn an_in_memory_layers_value_read_corrupted_once_answers_right() {
     let sim = SimStorage::new(4);
-    let db = Db::open(DIR, options(&sim)).unwrap();
+    // Without the log's memory, its values are read from the file.
+    let db = Db::open(
+        DIR,
+        Options {
+            log_memory_bytes: 0,
+            ..options(&sim)
+        },
+    )
+    .unwrap();
     for i in 0..20 {
         db.put(key(i), value(i), WriteOptions { sync: true })
             .unwrap();
@@ -194,6 +202,33 @@ fn an_in_memory_layers_value_read_corrupted_once_answers_right() {
         assert_eq!(retries(&db, &sim), (before.0 + 1, before.1 + 1), "{kind:?}");
     }
     assert_eq!(db.stats().io.read_retries(FileClass::Log), 3);
+}
+
+#[test]
+fn an_in_memory_layers_value_held_in_the_logs_memory_is_not_read_from_a_rotted_file() {
+    let sim = SimStorage::new(9);
+    let db = Db::open(DIR, options(&sim)).unwrap();
+    for i in 0..20 {
+        db.put(key(i), value(i), WriteOptions { sync: true })
+            .unwrap();
+    }
+    db.freeze().unwrap();
+    // Every log byte rotted on the device: the values are answered from
+    // the log's memory, which was checked when it was written, and the
+    // file is not read.
+    for log in sim
+        .file_paths()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+    {
+        sim.rot(&log, |b| b.iter_mut().for_each(|x| *x ^= 0x5a));
+    }
+    let reads = sim.reads();
+    for i in 0..20 {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)), "{i}");
+    }
+    assert_eq!(sim.reads(), reads);
+    assert_eq!(db.stats().io.read_retries(FileClass::Log), 0);
 }
 
 #[test]
@@ -313,7 +348,15 @@ fn a_footer_that_rotted_is_an_error_naming_the_file_and_offset_after_one_retry()
 #[test]
 fn a_value_that_rotted_in_a_log_is_an_error_naming_the_log_after_one_retry() {
     let sim = SimStorage::new(8);
-    let db = Db::open(DIR, options(&sim)).unwrap();
+    // Without the log's memory, its values are read from the file.
+    let db = Db::open(
+        DIR,
+        Options {
+            log_memory_bytes: 0,
+            ..options(&sim)
+        },
+    )
+    .unwrap();
     db.put(key(1), value(1), WriteOptions { sync: true })
         .unwrap();
     db.freeze().unwrap();

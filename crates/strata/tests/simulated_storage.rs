@@ -603,11 +603,43 @@ fn the_block_cache_serves_repeated_gets_and_never_keeps_a_bad_block() {
     }
 }
 
+/// With the log's bytes kept in memory (the default), gets of the open
+/// layer copy values from there and read nothing of the log.
+#[test]
+fn gets_of_the_open_layer_read_the_logs_memory_not_the_file() {
+    let sim = SimStorage::new(22);
+    let opts = Options {
+        layer_size_bytes_max: 1 << 20,
+        ..options(&sim)
+    };
+    assert!(opts.log_memory_bytes > 0);
+    let db = Db::open(DIR, opts).unwrap();
+    for i in 0..400 {
+        db.put(key(i), value(i), WriteOptions::default()).unwrap();
+    }
+    assert_eq!(db.stats().delta_layers, 0, "everything in the open layer");
+    assert!(db.stats().log_memory_bytes > 0);
+    let log_reads = |db: &Db| db.stats().io.ops(FileClass::Log, OpKind::Read);
+    let before = log_reads(&db);
+    for i in (0..400).step_by(13) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)), "{i}");
+    }
+    assert_eq!(
+        log_reads(&db),
+        before,
+        "a value of the open layer read from the log"
+    );
+    db.close().unwrap();
+}
+
+/// Without the log's bytes in memory, gets of the open layer read the log
+/// through the block cache, a page once.
 #[test]
 fn gets_of_the_open_layer_read_each_log_page_once_and_never_keep_a_bad_one() {
     let sim = SimStorage::new(21);
     let opts = Options {
         layer_size_bytes_max: 1 << 20,
+        log_memory_bytes: 0,
         ..options(&sim)
     };
     let db = Db::open(DIR, opts).unwrap();

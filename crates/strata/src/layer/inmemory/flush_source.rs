@@ -46,7 +46,7 @@
 //! requests (one read ahead on a helper thread, `io::ReadAhead`, for a log
 //! read whole), and one record the check holds across two requests.
 
-use super::{InMemoryLayer, Index, LogMemory, LogVersion};
+use super::{InMemoryLayer, Index, LogMemory, LogVersion, Pinned};
 use crate::batch::{check_entry_with, check_out_of_line, ENTRY_HEADER_BYTES};
 use crate::error::{Corruption, Error, Result};
 use crate::io::{align_down, align_up, AlignedBuf, IoStats, ReadAhead, StorageFile};
@@ -382,19 +382,21 @@ impl InMemoryLayer {
     ) -> Result<FlushRead> {
         let large = large.max(super::POINTER_VALUE_BYTES_MIN);
         let mut f = f;
+        if let Some(m) = self
+            .memory
+            .as_ref()
+            .and_then(LogMemory::pin)
+            .filter(|m| m.len() >= self.size_bytes())
         {
-            let mut memory = self.lock_memory()?;
-            if let Some(m) = memory.as_ref().filter(|m| m.len() >= self.size_bytes()) {
-                let copied = self.copy_from_memory(m, large, &mut f);
-                // Bytes in memory that fail their check (a defect, or
-                // memory that rotted) are dropped: the flush's next try
-                // reads the file (some versions may have been handed on).
-                if copied.as_ref().is_err_and(Error::is_corruption) {
-                    *memory = None;
-                    self.stats.record_read_retry(self.file.class());
-                }
-                return copied;
+            let copied = self.copy_from_memory(&m, large, &mut f);
+            // Bytes in memory that fail their check (a defect, or memory
+            // that rotted) are released: the flush's next try reads the
+            // file (some versions may have been handed on).
+            if copied.as_ref().is_err_and(Error::is_corruption) {
+                self.release_memory();
+                self.stats.record_read_retry(self.file.class());
             }
+            return copied;
         }
         if large != usize::MAX {
             return self.copy_out(memory_bytes, steps, large, f, None);
@@ -416,7 +418,7 @@ impl InMemoryLayer {
     /// A failed check is a corruption error and hands nothing on after it.
     fn copy_from_memory(
         &self,
-        memory: &LogMemory,
+        memory: &Pinned<'_>,
         large: usize,
         f: &mut impl FnMut(&[u8], LogVersion, &[u8]) -> Result<()>,
     ) -> Result<FlushRead> {
@@ -647,7 +649,7 @@ fn hand_on_unread(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::LogMemoryBudget;
     use super::*;
     use crate::batch::WriteBatch;
@@ -658,7 +660,11 @@ mod tests {
 
     /// A frozen layer of 2,000 keys (100-byte values, batches of 4, keys
     /// out of order) whose log is kept in memory (`budget` bytes).
-    fn frozen(sim: &SimStorage, stats: &IoStats, budget: u64) -> InMemoryLayer {
+    pub(in crate::layer::inmemory) fn frozen(
+        sim: &SimStorage,
+        stats: &IoStats,
+        budget: u64,
+    ) -> InMemoryLayer {
         let opts = FileOptions {
             mode: IoMode::Buffered,
             class: FileClass::Log,
@@ -715,15 +721,11 @@ mod tests {
         // Memory that rots (in a value, in the middle of the log): the
         // copy fails, the memory goes, and the next try reads the file.
         let middle = layer.size_bytes() / 2;
-        layer
-            .lock_memory()
-            .expect("lock")
-            .as_mut()
-            .expect("held")
-            .rot(middle);
+        // SAFETY: nothing else reads the layer meanwhile.
+        unsafe { layer.memory.as_ref().expect("held").rot(middle) };
         let err = copied(&layer).expect_err("rotted memory");
         assert!(err.is_corruption(), "{err}");
-        assert!(layer.lock_memory().expect("lock").is_none());
+        assert!(layer.memory.as_ref().expect("kept").is_released());
         assert_eq!(stats.snapshot().read_retries(FileClass::Log), 1);
         assert!(copied(&layer).expect("from the file") == from_file);
         assert!(reads(&stats) > 0);

@@ -12,29 +12,65 @@
 //! What it owns: the log's bytes from offset 0 (the log header included)
 //! in chunks of `CHUNK_BYTES`, and the database-wide [`LogMemoryBudget`]
 //! the chunks are counted against (`Options::log_memory_bytes`). Chunks
-//! are allocated as a log grows and freed with it: keeping freed chunks
-//! for the next log (no page faults on them) measured no faster (the same
-//! ingest, three runs each: 254–291 MiB/s kept, 244–286 freed).
+//! are taken as a log grows and given back when it is released; the
+//! budget keeps them for the next logs (allocated once, never more than
+//! the budget), as a fresh chunk costs its appender 256 page faults: with
+//! them, 7 to 9 % of the writer's CPU on a 100-byte ingest
+//! (`examples/ingest_profile 128 100 seq yes defaults`, 6 runs each in
+//! turn: writer CPU 0.208–0.223 s kept against 0.227–0.236 s freed; 8 runs
+//! beside a reader of the newest keys, 0.235–0.264 s against 0.260–0.276 s,
+//! the ingest a median 321 against 304 MiB/s).
 //!
-//! Invariants: a `LogMemory` holds exactly the bytes written to its log
-//! at offsets `0..len()`, in the order the writer wrote them (the layer
-//! drops it the moment an append cannot be mirrored: the budget is spent
-//! or the write failed); the chunks of all logs never pass the budget; a
-//! chunk leaves the budget when its `LogMemory` is dropped.
+//! The same bytes serve gets of the layer's values (`InMemoryLayer::
+//! read_log_range`): a reader copies them without a lock the appender
+//! takes. Before, a get of a value not yet written out took the log
+//! writer's mutex to copy it from the writer's buffers, and a reader
+//! preempted while it held that mutex stopped the appender until it ran
+//! again (beside a reader of the newest keys, a 100-byte ingest's writer
+//! blocked 15 times per 128 MiB, about 2 ms each).
+//!
+//! Invariants: a `LogMemory` holds exactly the bytes written to its log at
+//! offsets `0..len()`, in the order the writer wrote them; once it cannot
+//! mirror an append (the budget is spent, the write failed) it is
+//! released, and nothing reads it again; bytes below `len` never change;
+//! a chunk is given back only when released, with no reader pinning it and
+//! no append under way (see [`LogMemory::pin`]); the chunks of all logs and
+//! the spare ones together never pass the budget; a chunk given back
+//! leaves the count of used ones.
+//!
+//! Why hand-written (raw chunk pointers, a reader count) and not a lock or
+//! an epoch crate: readers must never hold anything the appender waits
+//! for, and the appender pays for them with nothing but its own stores
+//! (the reader count lives on its own cache line, which the appender never
+//! touches).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Bytes of one chunk.
+#[cfg(not(miri))]
 pub(crate) const CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of one chunk under Miri, whose tests of this module copy a few
+/// chunks byte by byte (run: `cargo +nightly miri test -p strata --lib
+/// log_memory`).
+#[cfg(miri)]
+pub(crate) const CHUNK_BYTES: usize = 1 << 10;
+
+/// The most chunks one log keeps (64 GiB): the length of its chunk table,
+/// allocated whole when the log starts (8 bytes a chunk), when the budget
+/// allows as many.
+const LOG_CHUNKS_MAX: usize = 1 << 16;
 
 /// The memory that open and frozen layers keep their logs' bytes in.
 #[derive(Debug)]
 pub(crate) struct LogMemoryBudget {
-    /// Chunks at most.
+    /// Chunks at most, held by logs and spare together.
     chunks_max: usize,
     /// Chunks held by logs.
     used: AtomicUsize,
+    /// Chunks a log gave back, for the next ones (see the module
+    /// documentation): addresses of allocations of `take`.
+    spare: Mutex<Vec<usize>>,
 }
 
 impl LogMemoryBudget {
@@ -43,6 +79,7 @@ impl LogMemoryBudget {
         Arc::new(LogMemoryBudget {
             chunks_max: usize::try_from(bytes / CHUNK_BYTES as u64).unwrap_or(usize::MAX),
             used: AtomicUsize::new(0),
+            spare: Mutex::new(Vec::new()),
         })
     }
 
@@ -51,41 +88,106 @@ impl LogMemoryBudget {
         self.used.load(Ordering::Relaxed) as u64 * CHUNK_BYTES as u64
     }
 
-    /// A new chunk, if the budget has room for one more.
-    fn take(&self) -> Option<Box<[u8]>> {
+    /// The spare chunks (a poisoned lock is taken as it is: the vector of
+    /// addresses stays whole whatever panicked).
+    fn spare(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A chunk (a spare one, else a new one), if the budget has room for
+    /// one more. Its bytes are whatever a log left in it.
+    fn take(&self) -> Option<*mut u8> {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.chunks_max).then_some(n + 1)
             })
             .ok()?;
+        if let Some(chunk) = self.spare().pop() {
+            return Some(chunk as *mut u8);
+        }
         // Zeroed by the allocator (fresh pages): no pass over it.
-        Some(vec![0u8; CHUNK_BYTES].into_boxed_slice())
+        let chunk: Box<[u8]> = vec![0u8; CHUNK_BYTES].into_boxed_slice();
+        Some(Box::into_raw(chunk).cast::<u8>())
     }
 
-    /// `chunks` freed.
-    fn give_back(&self, chunks: usize) {
-        self.used.fetch_sub(chunks, Ordering::AcqRel);
+    /// `chunk`, of `take`, given back (kept spare).
+    fn put_back(&self, chunk: *mut u8) {
+        self.spare().push(chunk as usize);
+        self.used.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// The bytes of one log from offset 0, in chunks of the budget.
+impl Drop for LogMemoryBudget {
+    fn drop(&mut self) {
+        for chunk in self.spare().drain(..) {
+            // SAFETY: an allocation of `take`, given back once, which no
+            // log holds (every log holds the budget until it drops).
+            unsafe { free_chunk(chunk as *mut u8) };
+        }
+    }
+}
+
+/// Frees a chunk of [`LogMemoryBudget::take`].
+///
+/// # Safety
+/// `chunk` came from `take`, is freed once, and nothing reads it after.
+unsafe fn free_chunk(chunk: *mut u8) {
+    drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+        chunk,
+        CHUNK_BYTES,
+    )));
+}
+
+/// [`LogMemory::state`]: appended to and read.
+const OPEN: u8 = 0;
+/// [`LogMemory::state`]: read no more; its chunks are freed as soon as no
+/// reader pins them and no append is under way.
+const RELEASED: u8 = 1;
+
+/// A value on a cache line of its own.
+#[repr(align(128))]
+struct Line<T>(T);
+
+/// The bytes of one log from offset 0, in chunks of the budget: one
+/// appender at a time (the layer's writer, under its lock; an append that
+/// finds another under way is refused), any number of readers beside it.
 pub(crate) struct LogMemory {
     budget: Arc<LogMemoryBudget>,
-    chunks: Vec<Box<[u8]>>,
-    len: u64,
+    /// Chunk `i` holds the log's bytes from `i · CHUNK_BYTES`: set once by
+    /// an append, null before and once freed.
+    chunks: Box<[AtomicPtr<u8>]>,
+    /// Bytes held: stored by an append after it copied them in (Release),
+    /// so a reader that loads it (Acquire) sees every byte below it.
+    len: Line<AtomicU64>,
     /// Bytes of out-of-line values among them (see [`Self::mostly_values`]).
-    values: u64,
+    values: AtomicU64,
+    /// An append or a free of the chunks is under way (whoever sets it
+    /// owns the chunk table until it clears it).
+    busy: AtomicBool,
+    /// [`OPEN`] or [`RELEASED`], beside the readers that pin the chunks.
+    pins: Line<(AtomicU8, AtomicUsize)>,
+}
+
+/// The held bytes, pinned: no chunk is freed while one is alive.
+pub(crate) struct Pinned<'a> {
+    memory: &'a LogMemory,
+    len: u64,
 }
 
 impl LogMemory {
     /// The memory of a log whose first bytes (its header) are `head`;
     /// `None` when the budget has no room.
     pub(crate) fn new(budget: &Arc<LogMemoryBudget>, head: &[u8]) -> Option<LogMemory> {
-        let mut memory = LogMemory {
+        let chunks = (0..budget.chunks_max.min(LOG_CHUNKS_MAX))
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
+        let memory = LogMemory {
             budget: Arc::clone(budget),
-            chunks: Vec::new(),
-            len: 0,
-            values: 0,
+            chunks,
+            len: Line(AtomicU64::new(0)),
+            values: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            pins: Line((AtomicU8::new(OPEN), AtomicUsize::new(0))),
         };
         memory.append(head).then_some(memory)
     }
@@ -95,44 +197,179 @@ impl LogMemory {
     /// held. Such a log is most likely kept as a value file, whose flush
     /// reads only its small entries: holding its values is waste (a log
     /// of 8 KiB values outgrew the budget and was copied for nothing).
-    pub(crate) fn mostly_values(&mut self, n: usize) -> bool {
-        self.values += n as u64;
-        self.values * 2 > self.len
+    pub(crate) fn mostly_values(&self, n: usize) -> bool {
+        let values = self.values.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        values * 2 > self.len.0.load(Ordering::Relaxed)
     }
 
     /// Bytes held (the log's offsets `0..len`).
     pub(crate) fn len(&self) -> u64 {
-        self.len
+        self.len.0.load(Ordering::Acquire)
     }
 
-    /// Appends `bytes`, the log's next ones; `false` when the budget has
-    /// no room for them (the memory is then incomplete: drop it).
-    pub(crate) fn append(&mut self, mut bytes: &[u8]) -> bool {
+    /// Whether it was released (is read no more).
+    pub(crate) fn is_released(&self) -> bool {
+        self.pins.0 .0.load(Ordering::SeqCst) == RELEASED
+    }
+
+    /// Appends `bytes`, the log's next ones; `false` when it cannot (the
+    /// budget has no room for them, it was released, another append is
+    /// under way): it is then released, as it no longer holds the log.
+    pub(crate) fn append(&self, bytes: &[u8]) -> bool {
+        self.append_parts(&[bytes])
+    }
+
+    /// [`Self::append`] of `parts`, one after the other.
+    pub(crate) fn append_parts(&self, parts: &[&[u8]]) -> bool {
+        if self.is_released() {
+            return false;
+        }
+        if self.busy.swap(true, Ordering::SeqCst) {
+            self.release();
+            return false;
+        }
+        let done = !self.is_released() && parts.iter().all(|p| self.append_owned(p));
+        self.busy.store(false, Ordering::SeqCst);
+        if !done {
+            self.pins.0 .0.store(RELEASED, Ordering::SeqCst);
+        }
+        // Released now, or by a reader while we appended (its free found
+        // the table ours): free what no pin holds.
+        if self.is_released() {
+            self.try_free();
+        }
+        done
+    }
+
+    /// [`Self::append`] with the chunk table owned (`busy` set by us).
+    fn append_owned(&self, mut bytes: &[u8]) -> bool {
+        let mut len = self.len.0.load(Ordering::Relaxed);
         while !bytes.is_empty() {
-            let at = (self.len % CHUNK_BYTES as u64) as usize;
-            if at == 0 && self.chunks.len() as u64 * CHUNK_BYTES as u64 == self.len {
+            let i = (len / CHUNK_BYTES as u64) as usize;
+            let at = (len % CHUNK_BYTES as u64) as usize;
+            let Some(slot) = self.chunks.get(i) else {
+                return false;
+            };
+            let mut chunk = slot.load(Ordering::Relaxed);
+            if chunk.is_null() {
                 match self.budget.take() {
-                    Some(chunk) => self.chunks.push(chunk),
+                    Some(c) => {
+                        slot.store(c, Ordering::Release);
+                        chunk = c;
+                    }
                     None => return false,
                 }
             }
-            let Some(chunk) = self.chunks.last_mut() else {
-                return false;
-            };
             let n = (CHUNK_BYTES - at).min(bytes.len());
-            chunk[at..at + n].copy_from_slice(&bytes[..n]);
+            // SAFETY: `at + n <= CHUNK_BYTES` lies in the chunk; bytes at
+            // and above `len` are read by no one (readers stay below the
+            // `len` they loaded, which is at most ours), and we own the
+            // table (`busy`), so no other append writes them either.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), chunk.add(at), n) };
             bytes = &bytes[n..];
-            self.len += n as u64;
+            len += n as u64;
+            self.len.0.store(len, Ordering::Release);
         }
         true
+    }
+
+    /// Stops reads of it, and frees its chunks now if none is pinned and
+    /// no append is under way, else as soon as that is so (the last pin to
+    /// go, or the drop).
+    pub(crate) fn release(&self) {
+        self.pins.0 .0.store(RELEASED, Ordering::SeqCst);
+        self.try_free();
+    }
+
+    /// Frees the chunks if released and unpinned, unless another holds the
+    /// table (`busy`): that one checks again once it lets the table go.
+    ///
+    /// Every step is SeqCst, with `pin`'s count then state: a reader either
+    /// counted itself before the release, and is seen here, or sees the
+    /// release and reads nothing; and a pin that goes while we hold the
+    /// table (its own free refused) is seen by our check after we let go.
+    fn try_free(&self) {
+        let releasable = || {
+            self.is_released()
+                && self.pins.0 .1.load(Ordering::SeqCst) == 0
+                && self
+                    .chunks
+                    .first()
+                    .is_some_and(|c| !c.load(Ordering::Acquire).is_null())
+        };
+        while releasable() {
+            if self.busy.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            if releasable() {
+                for slot in self.chunks.iter() {
+                    let chunk = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+                    if !chunk.is_null() {
+                        // Swapped out once, and no pin can read it (see
+                        // above): the next log may write it.
+                        self.budget.put_back(chunk);
+                    }
+                }
+            }
+            self.busy.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The bytes held now, pinned; `None` once released.
+    pub(crate) fn pin(&self) -> Option<Pinned<'_>> {
+        self.pins.0 .1.fetch_add(1, Ordering::SeqCst);
+        if self.is_released() {
+            self.unpin();
+            return None;
+        }
+        Some(Pinned {
+            memory: self,
+            len: self.len(),
+        })
+    }
+
+    fn unpin(&self) {
+        self.pins.0 .1.fetch_sub(1, Ordering::SeqCst);
+        if self.is_released() {
+            self.try_free();
+        }
+    }
+
+    /// Flips bit 0 of the byte at `at` (a test's rot of memory).
+    ///
+    /// # Safety
+    /// Nothing reads or appends to the memory meanwhile.
+    #[cfg(test)]
+    pub(crate) unsafe fn rot(&self, at: u64) {
+        let chunk = self.chunks[(at / CHUNK_BYTES as u64) as usize].load(Ordering::Acquire);
+        assert!(!chunk.is_null() && at < self.len());
+        *chunk.add((at % CHUNK_BYTES as u64) as usize) ^= 1;
+    }
+}
+
+impl Pinned<'_> {
+    /// Bytes held when pinned (the log's offsets `0..len`).
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The `n` bytes at `from` of chunk `i`; within the pinned `len`.
+    fn chunk_bytes(&self, i: usize, at: usize, n: usize) -> &[u8] {
+        debug_assert!(at + n <= CHUNK_BYTES && (i * CHUNK_BYTES + at + n) as u64 <= self.len);
+        let chunk = self.memory.chunks[i].load(Ordering::Acquire);
+        // SAFETY: the bytes lie below the `len` loaded when pinned, so
+        // their chunk was stored before it (Release/Acquire) and they
+        // never change; the pin keeps the chunk from being freed.
+        unsafe { std::slice::from_raw_parts(chunk.add(at), n) }
     }
 
     /// The held bytes below `end`, chunk by chunk, in order.
     pub(crate) fn chunks(&self, end: u64) -> impl Iterator<Item = &[u8]> {
         let end = end.min(self.len);
-        self.chunks.iter().enumerate().map_while(move |(i, c)| {
+        let count = end.div_ceil(CHUNK_BYTES as u64) as usize;
+        (0..count).map(move |i| {
             let from = i as u64 * CHUNK_BYTES as u64;
-            (from < end).then(|| &c[..(end - from).min(CHUNK_BYTES as u64) as usize])
+            self.chunk_bytes(i, 0, (end - from).min(CHUNK_BYTES as u64) as usize)
         })
     }
 
@@ -149,11 +386,28 @@ impl LogMemory {
             return None;
         }
         if at + len <= CHUNK_BYTES {
-            return Some(&self.chunks[(from / CHUNK_BYTES as u64) as usize][at..at + len]);
+            return Some(self.chunk_bytes((from / CHUNK_BYTES as u64) as usize, at, len));
         }
         scratch.clear();
         scratch.resize(len, 0);
         self.read(from, scratch).then_some(&scratch[..])
+    }
+
+    /// The `len` bytes at `from`, copied; `None` when not all held.
+    pub(crate) fn to_vec(&self, from: u64, len: usize) -> Option<Vec<u8>> {
+        let end = from.checked_add(len as u64)?;
+        if end > self.len {
+            return None;
+        }
+        let mut out = Vec::with_capacity(len);
+        let mut pos = from;
+        while pos < end {
+            let at = (pos % CHUNK_BYTES as u64) as usize;
+            let n = ((CHUNK_BYTES - at) as u64).min(end - pos) as usize;
+            out.extend_from_slice(self.chunk_bytes((pos / CHUNK_BYTES as u64) as usize, at, n));
+            pos += n as u64;
+        }
+        Some(out)
     }
 
     /// Copies the log's bytes at `from` into `out`; `false` (nothing
@@ -168,10 +422,13 @@ impl LogMemory {
         let mut pos = from;
         let mut done = 0;
         while done < out.len() {
-            let chunk = &self.chunks[(pos / CHUNK_BYTES as u64) as usize];
             let at = (pos % CHUNK_BYTES as u64) as usize;
             let n = (CHUNK_BYTES - at).min(out.len() - done);
-            out[done..done + n].copy_from_slice(&chunk[at..at + n]);
+            out[done..done + n].copy_from_slice(self.chunk_bytes(
+                (pos / CHUNK_BYTES as u64) as usize,
+                at,
+                n,
+            ));
             done += n;
             pos += n as u64;
         }
@@ -179,23 +436,29 @@ impl LogMemory {
     }
 }
 
-#[cfg(test)]
-impl LogMemory {
-    /// Flips bit 0 of the byte at `at` (a test's rot of memory).
-    pub(crate) fn rot(&mut self, at: u64) {
-        self.chunks[(at / CHUNK_BYTES as u64) as usize][(at % CHUNK_BYTES as u64) as usize] ^= 1;
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        self.memory.unpin();
     }
 }
 
 impl Drop for LogMemory {
     fn drop(&mut self) {
-        self.budget.give_back(self.chunks.len());
+        for slot in self.chunks.iter_mut() {
+            let chunk = std::mem::replace(slot.get_mut(), std::ptr::null_mut());
+            if !chunk.is_null() {
+                // Nothing else can reach it now.
+                self.budget.put_back(chunk);
+            }
+        }
     }
 }
 
 impl std::fmt::Debug for LogMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogMemory").field("len", &self.len).finish()
+        f.debug_struct("LogMemory")
+            .field("len", &self.len())
+            .finish()
     }
 }
 
@@ -212,12 +475,20 @@ mod tests {
     #[test]
     fn appended_bytes_read_back_across_chunks() {
         let budget = LogMemoryBudget::new(8 * CHUNK_BYTES as u64);
-        let head = bytes(4096, 1);
-        let mut m = LogMemory::new(&budget, &head).expect("room");
+        // Sizes scale with the chunk (4 KiB of head at 1 MiB chunks).
+        let head = bytes(CHUNK_BYTES / 256, 1);
+        let m = LogMemory::new(&budget, &head).expect("room");
         let mut log = head.clone();
-        for (i, n) in [100, CHUNK_BYTES, 7, 2 * CHUNK_BYTES + 13, 0, 5000]
-            .iter()
-            .enumerate()
+        for (i, n) in [
+            100,
+            CHUNK_BYTES,
+            7,
+            2 * CHUNK_BYTES + 13,
+            0,
+            CHUNK_BYTES / 200,
+        ]
+        .iter()
+        .enumerate()
         {
             let b = bytes(*n, i as u8);
             assert!(m.append(&b));
@@ -225,21 +496,32 @@ mod tests {
         }
         assert_eq!(m.len(), log.len() as u64);
         assert_eq!(budget.used_bytes(), 4 * CHUNK_BYTES as u64);
+        let pinned = m.pin().expect("held");
         for (from, len) in [
             (0, log.len()),
             (CHUNK_BYTES - 3, 10),
-            (4095, CHUNK_BYTES * 2),
+            (CHUNK_BYTES / 256 - 1, CHUNK_BYTES * 2),
             (log.len() - 1, 1),
         ] {
             let mut out = vec![0u8; len];
-            assert!(m.read(from as u64, &mut out), "{from}+{len}");
+            assert!(pinned.read(from as u64, &mut out), "{from}+{len}");
             assert!(out == log[from..from + len], "{from}+{len}");
+            let mut scratch = Vec::new();
+            let slice = pinned.slice(from as u64, len, &mut scratch).expect("held");
+            assert!(slice == &log[from..from + len], "{from}+{len}");
         }
+        let whole: Vec<u8> = pinned.chunks(u64::MAX).flatten().copied().collect();
+        assert!(whole == log);
+        assert_eq!(pinned.chunks(CHUNK_BYTES as u64).count(), 1);
         // Not held: nothing copied.
         let mut out = vec![9u8; 2];
-        assert!(!m.read(log.len() as u64 - 1, &mut out));
-        assert!(!m.read(u64::MAX, &mut out));
+        assert!(!pinned.read(log.len() as u64 - 1, &mut out));
+        assert!(!pinned.read(u64::MAX, &mut out));
+        assert!(pinned
+            .slice(log.len() as u64 - 1, 2, &mut Vec::new())
+            .is_none());
         assert_eq!(out, [9, 9]);
+        drop(pinned);
         drop(m);
         assert_eq!(budget.used_bytes(), 0);
     }
@@ -247,21 +529,102 @@ mod tests {
     #[test]
     fn the_budget_refuses_past_its_maximum_until_chunks_come_back() {
         let budget = LogMemoryBudget::new(3 * CHUNK_BYTES as u64 + 5);
-        let mut a = LogMemory::new(&budget, &bytes(10, 0)).expect("room");
+        let a = LogMemory::new(&budget, &bytes(10, 0)).expect("room");
         assert!(a.append(&bytes(2 * CHUNK_BYTES, 1)));
         assert_eq!(budget.used_bytes(), 3 * CHUNK_BYTES as u64);
-        // A fourth chunk is refused, for this log and for a new one.
-        assert!(!a.append(&bytes(CHUNK_BYTES, 2)));
+        // A fourth chunk is refused, for this log and for a new one; the
+        // log that could not take it is released, its chunks given back.
         assert!(LogMemory::new(&budget, &bytes(10, 0)).is_none());
-        assert_eq!(budget.used_bytes(), 3 * CHUNK_BYTES as u64);
+        assert!(!a.append(&bytes(CHUNK_BYTES, 2)));
+        assert!(a.is_released() && a.pin().is_none());
+        assert_eq!(budget.used_bytes(), 0);
+        assert!(!a.append(b"more"), "a released memory takes no more");
         drop(a);
         assert_eq!(budget.used_bytes(), 0);
         let b = LogMemory::new(&budget, &bytes(10, 3)).expect("room again");
         assert_eq!(budget.used_bytes(), CHUNK_BYTES as u64);
         let mut out = [0u8; 10];
-        assert!(b.read(0, &mut out));
+        assert!(b.pin().expect("held").read(0, &mut out));
         assert!(out[..] == bytes(10, 3)[..]);
         // No budget: no memory.
         assert!(LogMemory::new(&LogMemoryBudget::new(0), b"h").is_none());
+    }
+
+    #[test]
+    fn a_released_memory_is_freed_when_its_last_pin_goes() {
+        let budget = LogMemoryBudget::new(4 * CHUNK_BYTES as u64);
+        let m = LogMemory::new(&budget, &bytes(CHUNK_BYTES + 1, 4)).expect("room");
+        let (p1, p2) = (m.pin().expect("held"), m.pin().expect("held"));
+        m.release();
+        assert!(m.pin().is_none(), "released: no new pin");
+        assert_eq!(budget.used_bytes(), 2 * CHUNK_BYTES as u64, "pinned: kept");
+        // What the pins hold is still the log's bytes.
+        let mut out = vec![0u8; 2];
+        assert!(p2.read(CHUNK_BYTES as u64 - 1, &mut out));
+        assert!(out[..] == bytes(CHUNK_BYTES + 1, 4)[CHUNK_BYTES - 1..]);
+        drop(p1);
+        assert_eq!(budget.used_bytes(), 2 * CHUNK_BYTES as u64);
+        drop(p2);
+        assert_eq!(budget.used_bytes(), 0, "the last pin frees");
+        m.release();
+        drop(m);
+        assert_eq!(budget.used_bytes(), 0);
+    }
+
+    /// Readers beside the appender see, at every `len` they load, exactly
+    /// the bytes appended below it; one of them releases the memory half
+    /// way, and the appends after are refused, the chunks freed once the
+    /// last reader lets go.
+    #[test]
+    fn readers_beside_the_appender_see_exactly_the_bytes_appended() {
+        let budget = LogMemoryBudget::new(64 * CHUNK_BYTES as u64);
+        let m = LogMemory::new(&budget, &[]).expect("room");
+        // The byte at offset i is a function of i: a reader checks any.
+        let byte = |i: u64| (i.wrapping_mul(0x9e37_79b9) >> 13) as u8;
+        let total = 9 * CHUNK_BYTES as u64 + 77;
+        let release_at = 6 * CHUNK_BYTES as u64;
+        let appended = std::thread::scope(|s| {
+            for r in 0..2u64 {
+                let m = &m;
+                s.spawn(move || {
+                    let mut seen = 0u64;
+                    let mut out = vec![0u8; 4096];
+                    while let Some(p) = m.pin() {
+                        let len = p.len();
+                        assert!(len >= seen, "len went back");
+                        seen = len;
+                        // The last bytes below len, and some far below.
+                        for from in [len.saturating_sub(4096), (len / 3) & !7] {
+                            let n = (len - from).min(4096) as usize;
+                            assert!(p.read(from, &mut out[..n]));
+                            for (j, b) in out[..n].iter().enumerate() {
+                                assert_eq!(*b, byte(from + j as u64), "at {}", from + j as u64);
+                            }
+                        }
+                        if r == 0 && len >= release_at {
+                            drop(p);
+                            m.release();
+                            break;
+                        }
+                    }
+                });
+            }
+            let mut pos = 0u64;
+            let mut step = 1u64;
+            while pos < total {
+                let n = step.min(total - pos);
+                let chunk: Vec<u8> = (pos..pos + n).map(byte).collect();
+                if !m.append(&chunk) {
+                    break;
+                }
+                pos += n;
+                step = step * 7 % 70_001 + 1;
+            }
+            pos
+        });
+        assert!(appended >= release_at, "released before {appended}");
+        assert!(m.is_released());
+        assert!(!m.append(b"x"));
+        assert_eq!(budget.used_bytes(), 0, "freed once every reader let go");
     }
 }

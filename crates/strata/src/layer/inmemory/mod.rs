@@ -10,7 +10,8 @@
 //! memory costs about a microsecond per lookup. The index (`key_index`)
 //! keeps keys that come in order in a packed sorted run and the rest in a
 //! B-tree. A copy of every byte written to the log is kept in memory, within
-//! the database's `log_memory` budget, for the flush alone (`log_memory`).
+//! the database's `log_memory` budget (`log_memory`), for the flush and for
+//! gets of the layer's values, which copy them from there without a lock.
 //!
 //! Lifecycle: open (the database's one writable layer, appended to by the
 //! write path under the database's write lock) → frozen (read-only; its
@@ -20,11 +21,13 @@
 //! Invariants: versions of a key are kept in ascending LSN order with no
 //! duplicate LSN (within a batch the last write of a key wins); every key of
 //! the index is in the filter (set under the same lock, before the key is
-//! visible); every version's bytes lie below the writer's end offset;
+//! visible); every version's bytes lie below the writer's end offset, and
+//! in the log's memory (while it is kept) before the version is indexed;
 //! `written_end` only grows and bytes below it are in the file and never
 //! change (so whole log pages below it may be cached). Thread safety: the
 //! index is behind an `RwLock` (readers share it, the single appender takes
-//! it briefly); the writer behind a `Mutex`. A reader takes either by
+//! it briefly); the writer behind a `Mutex`, which a get takes only for a
+//! value that the log's memory does not hold. A reader takes either by
 //! trying it for a while before it blocks (`waiting_briefly`), so that the
 //! appender's unlocks seldom have a sleeping reader to wake; the appender
 //! takes them the same way, so that it does not sleep behind a reader's
@@ -47,7 +50,7 @@ use crate::log::record::{alignment_pad, pad_record, PrevLog, RecordHeader, RECOR
 use crate::log::replay::ReplayedLog;
 use crate::types::{Item, Lsn, ValueKind};
 use key_index::{IndexKey, KeyIndex, INLINE_KEY_BYTES, RUN_KEY_BYTES};
-pub(crate) use log_memory::{LogMemory, LogMemoryBudget};
+pub(crate) use log_memory::{LogMemory, LogMemoryBudget, Pinned};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -131,11 +134,12 @@ pub(crate) struct InMemoryLayer {
     index: RwLock<Index>,
     /// The appending writer while the layer is open; empty once frozen.
     writer: Mutex<Option<BufferedWriter<dyn StorageFile>>>,
-    /// The log's bytes in memory, for the flush (see `log_memory`): every
-    /// byte written to the log, from offset 0, or nothing (the budget had
-    /// no room, a write failed, a replayed log, or the layer is flushed).
-    /// Taken after `writer` by an append.
-    memory: Mutex<Option<LogMemory>>,
+    /// The log's bytes in memory (see `log_memory`), for the flush and for
+    /// gets of the layer's values: every byte written to the log, from
+    /// offset 0, until released (the budget had no room, a write failed,
+    /// a check of its bytes failed, or the layer is flushed); none for a
+    /// replayed log. Appended to under `writer`; read without a lock.
+    memory: Option<LogMemory>,
     /// Bytes below this offset are in the file.
     written_end: AtomicU64,
     /// End of the log (logical length).
@@ -155,21 +159,24 @@ pub(crate) struct InMemoryLayer {
     stats: IoStats,
 }
 
-/// Writes `bytes` to the log and keeps them in `memory`; the memory goes
-/// when it has no room for them or the write fails (it must hold exactly
-/// the log's bytes).
+/// Writes `parts` to the log, one after the other, and keeps them in
+/// `memory`; the memory is released when it has no room for them or the
+/// write fails (it must hold exactly the log's bytes).
 fn write_kept(
     writer: &mut BufferedWriter<dyn StorageFile>,
-    memory: &mut Option<LogMemory>,
-    bytes: &[u8],
+    memory: Option<&LogMemory>,
+    parts: &[&[u8]],
 ) -> Result<()> {
-    if let Err(e) = writer.write(bytes) {
-        *memory = None;
-        return Err(e);
+    for bytes in parts {
+        if let Err(e) = writer.write(bytes) {
+            memory.inspect(|m| m.release());
+            return Err(e);
+        }
     }
-    if memory.as_mut().is_some_and(|m| !m.append(bytes)) {
-        *memory = None;
-    }
+    // Released by the append itself when it cannot take them.
+    memory.inspect(|m| {
+        m.append_parts(parts);
+    });
     Ok(())
 }
 
@@ -270,7 +277,7 @@ impl InMemoryLayer {
             end_offset: AtomicU64::new(end),
             durable_end: AtomicU64::new(end),
             writer: Mutex::new(Some(writer)),
-            memory: Mutex::new(memory.filter(|m| m.len() == end)),
+            memory: memory.filter(|m| m.len() == end),
             lsn_min: AtomicU64::new(u64::MAX),
             lsn_max: AtomicU64::new(0),
             index_bytes: AtomicUsize::new(0),
@@ -295,7 +302,7 @@ impl InMemoryLayer {
             file,
             index: Index::with_capacity(log.records.iter().map(|r| r.header.count as usize).sum()),
             writer: Mutex::new(None),
-            memory: Mutex::new(None),
+            memory: None,
             written_end: AtomicU64::new(log.end_offset),
             end_offset: AtomicU64::new(log.end_offset),
             durable_end: AtomicU64::new(log.end_offset),
@@ -420,7 +427,7 @@ impl InMemoryLayer {
                 self.file_id
             )));
         }
-        let mut memory = self.lock_memory()?;
+        let memory = self.memory.as_ref();
         let durable = self.durable_end.load(Ordering::Acquire);
         debug_assert_eq!(batch.values_crc, crate::crc::crc32c(&batch.values));
         let run = (batch.values.len(), batch.values_crc);
@@ -429,22 +436,20 @@ impl InMemoryLayer {
             let run_at = (RECORD_HEADER_BYTES + batch.data.len()) as u64;
             let share = batch.values.len() as u64 / ALIGNMENT_PAD_SHARE;
             if let Some(pad) = alignment_pad(writer.end_offset(), run_at, share, durable) {
-                write_kept(writer, &mut memory, &pad.header)?;
-                write_kept(writer, &mut memory, pad.payload)?;
+                write_kept(writer, memory, &[&pad.header, pad.payload])?;
             }
         }
         let record_offset = writer.end_offset();
-        write_kept(writer, &mut memory, &header.encode())?;
-        write_kept(writer, &mut memory, &batch.data)?;
-        write_kept(writer, &mut memory, &batch.values)?;
-        if !batch.values.is_empty()
-            && memory
-                .as_mut()
-                .is_some_and(|m| m.mostly_values(batch.values.len()))
-        {
-            *memory = None;
+        write_kept(
+            writer,
+            memory,
+            &[&header.encode(), &batch.data, &batch.values],
+        )?;
+        if let Some(m) = memory.filter(|m| {
+            !batch.values.is_empty() && !m.is_released() && m.mostly_values(batch.values.len())
+        }) {
+            m.release();
         }
-        drop(memory);
         self.written_end
             .store(writer.written_end(), Ordering::Release);
         self.end_offset
@@ -471,9 +476,7 @@ impl InMemoryLayer {
         };
         let durable = self.durable_end.load(Ordering::Acquire);
         if let Some(pad) = pad_record(writer.end_offset(), durable, seal) {
-            let mut memory = self.lock_memory()?;
-            write_kept(writer, &mut memory, &pad.header)?;
-            write_kept(writer, &mut memory, pad.payload)?;
+            write_kept(writer, self.memory.as_ref(), &[&pad.header, pad.payload])?;
             self.end_offset
                 .store(writer.end_offset(), Ordering::Release);
         }
@@ -518,7 +521,7 @@ impl InMemoryLayer {
     }
 
     /// Freezes the layer: writes everything out and makes it durable. After
-    /// this, reads go to the file only.
+    /// this, reads go to the log's memory or the file.
     pub(crate) fn freeze(&self) -> Result<()> {
         let mut guard = self
             .writer
@@ -535,17 +538,11 @@ impl InMemoryLayer {
         Ok(())
     }
 
-    /// The log's bytes in memory, locked (after `writer`, by an append).
-    fn lock_memory(&self) -> Result<std::sync::MutexGuard<'_, Option<LogMemory>>> {
-        self.memory
-            .lock()
-            .map_err(|_| Error::Poisoned("log memory lock poisoned".into()))
-    }
-
-    /// Gives the log's bytes in memory back to the budget (once flushed).
+    /// Gives the log's bytes in memory back to the budget (once flushed,
+    /// or when they fail a check).
     pub(crate) fn release_memory(&self) {
-        if let Ok(mut memory) = self.memory.lock() {
-            *memory = None;
+        if let Some(m) = &self.memory {
+            m.release();
         }
     }
 
@@ -683,8 +680,9 @@ impl InMemoryLayer {
         self
     }
 
-    /// `len` bytes of the log at `offset`: from the file, or, for bytes not
-    /// yet written out, from the writer's buffers.
+    /// `len` bytes of the log at `offset`: from the log's memory while it
+    /// holds them (no lock, no device read), else from the file, or, for
+    /// bytes not yet written out, from the writer's buffers.
     ///
     /// With a block cache, whole pages of the log below `written_end` go
     /// through it (key: the log's file id and the page's offset; ids are
@@ -694,6 +692,14 @@ impl InMemoryLayer {
     /// per page, not once per get. The caller checks what it assembles (the
     /// entry's checksum) on every use, and drops the pages when that fails.
     fn read_log_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if let Some(bytes) = self
+            .memory
+            .as_ref()
+            .and_then(LogMemory::pin)
+            .and_then(|m| m.to_vec(offset, len))
+        {
+            return Ok(bytes);
+        }
         let end = offset + len as u64;
         let written = self.written_end.load(Ordering::Acquire);
         if let Some(cache) = &self.cache {
@@ -772,9 +778,11 @@ impl InMemoryLayer {
         self.forget_pages(0, self.size_bytes());
     }
 
-    /// Drops the cached log pages under `offset..offset + len` (their bytes
-    /// failed a check: the next read goes to the file again).
+    /// Drops the cached log pages under `offset..offset + len`, and the
+    /// log's memory (their bytes failed a check, and may have come from
+    /// either: the next read goes to the file again).
     fn forget_pages(&self, offset: u64, len: u64) {
+        self.release_memory();
         if let Some(cache) = &self.cache {
             let first = align_down(offset, LOG_PAGE_BYTES);
             let last = align_up(offset + len, LOG_PAGE_BYTES);
@@ -859,6 +867,56 @@ mod tests {
     /// A lock held past the tries is waited for (the blocking lock takes
     /// over), and the waiter gets what the holder left: a reader's tries
     /// and the appender's.
+    /// Gets copy values from the log's memory while it holds them, with
+    /// no read of the file; when the memory rots, the get's check fails,
+    /// the memory is released, and the read again from the file gives the
+    /// right value.
+    #[test]
+    fn gets_read_the_logs_memory_and_the_file_once_it_rots() {
+        use super::flush_source::tests::frozen;
+        use crate::io::sim::SimStorage;
+        use crate::io::{FileClass, IoStats, OpKind};
+        use crate::layer::bloom::PointKey;
+        let value_of = |b: u32, i: u32| {
+            let k = (b * 4 + i).wrapping_mul(0x9e37_79b9);
+            (format!("k{k:08x}"), vec![(k % 251) as u8; 100])
+        };
+        let reads = |stats: &IoStats| stats.snapshot().bytes(FileClass::Log, OpKind::Read);
+        for budget in [64 << 20, 0] {
+            let (sim, stats) = (SimStorage::new(8), IoStats::new());
+            let layer = frozen(&sim, &stats, budget);
+            for b in (0..500).step_by(7) {
+                let (key, value) = value_of(b, b % 4);
+                let got = layer
+                    .get(PointKey::new(key.as_bytes()), u64::MAX)
+                    .expect("get");
+                assert_eq!(got.map(|(_, _, v)| v), Some(value), "{key}");
+            }
+            assert_eq!(reads(&stats) == 0, budget > 0, "budget {budget}");
+        }
+        let (sim, stats) = (SimStorage::new(8), IoStats::new());
+        let layer = frozen(&sim, &stats, 64 << 20);
+        let (key, value) = value_of(250, 1);
+        let at = layer
+            .index
+            .read()
+            .expect("index")
+            .map
+            .get(key.as_bytes())
+            .expect("indexed")
+            .as_slice()[0]
+            .offset;
+        // SAFETY: nothing else reads the layer meanwhile.
+        unsafe { layer.memory.as_ref().expect("held").rot(at + 3) };
+        let got = layer
+            .get(PointKey::new(key.as_bytes()), u64::MAX)
+            .expect("read again");
+        assert_eq!(got.map(|(_, _, v)| v), Some(value));
+        assert!(layer.memory.as_ref().expect("kept").is_released());
+        assert_eq!(stats.snapshot().read_retries(FileClass::Log), 1);
+        assert!(reads(&stats) > 0);
+    }
+
     #[test]
     fn a_lock_held_past_the_tries_is_waited_for() {
         for tries in [READER_TRIES, APPENDER_TRIES] {
