@@ -47,6 +47,26 @@ fn value(i: u32) -> Vec<u8> {
         .into_bytes()
 }
 
+/// A database whose keys `0..n`, each put with a sync, are in one frozen
+/// layer (not flushed: its values are read from its log, or from the log's
+/// memory within `log_memory_bytes`).
+fn frozen(sim: &SimStorage, log_memory_bytes: u64, n: u32) -> Db {
+    let db = Db::open(
+        DIR,
+        Options {
+            log_memory_bytes,
+            ..options(sim)
+        },
+    )
+    .unwrap();
+    for i in 0..n {
+        db.put(key(i), value(i), WriteOptions { sync: true })
+            .unwrap();
+    }
+    db.freeze().unwrap();
+    db
+}
+
 /// A closed database of two layer files with disjoint keys (the older
 /// holds keys `0..KEYS_PER_LAYER`), with several data blocks each.
 fn two_layers(seed: u64) -> SimStorage {
@@ -64,15 +84,25 @@ fn two_layers(seed: u64) -> SimStorage {
     sim
 }
 
-/// The layer files, oldest (lowest id) first.
-fn layer_files(sim: &SimStorage) -> Vec<PathBuf> {
+/// The files named `*.{extension}`, oldest (lowest id) first.
+fn files(sim: &SimStorage, extension: &str) -> Vec<PathBuf> {
     let mut files: Vec<_> = sim
         .file_paths()
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "delta"))
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
         .collect();
     files.sort();
     files
+}
+
+/// The layer files, oldest (lowest id) first.
+fn layer_files(sim: &SimStorage) -> Vec<PathBuf> {
+    files(sim, "delta")
+}
+
+/// The log files, oldest first.
+fn logs(sim: &SimStorage) -> Vec<PathBuf> {
+    files(sim, "log")
 }
 
 /// Corrupts the read after the `n - 1` next ones, as `kind`.
@@ -180,20 +210,7 @@ fn a_layer_footer_header_or_index_read_corrupted_once_answers_right() {
 fn an_in_memory_layers_value_read_corrupted_once_answers_right() {
     let sim = SimStorage::new(4);
     // Without the log's memory, its values are read from the file.
-    let db = Db::open(
-        DIR,
-        Options {
-            log_memory_bytes: 0,
-            ..options(&sim)
-        },
-    )
-    .unwrap();
-    for i in 0..20 {
-        db.put(key(i), value(i), WriteOptions { sync: true })
-            .unwrap();
-    }
-    // Frozen, not flushed: its values are read from its log.
-    db.freeze().unwrap();
+    let db = frozen(&sim, 0, 20);
     for (n, kind) in KINDS.into_iter().enumerate() {
         let before = retries(&db, &sim);
         corrupt_read(&sim, 1, kind);
@@ -207,20 +224,10 @@ fn an_in_memory_layers_value_read_corrupted_once_answers_right() {
 #[test]
 fn an_in_memory_layers_value_held_in_the_logs_memory_is_not_read_from_a_rotted_file() {
     let sim = SimStorage::new(9);
-    let db = Db::open(DIR, options(&sim)).unwrap();
-    for i in 0..20 {
-        db.put(key(i), value(i), WriteOptions { sync: true })
-            .unwrap();
-    }
-    db.freeze().unwrap();
+    let db = frozen(&sim, Options::default().log_memory_bytes, 20);
     // Every log byte rotted on the device: the values are answered from
-    // the log's memory, which was checked when it was written, and the
-    // file is not read.
-    for log in sim
-        .file_paths()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-    {
+    // the log's memory, and the file is not read.
+    for log in logs(&sim) {
         sim.rot(&log, |b| b.iter_mut().for_each(|x| *x ^= 0x5a));
     }
     let reads = sim.reads();
@@ -349,21 +356,9 @@ fn a_footer_that_rotted_is_an_error_naming_the_file_and_offset_after_one_retry()
 fn a_value_that_rotted_in_a_log_is_an_error_naming_the_log_after_one_retry() {
     let sim = SimStorage::new(8);
     // Without the log's memory, its values are read from the file.
-    let db = Db::open(
-        DIR,
-        Options {
-            log_memory_bytes: 0,
-            ..options(&sim)
-        },
-    )
-    .unwrap();
-    db.put(key(1), value(1), WriteOptions { sync: true })
-        .unwrap();
-    db.freeze().unwrap();
-    let log = sim
-        .file_paths()
+    let db = frozen(&sim, 0, 2);
+    let log = logs(&sim)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .find(|p| {
             let b = sim.file_bytes(p).unwrap();
             b.windows(value(1).len()).any(|w| w == value(1))

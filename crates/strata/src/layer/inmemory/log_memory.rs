@@ -395,19 +395,8 @@ impl Pinned<'_> {
 
     /// The `len` bytes at `from`, copied; `None` when not all held.
     pub(crate) fn to_vec(&self, from: u64, len: usize) -> Option<Vec<u8>> {
-        let end = from.checked_add(len as u64)?;
-        if end > self.len {
-            return None;
-        }
-        let mut out = Vec::with_capacity(len);
-        let mut pos = from;
-        while pos < end {
-            let at = (pos % CHUNK_BYTES as u64) as usize;
-            let n = ((CHUNK_BYTES - at) as u64).min(end - pos) as usize;
-            out.extend_from_slice(self.chunk_bytes((pos / CHUNK_BYTES as u64) as usize, at, n));
-            pos += n as u64;
-        }
-        Some(out)
+        let mut out = vec![0u8; len];
+        self.read(from, &mut out).then_some(out)
     }
 
     /// Copies the log's bytes at `from` into `out`; `false` (nothing

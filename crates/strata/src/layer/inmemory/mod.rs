@@ -864,9 +864,6 @@ mod tests {
     use std::sync::{Arc, Mutex, RwLock};
     use std::time::{Duration, Instant};
 
-    /// A lock held past the tries is waited for (the blocking lock takes
-    /// over), and the waiter gets what the holder left: a reader's tries
-    /// and the appender's.
     /// Gets copy values from the log's memory while it holds them, with
     /// no read of the file; when the memory rots, the get's check fails,
     /// the memory is released, and the read again from the file gives the
@@ -917,6 +914,9 @@ mod tests {
         assert!(reads(&stats) > 0);
     }
 
+    /// A lock held past the tries is waited for (the blocking lock takes
+    /// over), and the waiter gets what the holder left: a reader's tries
+    /// and the appender's.
     #[test]
     fn a_lock_held_past_the_tries_is_waited_for() {
         for tries in [READER_TRIES, APPENDER_TRIES] {
