@@ -177,6 +177,7 @@ impl DbInner {
             let mut sink = BufferedWriter::with_shared(file, buffer, 0)?;
             sink.set_write_steps(Arc::clone(&steps));
             let mut writer = DeltaLayerWriter::new(sink, self.opts.delta_block_bytes)?;
+            writer.reserve_keys(layer.key_count()?);
             let read = layer.for_each_value(
                 self.opts.flush_memory_bytes,
                 &*steps,

@@ -350,6 +350,30 @@ fn get_of_absent_keys_rarely_reads() {
     );
 }
 
+/// Room reserved for the filter's hashes is a hint: the same entries make
+/// the same file whether the writer was told fewer keys, the exact count,
+/// or many more (a large reservation maps its pages at once).
+#[test]
+fn reserving_keys_leaves_the_file_as_it_was() {
+    let model = small_model();
+    let (plain, _) = build(&model, SMALL_BLOCK_BYTES);
+    let keys = model
+        .keys()
+        .map(|(k, _)| k)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    for reserve in [0, 3, keys, keys * 10, 1 << 20] {
+        let mut writer = DeltaLayerWriter::new(Vec::new(), SMALL_BLOCK_BYTES).expect("writer");
+        writer.reserve_keys(reserve);
+        for ((key, lsn), (kind, value)) in &model {
+            writer.add(key, *lsn, *kind, value).expect("add");
+        }
+        let (bytes, summary) = writer.finish().expect("finish");
+        assert_eq!(summary.distinct_keys, keys as u64);
+        assert!(bytes == plain, "reserving {reserve} keys changed the file");
+    }
+}
+
 #[test]
 fn empty_layer_round_trips() {
     let (bytes, summary) = build(&Model::new(), 4096);

@@ -207,6 +207,8 @@ pub(crate) struct KeyIndex {
     /// or a key's versions in a vector); while none does, the run's chunks
     /// are freed without a walk over their entries (`Drop`).
     run_owns_heap: bool,
+    /// Keys held (in the run and the tree).
+    keys: usize,
 }
 
 impl Drop for KeyIndex {
@@ -235,6 +237,11 @@ impl KeyIndex {
     /// Whether no key is in it.
     pub(crate) fn is_empty(&self) -> bool {
         self.run.is_empty() && self.tree.is_empty()
+    }
+
+    /// How many keys it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.keys
     }
 
     /// Adds version `v` of `key` (a version of the highest LSN so far for
@@ -267,6 +274,7 @@ impl KeyIndex {
             btree_map::Entry::Vacant(vacant) => {
                 let memory_bytes = TREE_KEY_BYTES + vacant.key().heap_bytes();
                 vacant.insert(Versions::One(v));
+                self.keys += 1;
                 Inserted {
                     new_key: true,
                     memory_bytes,
@@ -293,6 +301,7 @@ impl KeyIndex {
             .last_mut()
             .expect("a chunk with room")
             .push((key, Versions::One(v)));
+        self.keys += 1;
         Inserted {
             new_key: true,
             memory_bytes,
@@ -387,31 +396,14 @@ impl KeyIndex {
 }
 
 /// Maps the whole pages of `chunk`'s allocation in one call instead of a
-/// page fault each on first write (a hint: an error, e.g. from a kernel
-/// before 5.14, is ignored). Measured on a 100-byte sequential ingest into
-/// one layer: the run's page faults were 16 % of the writer's CPU (82 Ki
-/// faults for 5.4 Mi keys); mapped this way, about 6 % less CPU a put. The
-/// index counts a chunk's whole capacity as its memory already, so the
-/// pages mapped early are ones it counts.
+/// page fault each on first write (`prefetch::populate_pages`). Measured
+/// on a 100-byte sequential ingest into one layer: the run's page faults
+/// were 16 % of the writer's CPU (82 Ki faults for 5.4 Mi keys); mapped
+/// this way, about 6 % less CPU a put. The index counts a chunk's whole
+/// capacity as its memory already, so the pages mapped early are ones it
+/// counts.
 fn populate(chunk: &Vec<(IndexKey, Versions)>) {
-    const PAGE_BYTES: usize = 4096;
-    let start = chunk.as_ptr() as usize;
-    let end = start + chunk.capacity() * RUN_KEY_BYTES;
-    let (from, to) = (
-        start.next_multiple_of(PAGE_BYTES),
-        end / PAGE_BYTES * PAGE_BYTES,
-    );
-    if from < to {
-        // SAFETY: the range lies inside `chunk`'s allocation, which is
-        // ours; MADV_POPULATE_WRITE maps its pages, never changes its bytes.
-        unsafe {
-            libc::madvise(
-                from as *mut libc::c_void,
-                to - from,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
-    }
+    crate::prefetch::populate_pages(chunk.as_ptr().cast(), chunk.capacity() * RUN_KEY_BYTES);
 }
 
 /// A place in the run: entry `at` of chunk `chunk` (past the end when
@@ -558,6 +550,7 @@ mod tests {
             }
             let run_chunks: usize = index.run.iter().map(|c| c.capacity() * RUN_KEY_BYTES).sum();
             prop_assert_eq!(run_chunks, chunk_bytes);
+            prop_assert_eq!(index.len(), model.len());
             // The run's entries are dropped one by one exactly when one of
             // them owns memory (else its drop would leak it).
             let owns = index.run.iter().flatten().any(|(k, vs)| {

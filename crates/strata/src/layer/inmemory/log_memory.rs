@@ -105,8 +105,11 @@ impl LogMemoryBudget {
         if let Some(chunk) = self.spare().pop() {
             return Some(chunk as *mut u8);
         }
-        // Zeroed by the allocator (fresh pages): no pass over it.
+        // Zeroed by the allocator (fresh pages): no pass over it. Its pages
+        // mapped at once: the appender's first writes to a fresh chunk
+        // were 256 page faults.
         let chunk: Box<[u8]> = vec![0u8; CHUNK_BYTES].into_boxed_slice();
+        crate::prefetch::populate_pages(chunk.as_ptr(), CHUNK_BYTES);
         Some(Box::into_raw(chunk).cast::<u8>())
     }
 

@@ -551,6 +551,15 @@ impl InMemoryLayer {
         self.writer.lock().map_or(true, |w| w.is_none())
     }
 
+    /// How many distinct keys the layer holds.
+    pub(crate) fn key_count(&self) -> Result<usize> {
+        let index = self
+            .index
+            .read()
+            .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
+        Ok(index.map.len())
+    }
+
     /// Logical bytes of the log.
     pub(crate) fn size_bytes(&self) -> u64 {
         self.end_offset.load(Ordering::Acquire)
