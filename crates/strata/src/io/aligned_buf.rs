@@ -39,7 +39,7 @@ const MAP_THRESHOLD_BYTES: usize = 1 << 20;
 /// The alignment mmap guarantees.
 const PAGE_BYTES: usize = 4096;
 /// Most bytes of mapped buffers the pool keeps, process-wide.
-pub(crate) const POOL_BYTES_MAX: usize = 8 << 20;
+const POOL_BYTES_MAX: usize = 8 << 20;
 /// The largest buffer the pool keeps: a writer's (the log's are 1 MiB);
 /// a larger one, e.g. a whole log read back, is unmapped when dropped.
 const POOL_BUFFER_BYTES_MAX: usize = 4 << 20;
@@ -50,52 +50,50 @@ const POOL_BUFFER_BYTES_MAX: usize = 4 << 20;
 /// and here (a virtual machine that reports free pages to its host) each
 /// fault cost about 8 µs: every log's three 1 MiB writer buffers were 768
 /// faults, a quarter of a 100-byte ingest's faults in its writer thread.
-/// A kept buffer is zeroed again when taken (a memset of pages already
-/// mapped, tens of microseconds a MiB), so a buffer from the pool is
-/// exactly what a fresh mapping is. The pool never holds more than
-/// [`POOL_BYTES_MAX`]; what does not fit is unmapped, as before.
+/// A kept buffer is zeroed again when taken (`AlignedBuf::with_capacity`:
+/// a memset of pages already mapped, tens of microseconds a MiB), so a
+/// buffer from the pool is exactly what a fresh mapping is. The pool never
+/// holds more than its bound; what does not fit is unmapped, as before.
 struct Pool {
     /// (address, capacity) of each mapping kept.
     kept: Vec<(usize, usize)>,
     bytes: usize,
+    bytes_max: usize,
 }
 
-static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
-    kept: Vec::new(),
-    bytes: 0,
-});
+static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool::new(POOL_BYTES_MAX));
 
 impl Pool {
-    /// A kept mapping of exactly `capacity` bytes, zeroed; `None` if none.
-    fn take(capacity: usize) -> Option<NonNull<u8>> {
-        if capacity > POOL_BUFFER_BYTES_MAX {
-            return None;
+    const fn new(bytes_max: usize) -> Pool {
+        Pool {
+            kept: Vec::new(),
+            bytes: 0,
+            bytes_max,
         }
-        let addr = {
-            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            let at = pool.kept.iter().position(|&(_, c)| c == capacity)?;
-            pool.bytes -= capacity;
-            pool.kept.swap_remove(at).0
-        };
-        let ptr = NonNull::new(addr as *mut u8)?;
-        // SAFETY: a mapping of `capacity` bytes that no buffer owns any more
-        // (taken out of the pool under its lock).
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, capacity) };
-        Some(ptr)
     }
 
-    /// Keeps the mapping at `ptr` of `capacity` bytes; false (and nothing
-    /// kept) when it is too large or the pool is full.
-    fn keep(ptr: NonNull<u8>, capacity: usize) -> bool {
-        if capacity > POOL_BUFFER_BYTES_MAX {
+    /// The process's pool (a poisoned lock is taken as it is: the pool's
+    /// two fields are updated together, with nothing between that panics).
+    fn global() -> std::sync::MutexGuard<'static, Pool> {
+        POOL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The address of a kept mapping of exactly `capacity` bytes, no longer
+    /// kept; `None` if there is none.
+    fn take(&mut self, capacity: usize) -> Option<usize> {
+        let at = self.kept.iter().position(|&(_, c)| c == capacity)?;
+        self.bytes -= capacity;
+        Some(self.kept.swap_remove(at).0)
+    }
+
+    /// Keeps the mapping at `addr` of `capacity` bytes; false (and nothing
+    /// kept: the caller unmaps it) when it is too large or the pool full.
+    fn keep(&mut self, addr: usize, capacity: usize) -> bool {
+        if capacity > POOL_BUFFER_BYTES_MAX || self.bytes + capacity > self.bytes_max {
             return false;
         }
-        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.bytes + capacity > POOL_BYTES_MAX {
-            return false;
-        }
-        pool.bytes += capacity;
-        pool.kept.push((ptr.as_ptr() as usize, capacity));
+        self.bytes += capacity;
+        self.kept.push((addr, capacity));
         true
     }
 }
@@ -136,7 +134,12 @@ impl AlignedBuf {
         );
         let capacity = (align_up(capacity_bytes.max(1) as u64, alignment)) as usize;
         if capacity >= MAP_THRESHOLD_BYTES && alignment <= PAGE_BYTES {
-            if let Some(ptr) = Pool::take(capacity) {
+            let kept = Pool::global().take(capacity);
+            if let Some(ptr) = kept.and_then(|addr| NonNull::new(addr as *mut u8)) {
+                // SAFETY: a mapping of `capacity` bytes that no buffer owns
+                // any more (taken out of the pool under its lock): zeroed,
+                // as a fresh mapping is.
+                unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, capacity) };
                 return AlignedBuf {
                     ptr,
                     len: 0,
@@ -319,7 +322,7 @@ impl Drop for AlignedBuf {
             return; // `empty`: nothing was allocated
         }
         if self.mapped {
-            if Pool::keep(self.ptr, self.capacity) {
+            if Pool::global().keep(self.ptr.as_ptr() as usize, self.capacity) {
                 return;
             }
             // SAFETY: mapped in with_capacity with exactly this length.
@@ -394,33 +397,45 @@ mod tests {
         assert!(buf.padded_slice()[2..].iter().all(|&b| b == 0));
     }
 
+    /// The pool hands back a mapping of the capacity asked for only, never
+    /// holds more than its bound nor a buffer above its largest.
     #[test]
-    fn a_kept_mapping_comes_back_zeroed_and_the_pool_stays_bounded() {
-        // A capacity no other test uses, so that a buffer taken here is one
-        // this test gave back (tests run in parallel in one process).
-        let capacity = (1 << 20) + 7 * 4096;
-        let mut first = AlignedBuf::with_capacity(capacity, 4096);
-        assert!(first.mapped);
-        first.extend_from_slice(&vec![0xA5; capacity]);
-        let addr = first.as_slice().as_ptr() as usize;
-        drop(first);
-        let mut again = AlignedBuf::with_capacity(capacity, 4096);
-        assert_eq!(
-            again.as_slice().as_ptr() as usize,
-            addr,
-            "the kept mapping is reused"
+    fn the_pool_keeps_within_its_bound_and_takes_by_capacity() {
+        let mut pool = Pool::new(3 << 20);
+        assert!(
+            !pool.keep(0x1000, POOL_BUFFER_BYTES_MAX + 4096),
+            "too large"
         );
-        assert!(again.spare_capacity_full().iter().all(|&b| b == 0));
-        drop(again);
-        // Far more than the pool holds, all dropped: it keeps at most its
-        // bound, and every buffer taken after is zero.
-        let many: Vec<AlignedBuf> = (0..(POOL_BYTES_MAX / capacity + 4))
-            .map(|_| AlignedBuf::with_capacity(capacity, 4096))
-            .collect();
-        drop(many);
-        assert!(POOL.lock().unwrap().bytes <= POOL_BYTES_MAX);
-        let mut after = AlignedBuf::with_capacity(capacity, 4096);
-        assert!(after.spare_capacity_full().iter().all(|&b| b == 0));
+        assert!(pool.keep(0x1000, 1 << 20));
+        assert!(pool.keep(0x200000, 2 << 20));
+        assert!(!pool.keep(0x900000, 1 << 20), "full");
+        assert_eq!(pool.bytes, 3 << 20);
+        assert_eq!(pool.take(3 << 20), None);
+        assert_eq!(pool.take(2 << 20), Some(0x200000));
+        assert_eq!(pool.take(2 << 20), None);
+        assert!(pool.keep(0x900000, 1 << 20));
+        let mut taken = [pool.take(1 << 20), pool.take(1 << 20)];
+        taken.sort();
+        assert_eq!(taken, [Some(0x1000), Some(0x900000)]);
+        assert_eq!((pool.bytes, pool.take(1 << 20)), (0, None));
+    }
+
+    /// A buffer of a size the pool keeps is zero when taken, whether it is
+    /// a kept one that held other bytes or a fresh mapping (other tests
+    /// share the process's pool, so which one it is cannot be known here).
+    #[test]
+    fn a_kept_mapping_comes_back_zeroed() {
+        let capacity = (1 << 20) + 7 * 4096;
+        for _ in 0..4 {
+            let mut bufs: Vec<AlignedBuf> = (0..3)
+                .map(|_| AlignedBuf::with_capacity(capacity, 4096))
+                .collect();
+            for buf in &mut bufs {
+                assert!(buf.mapped);
+                assert!(buf.spare_capacity_full().iter().all(|&b| b == 0));
+                buf.extend_from_slice(&vec![0xA5; capacity]);
+            }
+        }
     }
 
     #[test]
