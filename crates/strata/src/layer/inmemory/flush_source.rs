@@ -2,9 +2,10 @@
 //! order with its value read from the log and checked, in bounded memory.
 //!
 //! The log's bytes come from its copy in memory when the layer kept it whole
-//! (`log_memory`: no read of the file; memory that fails its check is
-//! dropped, and the flush's next try reads the file), else from the file,
-//! read back. They are
+//! (`log_memory`: no read of the file; its records checked a piece ahead of
+//! the entries handed on, so that keys in log order read each byte while it
+//! is in the CPU's caches; memory that fails its check is dropped, and the
+//! flush's next try reads the file), else from the file, read back. They are
 //! taken in windows of the index's key order. A window takes the
 //! next versions in key order whose entries (and their bookkeeping, a
 //! `Slot` each) fit in the flush's memory (`Options::flush_memory_bytes`;
@@ -428,17 +429,24 @@ impl InMemoryLayer {
             .map_err(|_| Error::Poisoned("index lock poisoned".into()))?;
         let size = self.size_bytes();
         let whole = large == usize::MAX;
-        let mut check = if whole {
+        let check = if whole {
             SealedCheck::new(&self.path, self.file_id, self.sealed_claim())
         } else {
             SealedCheck::none(&self.path, self.file_id)
         };
-        let mut carry_peak = 0;
-        for bytes in memory.chunks(size) {
-            check.feed(bytes)?;
-            carry_peak = carry_peak.max(check.memory_bytes());
-        }
-        check.finish()?;
+        // The record check runs just ahead of the entries handed on, a
+        // piece at a time, so that an entry is read while its piece is
+        // still in the CPU's caches (keys in log order): checked whole
+        // first, the log was one pass over cold memory and its values a
+        // second. Random keys take the check ahead to the furthest entry
+        // so far: the whole log, soon, as before.
+        let mut ahead = CheckAhead {
+            check,
+            pieces: memory
+                .chunks(size)
+                .flat_map(|chunk| chunk.chunks(CHECK_PIECE_BYTES)),
+            carry_peak: 0,
+        };
         let mut scratch = Vec::new();
         for (key, vs) in index.map.iter() {
             let key = key.as_slice();
@@ -448,13 +456,17 @@ impl InMemoryLayer {
                     hand_on_unread(&index, self.file_id, key, v, large, f)?;
                     continue;
                 }
-                let bytes = entry_start(key, v)
+                let (start, bytes) = entry_start(key, v)
                     .filter(|s| s + entry as u64 <= size)
-                    .and_then(|start| memory.slice(start, entry, &mut scratch))
+                    .and_then(|start| Some((start, memory.slice(start, entry, &mut scratch)?)))
                     .ok_or_else(|| {
                         Corruption::new(&self.path, v.offset, "indexed value outside the log")
                     })?;
-                match checked_value(self, &index, bytes, key, v, !whole)? {
+                // An entry whose records the check has taken whole is
+                // covered by its record's crc32c; any other (a log kept as
+                // a value file: no record check) is checked by its own.
+                let covered = whole && ahead.checked_past(start + entry as u64)?;
+                match checked_value(self, &index, bytes, key, v, !covered)? {
                     Some(value) => f(key, v, value)?,
                     None => {
                         return Err(Corruption::new(
@@ -467,6 +479,7 @@ impl InMemoryLayer {
                 }
             }
         }
+        let carry_peak = ahead.finish()?;
         Ok(FlushRead {
             peak_memory_bytes: carry_peak + scratch.capacity(),
             bytes_read: 0,
@@ -625,6 +638,45 @@ impl InMemoryLayer {
     }
 }
 
+/// The pieces the record check takes from a log's memory at a time: well
+/// within a core's L2 cache, so the entries handed on after a piece is
+/// checked are read from the cache.
+const CHECK_PIECE_BYTES: usize = 64 << 10;
+
+/// The record check of a log read from its memory, fed in pieces as far as
+/// the entries handed on need it.
+struct CheckAhead<'c, I> {
+    check: SealedCheck<'c>,
+    pieces: I,
+    /// Most bytes the check held for an unfinished record.
+    carry_peak: usize,
+}
+
+impl<'b, I: Iterator<Item = &'b [u8]>> CheckAhead<'_, I> {
+    /// Feeds the check until every record up to `end` is checked whole;
+    /// false when the check ends or the bytes run out first (no record the
+    /// check takes covers `end`: the entry is then checked by its own
+    /// crc32c, and `finish` says what is wrong with the log, if anything).
+    fn checked_past(&mut self, end: u64) -> Result<bool> {
+        while self.check.checked_end() < end {
+            let piece = match self.pieces.next() {
+                Some(piece) if !self.check.is_done() => piece,
+                _ => return Ok(false),
+            };
+            self.check.feed(piece)?;
+            self.carry_peak = self.carry_peak.max(self.check.memory_bytes());
+        }
+        Ok(true)
+    }
+
+    /// Feeds the rest of the log and ends the check; the most bytes it held.
+    fn finish(mut self) -> Result<usize> {
+        self.checked_past(u64::MAX)?;
+        self.check.finish()?;
+        Ok(self.carry_peak)
+    }
+}
+
 /// Hands on a version the flush does not read: a delete or an empty value
 /// as it is, a large value as a pointer into the log.
 fn hand_on_unread(
@@ -665,6 +717,16 @@ pub(super) mod tests {
         stats: &IoStats,
         budget: u64,
     ) -> InMemoryLayer {
+        frozen_with(sim, stats, budget, |n| n.wrapping_mul(0x9e37_79b9))
+    }
+
+    /// [`frozen`] with the `n`th key put named by `key(n)`.
+    fn frozen_with(
+        sim: &SimStorage,
+        stats: &IoStats,
+        budget: u64,
+        key: impl Fn(u32) -> u32,
+    ) -> InMemoryLayer {
         let opts = FileOptions {
             mode: IoMode::Buffered,
             class: FileClass::Log,
@@ -681,7 +743,7 @@ pub(super) mod tests {
         for b in 0..500u32 {
             let mut batch = WriteBatch::new();
             for i in 0..4 {
-                let k = (b * 4 + i).wrapping_mul(0x9e37_79b9);
+                let k = key(b * 4 + i);
                 batch.put(format!("k{k:08x}"), vec![(k % 251) as u8; 100]);
             }
             layer.append(&batch, Lsn::from(b + 1)).expect("append");
@@ -729,5 +791,44 @@ pub(super) mod tests {
         assert_eq!(stats.snapshot().read_retries(FileClass::Log), 1);
         assert!(copied(&layer).expect("from the file") == from_file);
         assert!(reads(&stats) > 0);
+    }
+
+    /// Keys in log order: an entry's own crc32c is not computed when its
+    /// record passed the check, which runs a piece ahead of the entries.
+    /// Memory that rots anywhere (the first record's header, a value in
+    /// the middle, the last byte) fails the copy, and no version handed on
+    /// before the failure differs from the file's.
+    #[test]
+    fn keys_in_log_order_are_handed_on_only_once_their_records_passed() {
+        let (sim, stats) = (SimStorage::new(8), IoStats::new());
+        let from_file = copied(&frozen_with(&sim, &stats, 0, |n| n)).expect("from the file");
+        assert_eq!(from_file.len(), 2000);
+        let header = crate::log::record::LOG_HEADER_BYTES as u64;
+        let ends = |layer: &InMemoryLayer| [header, layer.size_bytes() / 2, layer.size_bytes() - 1];
+        for i in 0..3 {
+            let (sim, stats) = (SimStorage::new(8), IoStats::new());
+            let layer = frozen_with(&sim, &stats, 64 << 20, |n| n);
+            if i == 0 {
+                assert!(copied(&layer).expect("from memory") == from_file);
+                assert_eq!(stats.snapshot().read_retries(FileClass::Log), 0);
+            }
+            let at = ends(&layer)[i];
+            // SAFETY: nothing else reads the layer meanwhile.
+            unsafe { layer.memory.as_ref().expect("held").rot(at) };
+            let mut handed = Vec::new();
+            let err = layer
+                .for_each_value(1 << 20, &|| 1 << 20, usize::MAX, |k, v, value| {
+                    handed.push((k.to_vec(), v.lsn, value.to_vec()));
+                    Ok(())
+                })
+                .expect_err("rotted memory");
+            assert!(err.is_corruption(), "byte {at}: {err}");
+            assert!(handed.len() < from_file.len(), "byte {at}: all handed on");
+            assert!(
+                handed[..] == from_file[..handed.len()],
+                "byte {at}: a rotted version went on"
+            );
+            assert!(copied(&layer).expect("from the file") == from_file);
+        }
     }
 }
