@@ -134,12 +134,32 @@ impl AlignedBuf {
         );
         let capacity = (align_up(capacity_bytes.max(1) as u64, alignment)) as usize;
         if capacity >= MAP_THRESHOLD_BYTES && alignment <= PAGE_BYTES {
-            let kept = Pool::global().take(capacity);
-            if let Some(ptr) = kept.and_then(|addr| NonNull::new(addr as *mut u8)) {
+            let kept = Pool::global()
+                .take(capacity)
+                .and_then(|addr| NonNull::new(addr as *mut u8));
+            if let Some(ptr) = kept {
                 // SAFETY: a mapping of `capacity` bytes that no buffer owns
                 // any more (taken out of the pool under its lock): zeroed,
                 // as a fresh mapping is.
                 unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, capacity) };
+            }
+            let mapped = kept.or_else(|| {
+                // SAFETY: an anonymous private mapping; checked for failure below.
+                let raw = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        capacity,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                (raw != libc::MAP_FAILED)
+                    .then(|| NonNull::new(raw as *mut u8))
+                    .flatten()
+            });
+            if let Some(ptr) = mapped {
                 return AlignedBuf {
                     ptr,
                     len: 0,
@@ -147,28 +167,6 @@ impl AlignedBuf {
                     alignment,
                     mapped: true,
                 };
-            }
-            // SAFETY: an anonymous private mapping; checked for failure below.
-            let raw = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    capacity,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if raw != libc::MAP_FAILED {
-                if let Some(ptr) = NonNull::new(raw as *mut u8) {
-                    return AlignedBuf {
-                        ptr,
-                        len: 0,
-                        capacity,
-                        alignment,
-                        mapped: true,
-                    };
-                }
             }
             // Fall through to the allocator, which reports exhaustion itself.
         }
