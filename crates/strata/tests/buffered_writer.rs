@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata::io::{
-    is_aligned, BlockFile, BufferedWriter, FileOptions, IoEngine, IoFile, IoMode, IoStats,
-    ShutdownMode,
+    is_aligned, AlignedBuf, BlockFile, BufferedWriter, FileOptions, IoEngine, IoFile, IoMode,
+    IoStats, SharedBytes, ShutdownMode,
 };
 use strata::{Error, Result};
 
@@ -51,6 +51,24 @@ impl Recording {
             gate: None,
         }
     }
+}
+
+/// A direct-I/O `Recording` of a new file at `path` whose writes wait
+/// for the gate it comes with, shut until [`open_gate`].
+fn gated(path: &Path) -> (Recording, Gate) {
+    let gate: Gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let file = Recording {
+        gate: Some(Arc::clone(&gate)),
+        ..Recording::new(open(path, IoMode::DirectRw, IoEngine::Sync), None)
+    };
+    (file, gate)
+}
+
+/// Lets every write waiting at `gate` go on, and every later one.
+fn open_gate(gate: &Gate) {
+    let (open, cv) = &**gate;
+    *open.lock().unwrap() = true;
+    cv.notify_all();
 }
 
 impl BlockFile for Recording {
@@ -296,6 +314,67 @@ fn writing_after_sync_rewrites_the_tail_block() {
         );
         assert_eq!(std::fs::read(&path).unwrap().len(), a + 150);
     }
+}
+
+/// Bytes shared with the writer are written from where they lie, with the
+/// tail a sync kept replaced by their first block; the file is what copied
+/// writes would have made it. Shared bytes that do not continue what the
+/// writer holds, or are not whole blocks, are refused, and the writer is
+/// failed from then on.
+#[test]
+fn shared_bytes_are_written_as_they_are() {
+    for (mode, engine) in MODES {
+        let dir = test_dir();
+        let path = dir.path().join("f");
+        let rec = Recording::new(open(&path, mode, engine), None);
+        let a = rec.alignment();
+        let mut w = BufferedWriter::with_buffers(Arc::new(rec), 4 * a, 2, 0).unwrap();
+        let all = pattern(7, 9 * a + 300);
+        w.write(&all[..a + 100]).unwrap();
+        w.sync().unwrap();
+        // From the block the writer is in (offset a), its 100 bytes first.
+        for (from, to) in [(a, 3 * a), (3 * a, 9 * a)] {
+            let mut buf = AlignedBuf::with_capacity(to - from, a);
+            buf.extend_from_slice(&all[from..to]);
+            let buf: SharedBytes = Arc::new(buf);
+            w.write_shared(buf).unwrap();
+        }
+        assert_eq!(w.end_offset(), 9 * a as u64);
+        w.write(&all[9 * a..]).unwrap();
+        assert!(
+            w.read_range(0, all.len()).unwrap() == all,
+            "{mode:?} {engine:?}"
+        );
+        w.sync().unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        assert!(on_disk[..all.len()] == all[..], "{mode:?} {engine:?}");
+        let rec = w.file().clone();
+        let writes = rec.writes.lock().unwrap().clone();
+        assert!(
+            writes.iter().any(|w| (w.0, w.1) == (a as u64, 2 * a))
+                && writes.iter().any(|w| (w.0, w.1) == (3 * a as u64, 6 * a)),
+            "each shared buffer in one write of its own: {writes:?}"
+        );
+        assert_all_aligned(&rec, mode.direct_writes());
+        // Not the writer's next bytes (its tail is 300 bytes of `all`).
+        let mut wrong = AlignedBuf::with_capacity(a, a);
+        wrong.extend_from_slice(&vec![0xee; a]);
+        let err = w
+            .write_shared(Arc::new(wrong))
+            .expect_err("not the writer's bytes");
+        assert!(matches!(err, Error::Internal(_)), "{err}");
+        assert!(w.write(b"x").is_err(), "failed from then on");
+    }
+    let dir = test_dir();
+    let rec = Recording::new(
+        open(&dir.path().join("g"), IoMode::DirectRw, IoEngine::Sync),
+        None,
+    );
+    let a = rec.alignment();
+    let mut w = BufferedWriter::new(rec, 4 * a, 0).unwrap();
+    let mut short = AlignedBuf::with_capacity(a, a);
+    short.extend_from_slice(&vec![1; a - 1]);
+    assert!(w.write_shared(Arc::new(short)).is_err(), "not whole blocks");
 }
 
 #[test]
@@ -578,11 +657,7 @@ fn hand_offs_wait_only_when_every_spare_buffer_is_in_flight() {
     for buffers in [2usize, 3, 4] {
         let dir = test_dir();
         let path = dir.path().join("f");
-        let gate: Gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let file = Recording {
-            gate: Some(Arc::clone(&gate)),
-            ..Recording::new(open(&path, IoMode::DirectRw, IoEngine::Sync), None)
-        };
+        let (file, gate) = gated(&path);
         let cap = file.alignment();
         let mut w = BufferedWriter::with_buffers(Arc::new(file), cap, buffers, 0).unwrap();
         let data = pattern(buffers as u64, buffers * cap + 1);
@@ -603,9 +678,7 @@ fn hand_offs_wait_only_when_every_spare_buffer_is_in_flight() {
             .map(|_| rx.recv_timeout(std::time::Duration::from_secs(30)))
             .collect();
         let waited = rx.recv_timeout(std::time::Duration::from_millis(300));
-        let (open_gate, cv) = &*gate;
-        *open_gate.lock().unwrap() = true;
-        cv.notify_all();
+        open_gate(&gate);
         let expected: Vec<_> = (0..buffers - 1).map(Ok).collect();
         assert_eq!(through, expected, "{buffers} buffers: a hand-off waited");
         assert!(
@@ -616,6 +689,33 @@ fn hand_offs_wait_only_when_every_spare_buffer_is_in_flight() {
         w.finish(ShutdownMode::PadThenTruncate).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), data, "{buffers} buffers");
     }
+}
+
+/// Shared bytes in flight give no buffer back when written: a hand-off
+/// of the writer's own that finds no spare buffer waits past them for one
+/// of its own, and does not take their completion for a free buffer.
+#[test]
+fn a_hand_off_after_shared_bytes_waits_for_a_buffer_of_its_own() {
+    let dir = test_dir();
+    let path = dir.path().join("f");
+    let (file, gate) = gated(&path);
+    let a = file.alignment();
+    let mut w = BufferedWriter::with_buffers(Arc::new(file), a, 2, 0).unwrap();
+    let data = pattern(11, 4 * a + 7);
+    let writer = std::thread::spawn(move || {
+        let mut shared = AlignedBuf::with_capacity(a, a);
+        shared.extend_from_slice(&data[..a]);
+        w.write_shared(Arc::new(shared))?;
+        // Three buffers of its own after it, with two buffers: the third
+        // hand-off finds every buffer in flight behind the shared bytes.
+        w.write(&data[a..])?;
+        w.finish(ShutdownMode::PadThenTruncate)?;
+        Ok::<_, Error>(data)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    open_gate(&gate);
+    let data = writer.join().unwrap().expect("the writes go on");
+    assert_eq!(std::fs::read(&path).unwrap(), data);
 }
 
 /// A large read goes to the device in steps of at most

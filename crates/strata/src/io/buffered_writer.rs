@@ -21,7 +21,10 @@
 //! a large buffer does not hold a foreground read behind one long write.
 //!
 //! Large writes bypass the copy for their aligned middle part when its memory
-//! is aligned (always, for buffered writes). `sync()` writes the partial tail
+//! is aligned (always, for buffered writes). A caller that keeps the file's
+//! bytes in aligned memory of its own hands them over as they are
+//! (`write_shared`): they are written from there, with no copy into a
+//! buffer (the open layer's log, written from its memory's chunks). `sync()` writes the partial tail
 //! block padded with zeros, makes the file durable, and keeps the tail in the
 //! buffer, so the next hand-off rewrites that block with its full content.
 //! Not `Sync`: one owner appends; share it behind a lock.
@@ -53,10 +56,30 @@ pub enum ShutdownMode {
     PadThenTruncate,
 }
 
+/// Bytes a caller shares with the writer ([`BufferedWriter::write_shared`]):
+/// they must not change while the writer holds them.
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// What a job writes: one of the writer's buffers, or bytes shared with it.
+#[derive(Clone)]
+enum JobBytes {
+    Own(Arc<AlignedBuf>),
+    Shared(SharedBytes),
+}
+
+impl JobBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            JobBytes::Own(buf) => buf.as_slice(),
+            JobBytes::Shared(bytes) => (**bytes).as_ref(),
+        }
+    }
+}
+
 struct Job {
     /// Shared with `in_flight`, so readers can copy from a buffer while the
     /// flusher writes it; nobody mutates it until it comes back.
-    buf: Arc<AlignedBuf>,
+    buf: JobBytes,
     offset: u64,
     /// The size of each request the buffer is written in (`None`: one).
     steps: Option<IoSteps>,
@@ -64,7 +87,7 @@ struct Job {
 
 struct Flusher {
     jobs: mpsc::Sender<Job>,
-    done: mpsc::Receiver<(Arc<AlignedBuf>, Result<()>)>,
+    done: mpsc::Receiver<(JobBytes, Result<()>)>,
     thread: JoinHandle<()>,
 }
 
@@ -78,8 +101,11 @@ pub struct BufferedWriter<F: BlockFile + ?Sized = IoFile> {
     /// Buffers not in flight and not being filled.
     spare: Vec<AlignedBuf>,
     /// File ranges handed to the flusher and not yet confirmed, oldest first;
-    /// empty when idle. At most one fewer than the buffers.
-    in_flight: std::collections::VecDeque<(u64, Arc<AlignedBuf>)>,
+    /// empty when idle. At most one fewer than the buffers of the writer's
+    /// own, and as many of shared bytes.
+    in_flight: std::collections::VecDeque<(u64, JobBytes)>,
+    /// The buffers it was made with.
+    buffers: usize,
     /// The flusher thread; empty only after shutdown.
     flusher: Option<Flusher>,
     /// Why the writer refuses further calls; empty while healthy.
@@ -161,6 +187,7 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             buf_start,
             spare,
             in_flight: std::collections::VecDeque::with_capacity(buffers),
+            buffers,
             flusher: Some(flusher),
             failed: None,
             steps: None,
@@ -203,7 +230,9 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             .map_or(self.buf_start, |(start, _)| *start)
     }
 
-    fn check_ok(&self) -> Result<()> {
+    /// The error of an earlier failure, after which the writer takes no
+    /// more calls; `Ok` while it is healthy.
+    pub fn check_ok(&self) -> Result<()> {
         match &self.failed {
             Some(why) => Err(Error::Poisoned(format!(
                 "the writer of this file failed earlier: {why}"
@@ -291,23 +320,71 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
         ));
         let offset = self.buf_start;
         self.buf_start += len as u64;
-        let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
-        flusher
-            .jobs
-            .send(Job {
-                buf: Arc::clone(&full),
-                offset,
-                steps: self.steps.clone(),
-            })
-            .map_err(|_| Error::Poisoned("the flusher thread is gone".into()))?;
-        self.in_flight.push_back((offset, full));
-        if self.spare.is_empty() {
+        self.send(offset, JobBytes::Own(full))?;
+        // Shared bytes in flight give no buffer back: wait for one of ours.
+        while self.spare.is_empty() && !self.in_flight.is_empty() {
             self.wait_one()?;
         }
         self.current = self
             .spare
             .pop()
             .ok_or_else(|| Error::Poisoned("flusher kept a buffer".into()))?;
+        Ok(())
+    }
+
+    /// Queues `buf` for the flusher to write at `offset`, in flight from now.
+    fn send(&mut self, offset: u64, buf: JobBytes) -> Result<()> {
+        let flusher = self.flusher.as_ref().ok_or(Error::Closed)?;
+        flusher
+            .jobs
+            .send(Job {
+                buf: buf.clone(),
+                offset,
+                steps: self.steps.clone(),
+            })
+            .map_err(|_| Error::Poisoned("the flusher thread is gone".into()))?;
+        self.in_flight.push_back((offset, buf));
+        Ok(())
+    }
+
+    /// Hands `bytes` to the flusher to write as they are, with no copy into
+    /// a buffer of the writer's: the file's bytes from the start of the
+    /// block the writer is in (`end_offset` rounded down to the alignment),
+    /// so they begin with the block's bytes that the writer holds, if any
+    /// (the tail a `sync` or `write_out_tail` keeps), which they replace.
+    /// Whole blocks, at an address aligned for the file's writes. The
+    /// writer holds them until they are written (their owner keeps them
+    /// unchanged meanwhile); it waits for the oldest job first when as many
+    /// are in flight as it has buffers but one.
+    pub fn write_shared(&mut self, bytes: SharedBytes) -> Result<()> {
+        self.check_ok()?;
+        let result = self.write_shared_inner(bytes);
+        self.guard(result)
+    }
+
+    fn write_shared_inner(&mut self, bytes: SharedBytes) -> Result<()> {
+        let slice = (*bytes).as_ref();
+        let held = self.current.as_slice();
+        let aligned_at =
+            !self.file.direct_writes() || is_aligned(slice.as_ptr() as u64, self.alignment);
+        if !is_aligned(slice.len() as u64, self.alignment)
+            || !aligned_at
+            || !slice.starts_with(held)
+        {
+            return Err(Error::Internal(format!(
+                "shared write of {} bytes at {} (aligned: {aligned_at}) does not continue the writer's {} bytes held",
+                slice.len(),
+                self.buf_start,
+                held.len()
+            )));
+        }
+        let offset = self.buf_start;
+        self.buf_start += slice.len() as u64;
+        self.current.clear();
+        self.send(offset, JobBytes::Shared(bytes))?;
+        while self.in_flight.len() >= self.buffers {
+            self.wait_one()?;
+        }
         Ok(())
     }
 
@@ -322,16 +399,20 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
             .done
             .recv()
             .map_err(|_| Error::Poisoned("the flusher thread died".into()))?;
-        match Arc::try_unwrap(buf) {
-            Ok(mut buf) => {
-                buf.clear();
-                self.spare.push(buf);
-            }
-            // Unreachable (readers copy under the owner's borrow), but a new
-            // buffer is the safe answer, not a panic.
-            Err(shared) => self
-                .spare
-                .push(AlignedBuf::with_capacity(shared.capacity(), self.alignment)),
+        match buf {
+            JobBytes::Own(buf) => match Arc::try_unwrap(buf) {
+                Ok(mut buf) => {
+                    buf.clear();
+                    self.spare.push(buf);
+                }
+                // Unreachable (readers copy under the owner's borrow), but a
+                // new buffer is the safe answer, not a panic.
+                Err(shared) => self
+                    .spare
+                    .push(AlignedBuf::with_capacity(shared.capacity(), self.alignment)),
+            },
+            // Given back to its owner.
+            JobBytes::Shared(_) => {}
         }
         result
     }
@@ -418,7 +499,7 @@ impl<F: BlockFile + ?Sized> BufferedWriter<F> {
         }
         // Buffers in flight: copied while the flusher writes them, no wait.
         for (start, buf) in &self.in_flight {
-            let buf_end = start + buf.len() as u64;
+            let buf_end = start + buf.as_slice().len() as u64;
             if pos < end && pos >= *start && pos < buf_end {
                 let stop = end.min(buf_end);
                 out.extend_from_slice(

@@ -69,7 +69,7 @@ mod uring;
 
 pub use aligned_buf::{align_down, align_up, is_aligned, AlignedBuf};
 pub use buffered_writer::{
-    BufferedWriter, ShutdownMode, WRITER_BUFFERS_MAX, WRITER_CAPACITY_MAX_BYTES,
+    BufferedWriter, SharedBytes, ShutdownMode, WRITER_BUFFERS_MAX, WRITER_CAPACITY_MAX_BYTES,
 };
 pub use file::IoFile;
 pub use mode::{

@@ -385,7 +385,7 @@ impl InMemoryLayer {
         let mut f = f;
         if let Some(m) = self
             .memory
-            .as_ref()
+            .as_deref()
             .and_then(LogMemory::pin)
             .filter(|m| m.len() >= self.size_bytes())
         {

@@ -29,14 +29,20 @@
 //! again (beside a reader of the newest keys, a 100-byte ingest's writer
 //! blocked 15 times per 128 MiB, about 2 ms each).
 //!
+//! The same bytes are the log's file's source: while the memory holds the
+//! log, the log's writer (`log_writer`) hands its chunks to the device as
+//! they are ([`LogMemory::share`]), so each appended byte is copied once,
+//! into its chunk. The chunks are aligned to a page for that (O_DIRECT).
+//!
 //! Invariants: a `LogMemory` holds exactly the bytes written to its log at
 //! offsets `0..len()`, in the order the writer wrote them; once it cannot
-//! mirror an append (the budget is spent, the write failed) it is
-//! released, and nothing reads it again; bytes below `len` never change;
-//! a chunk is given back only when released, with no reader pinning it and
-//! no append under way (see [`LogMemory::pin`]); the chunks of all logs and
-//! the spare ones together never pass the budget; a chunk given back
-//! leaves the count of used ones.
+//! take an append (the budget is spent, the write failed) it is
+//! released, and no reader pins it again; bytes below `len` never change;
+//! a chunk is given back only when released, with no pin on it (a
+//! reader's, a share's, the appender's: see [`LogMemory::pin`],
+//! [`LogMemory::hold_for_appender`]) and no append under way; the chunks
+//! of all logs and the spare ones together never pass the budget; a chunk
+//! given back leaves the count of used ones.
 //!
 //! Why hand-written (raw chunk pointers, a reader count) and not a lock or
 //! an epoch crate: readers must never hold anything the appender waits
@@ -44,6 +50,7 @@
 //! (the reader count lives on its own cache line, which the appender never
 //! touches).
 
+use std::alloc::Layout;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -55,6 +62,16 @@ pub(crate) const CHUNK_BYTES: usize = 1 << 20;
 /// log_memory`).
 #[cfg(miri)]
 pub(crate) const CHUNK_BYTES: usize = 1 << 10;
+
+/// The alignment of every chunk's address: a page, so that the log's
+/// writes may go to the device from the chunks (O_DIRECT).
+pub(crate) const CHUNK_ALIGN: usize = 4096;
+
+/// The layout of a chunk.
+fn chunk_layout() -> Layout {
+    // A constant size and a power of two alignment: always a layout.
+    Layout::from_size_align(CHUNK_BYTES, CHUNK_ALIGN).unwrap_or_else(|_| unreachable!())
+}
 
 /// The most chunks one log keeps (64 GiB): the length of its chunk table,
 /// allocated whole when the log starts (8 bytes a chunk), when the budget
@@ -108,9 +125,13 @@ impl LogMemoryBudget {
         // Zeroed by the allocator (fresh pages): no pass over it. Its pages
         // mapped at once: the appender's first writes to a fresh chunk
         // were 256 page faults.
-        let chunk: Box<[u8]> = vec![0u8; CHUNK_BYTES].into_boxed_slice();
-        crate::prefetch::populate_pages(chunk.as_ptr(), CHUNK_BYTES);
-        Some(Box::into_raw(chunk).cast::<u8>())
+        // SAFETY: the layout's size is not zero.
+        let chunk = unsafe { std::alloc::alloc_zeroed(chunk_layout()) };
+        if chunk.is_null() {
+            std::alloc::handle_alloc_error(chunk_layout());
+        }
+        crate::prefetch::populate_pages(chunk, CHUNK_BYTES);
+        Some(chunk)
     }
 
     /// `chunk`, of `take`, given back (kept spare).
@@ -135,10 +156,7 @@ impl Drop for LogMemoryBudget {
 /// # Safety
 /// `chunk` came from `take`, is freed once, and nothing reads it after.
 unsafe fn free_chunk(chunk: *mut u8) {
-    drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-        chunk,
-        CHUNK_BYTES,
-    )));
+    std::alloc::dealloc(chunk, chunk_layout());
 }
 
 /// [`LogMemory::state`]: appended to and read.
@@ -169,6 +187,35 @@ pub(crate) struct LogMemory {
     busy: AtomicBool,
     /// [`OPEN`] or [`RELEASED`], beside the readers that pin the chunks.
     pins: Line<(AtomicU8, AtomicUsize)>,
+    /// The appender holds a pin ([`Self::hold_for_appender`]).
+    appending: AtomicBool,
+}
+
+/// Bytes of one chunk shared with the log's file writer, with a pin of
+/// their own ([`LogMemory::share`]).
+pub(crate) struct SharedChunk {
+    memory: Arc<LogMemory>,
+    bytes: *const u8,
+    len: usize,
+}
+
+// SAFETY: the bytes never change (they lie below the memory's `len`) and
+// the pin keeps them allocated until the drop, on whichever thread.
+unsafe impl Send for SharedChunk {}
+// SAFETY: as above; shared readers only read them.
+unsafe impl Sync for SharedChunk {}
+
+impl AsRef<[u8]> for SharedChunk {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: see `LogMemory::share`: below `len`, pinned.
+        unsafe { std::slice::from_raw_parts(self.bytes, self.len) }
+    }
+}
+
+impl Drop for SharedChunk {
+    fn drop(&mut self) {
+        self.memory.unpin();
+    }
 }
 
 /// The held bytes, pinned: no chunk is freed while one is alive.
@@ -191,6 +238,7 @@ impl LogMemory {
             values: AtomicU64::new(0),
             busy: AtomicBool::new(false),
             pins: Line((AtomicU8::new(OPEN), AtomicUsize::new(0))),
+            appending: AtomicBool::new(false),
         };
         memory.append(head).then_some(memory)
     }
@@ -316,6 +364,68 @@ impl LogMemory {
             }
             self.busy.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// Takes the appender's pin, which keeps every chunk while the log's
+    /// file is written from them, whether the memory is released meanwhile
+    /// or not (a reader's release must not free bytes not yet in the file);
+    /// `false` when released already or held already. Held until
+    /// [`Self::end_appending`]. The appender's calls (this one,
+    /// [`Self::share`], [`Self::appended`], `end_appending`) come from one
+    /// thread at a time (the log writer's owner).
+    pub(crate) fn hold_for_appender(&self) -> bool {
+        self.pins.0 .1.fetch_add(1, Ordering::SeqCst);
+        if self.is_released() || self.appending.swap(true, Ordering::SeqCst) {
+            self.unpin();
+            return false;
+        }
+        true
+    }
+
+    /// Lets the appender's pin go (if held): the chunks are freed once the
+    /// memory is released and no other pin holds them.
+    pub(crate) fn end_appending(&self) {
+        if self.appending.swap(false, Ordering::SeqCst) {
+            self.unpin();
+        }
+    }
+
+    /// The bytes held now, pinned while the appender's pin is held, released
+    /// or not; `None` without it.
+    pub(crate) fn appended(&self) -> Option<Pinned<'_>> {
+        self.pins.0 .1.fetch_add(1, Ordering::SeqCst);
+        if !self.appending.load(Ordering::SeqCst) {
+            self.unpin();
+            return None;
+        }
+        Some(Pinned {
+            memory: self,
+            len: self.len(),
+        })
+    }
+
+    /// The log's bytes `from..to`, below `len` and in one chunk, with a pin
+    /// of their own, for the log's writer to write to the file from; taken
+    /// while the appender's pin is held (released or not). `None` when it
+    /// is not held, or the bytes are not all held in one chunk.
+    pub(crate) fn share(self: &Arc<Self>, from: u64, to: u64) -> Option<SharedChunk> {
+        let pinned = self.appended()?;
+        let (i, at) = (
+            (from / CHUNK_BYTES as u64) as usize,
+            (from % CHUNK_BYTES as u64) as usize,
+        );
+        let n = usize::try_from(to.checked_sub(from)?).ok()?;
+        if to > pinned.len() || at + n > CHUNK_BYTES || n == 0 {
+            return None;
+        }
+        let bytes = pinned.chunk_bytes(i, at, n).as_ptr();
+        // The pin passes to the share (its drop unpins).
+        std::mem::forget(pinned);
+        Some(SharedChunk {
+            memory: Arc::clone(self),
+            bytes,
+            len: n,
+        })
     }
 
     /// The bytes held now, pinned; `None` once released.
@@ -618,5 +728,74 @@ mod tests {
         assert!(m.is_released());
         assert!(!m.append(b"x"));
         assert_eq!(budget.used_bytes(), 0, "freed once every reader let go");
+    }
+
+    /// The appender's pin keeps every chunk through a release, by a reader
+    /// on another thread in the middle of the appends: readers' pins are
+    /// refused once it is released, the appender's views and shares are
+    /// not, and hold the log's bytes; the chunks go back once the appender
+    /// lets go and the last share drops.
+    #[test]
+    fn the_appenders_pin_keeps_every_chunk_through_a_release() {
+        let budget = LogMemoryBudget::new(8 * CHUNK_BYTES as u64);
+        let head = bytes(CHUNK_BYTES / 4, 1);
+        let m = Arc::new(LogMemory::new(&budget, &head).expect("room"));
+        assert!(m.hold_for_appender());
+        assert!(!m.hold_for_appender(), "one appender");
+        let mut log = head.clone();
+        let mut shares = Vec::new();
+        std::thread::scope(|s| {
+            let reader = {
+                let m = Arc::clone(&m);
+                s.spawn(move || {
+                    while m.pin().is_some_and(|p| p.len() < 2 * CHUNK_BYTES as u64) {
+                        std::thread::yield_now();
+                    }
+                    m.release();
+                })
+            };
+            let mut i = 0u8;
+            while log.len() < 4 * CHUNK_BYTES {
+                let b = bytes(CHUNK_BYTES / 3 + 5, i);
+                if !m.append(&b) {
+                    break;
+                }
+                log.extend_from_slice(&b);
+                i += 1;
+                if let Some(share) = m.share(0, CHUNK_BYTES as u64) {
+                    shares.push(share);
+                }
+            }
+            reader.join().expect("reader");
+        });
+        // Released, by the reader or by the budget once spent meanwhile.
+        assert!(m.is_released() && m.pin().is_none());
+        assert!(!m.append(b"more"), "released: no more appends");
+        assert!(m.len() >= log.len() as u64);
+        let view = m.appended().expect("the appender's view");
+        let mut out = vec![0u8; log.len()];
+        assert!(view.read(0, &mut out) && out == log, "every byte kept");
+        drop(view);
+        assert!(
+            m.share(CHUNK_BYTES as u64 - 1, CHUNK_BYTES as u64 + 1)
+                .is_none(),
+            "two chunks"
+        );
+        assert!(m.share(0, m.len() + 1).is_none(), "beyond the end");
+        let last = m
+            .share(CHUNK_BYTES as u64, 2 * CHUNK_BYTES as u64)
+            .expect("held");
+        assert!(last.as_ref() == &log[CHUNK_BYTES..2 * CHUNK_BYTES]);
+        let held = budget.used_bytes();
+        assert!(held >= 2 * CHUNK_BYTES as u64);
+        m.end_appending();
+        assert!(m.appended().is_none() && m.share(0, 1).is_none());
+        assert_eq!(budget.used_bytes(), held, "shares still pin the chunks");
+        for share in &shares {
+            assert!(share.as_ref() == &log[..CHUNK_BYTES]);
+        }
+        drop(shares);
+        drop(last);
+        assert_eq!(budget.used_bytes(), 0, "the last share gave them back");
     }
 }

@@ -2,8 +2,8 @@
 //! index `key → [(lsn, offset, len, kind)]`. Values are not kept in memory:
 //! the index points into the log (at the value: in its entry, or, out of
 //! line, in its record's value run, which `append` starts on a page when
-//! that costs at most `ALIGNMENT_PAD_SHARE`), read back from the writer's
-//! buffer or the file, and each value is checked against its entry's
+//! that costs at most `ALIGNMENT_PAD_SHARE`), read back from the log's
+//! memory, the log writer or the file, and each value is checked against its entry's
 //! crc32c when read (a read that fails is read again once, through the storage's policy,
 //! `io::read_verified`). Beside the index, a bloom filter of its keys (`GrowingFilter`)
 //! lets a get of a key the layer does not hold skip the index, whose cold
@@ -11,7 +11,9 @@
 //! keeps keys that come in order in a packed sorted run and the rest in a
 //! B-tree. A copy of every byte written to the log is kept in memory, within
 //! the database's `log_memory` budget (`log_memory`), for the flush and for
-//! gets of the layer's values, which copy them from there without a lock.
+//! gets of the layer's values, which copy them from there without a lock;
+//! while it holds the whole log, the log writer (`log_writer`) writes the
+//! file from its chunks, so an appended byte is copied once.
 //!
 //! Lifecycle: open (the database's one writable layer, appended to by the
 //! write path under the database's write lock) → frozen (read-only; its
@@ -36,21 +38,21 @@
 mod flush_source;
 mod key_index;
 mod log_memory;
+mod log_writer;
 
 use crate::batch::{
     check_entry, check_out_of_line, Entries, EntryRef, WriteBatch, ENTRY_HEADER_BYTES,
 };
 use crate::cache::{Block, BlockCache};
 use crate::error::{Error, Result};
-use crate::io::{
-    align_down, align_up, read_verified, BufferedWriter, IoStats, ShutdownMode, StorageFile,
-};
+use crate::io::{align_down, align_up, read_verified, BufferedWriter, IoStats, StorageFile};
 use crate::layer::bloom::{bloom_hash, GrowingFilter, PointKey};
 use crate::log::record::{alignment_pad, pad_record, PrevLog, RecordHeader, RECORD_HEADER_BYTES};
 use crate::log::replay::ReplayedLog;
 use crate::types::{Item, Lsn, ValueKind};
 use key_index::{IndexKey, KeyIndex, INLINE_KEY_BYTES, RUN_KEY_BYTES};
 pub(crate) use log_memory::{LogMemory, LogMemoryBudget, Pinned};
+use log_writer::LogWriter;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -133,13 +135,15 @@ pub(crate) struct InMemoryLayer {
     file: Arc<dyn StorageFile>,
     index: RwLock<Index>,
     /// The appending writer while the layer is open; empty once frozen.
-    writer: Mutex<Option<BufferedWriter<dyn StorageFile>>>,
+    writer: Mutex<Option<LogWriter>>,
     /// The log's bytes in memory (see `log_memory`), for the flush and for
     /// gets of the layer's values: every byte written to the log, from
     /// offset 0, until released (the budget had no room, a write failed,
     /// a check of its bytes failed, or the layer is flushed); none for a
-    /// replayed log. Appended to under `writer`; read without a lock.
-    memory: Option<LogMemory>,
+    /// replayed log. Appended to under `writer` (which writes the file from
+    /// it, `log_writer`); read without a lock. Declared after `writer`, so
+    /// dropped after it.
+    memory: Option<Arc<LogMemory>>,
     /// Bytes below this offset are in the file.
     written_end: AtomicU64,
     /// End of the log (logical length).
@@ -157,27 +161,6 @@ pub(crate) struct InMemoryLayer {
     /// Where a value read again after a failed check is counted (the
     /// statistics the log was opened with).
     stats: IoStats,
-}
-
-/// Writes `parts` to the log, one after the other, and keeps them in
-/// `memory`; the memory is released when it has no room for them or the
-/// write fails (it must hold exactly the log's bytes).
-fn write_kept(
-    writer: &mut BufferedWriter<dyn StorageFile>,
-    memory: Option<&LogMemory>,
-    parts: &[&[u8]],
-) -> Result<()> {
-    for bytes in parts {
-        if let Err(e) = writer.write(bytes) {
-            memory.inspect(|m| m.release());
-            return Err(e);
-        }
-    }
-    // Released by the append itself when it cannot take them.
-    memory.inspect(|m| {
-        m.append_parts(parts);
-    });
-    Ok(())
 }
 
 /// Takes a lock of the open layer that its single appender and its readers
@@ -265,6 +248,8 @@ impl InMemoryLayer {
         stats: &IoStats,
         memory: Option<LogMemory>,
     ) -> Self {
+        let memory = memory.map(Arc::new);
+        let writer = LogWriter::new(writer, memory.clone());
         let end = writer.end_offset();
         let keys = (layer_bytes_max / FILTER_LOG_BYTES_PER_KEY)
             .min(index_bytes_max / RUN_KEY_BYTES as u64);
@@ -427,7 +412,7 @@ impl InMemoryLayer {
                 self.file_id
             )));
         }
-        let memory = self.memory.as_ref();
+        let memory = self.memory.as_deref();
         let durable = self.durable_end.load(Ordering::Acquire);
         debug_assert_eq!(batch.values_crc, crate::crc::crc32c(&batch.values));
         let run = (batch.values.len(), batch.values_crc);
@@ -436,15 +421,11 @@ impl InMemoryLayer {
             let run_at = (RECORD_HEADER_BYTES + batch.data.len()) as u64;
             let share = batch.values.len() as u64 / ALIGNMENT_PAD_SHARE;
             if let Some(pad) = alignment_pad(writer.end_offset(), run_at, share, durable) {
-                write_kept(writer, memory, &[&pad.header, pad.payload])?;
+                writer.write(&[&pad.header, pad.payload])?;
             }
         }
         let record_offset = writer.end_offset();
-        write_kept(
-            writer,
-            memory,
-            &[&header.encode(), &batch.data, &batch.values],
-        )?;
+        writer.write(&[&header.encode(), &batch.data, &batch.values])?;
         if let Some(m) = memory.filter(|m| {
             !batch.values.is_empty() && !m.is_released() && m.mostly_values(batch.values.len())
         }) {
@@ -476,7 +457,7 @@ impl InMemoryLayer {
         };
         let durable = self.durable_end.load(Ordering::Acquire);
         if let Some(pad) = pad_record(writer.end_offset(), durable, seal) {
-            write_kept(writer, self.memory.as_ref(), &[&pad.header, pad.payload])?;
+            writer.write(&[&pad.header, pad.payload])?;
             self.end_offset
                 .store(writer.end_offset(), Ordering::Release);
         }
@@ -531,7 +512,7 @@ impl InMemoryLayer {
             return Ok(());
         };
         let end = writer.end_offset();
-        let file = writer.finish(ShutdownMode::ZeroPadToAlignment)?;
+        let file = writer.finish()?;
         file.sync_data()?;
         self.written_end.store(end, Ordering::Release);
         self.mark_durable(end);
@@ -703,7 +684,7 @@ impl InMemoryLayer {
     fn read_log_range(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         if let Some(bytes) = self
             .memory
-            .as_ref()
+            .as_deref()
             .and_then(LogMemory::pin)
             .and_then(|m| m.to_vec(offset, len))
         {
