@@ -33,6 +33,15 @@ use crate::error::{Error, Result};
 use crate::io::{align_down, BufferedWriter, ShutdownMode, StorageFile};
 use std::sync::Arc;
 
+/// The log's bytes `from..end`, copied from `memory` under the appender's
+/// pin: the ones the writer does not have yet.
+fn missing_bytes(memory: &LogMemory, from: u64, end: u64) -> Result<Vec<u8>> {
+    end.checked_sub(from)
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| memory.appended()?.to_vec(from, n))
+        .ok_or_else(|| Error::Internal(format!("log bytes {from}..{end} not held")))
+}
+
 /// The appender's pin of a log's memory, let go when dropped.
 struct Appending(Arc<LogMemory>);
 
@@ -60,7 +69,15 @@ impl LogWriter {
         memory: Option<Arc<LogMemory>>,
     ) -> LogWriter {
         let end = writer.end_offset();
-        let memory = memory.filter(|m| m.len() == end);
+        // A memory that does not hold exactly the log's bytes must not be
+        // read: released, so that the layer's readers go to the file.
+        let memory = memory.filter(|m| {
+            let whole = m.len() == end;
+            if !whole {
+                m.release();
+            }
+            whole
+        });
         let alignment = writer.alignment();
         let from_memory = memory
             .as_ref()
@@ -167,13 +184,8 @@ impl LogWriter {
             return Ok(());
         };
         self.memory = None;
-        let from = self.writer.end_offset();
-        let copied = appending
-            .0
-            .appended()
-            .and_then(|p| p.to_vec(from, (end - from) as usize))
-            .ok_or_else(|| Error::Internal(format!("log bytes {from}..{end} not held")));
-        copied.and_then(|bytes| self.writer.write(&bytes))
+        let missing = missing_bytes(&appending.0, self.writer.end_offset(), end);
+        missing.and_then(|bytes| self.writer.write(&bytes))
     }
 
     /// `result`, with the memory released if it is an error.
@@ -212,10 +224,7 @@ impl LogWriter {
         if from == end {
             return Ok(());
         }
-        let tail = m
-            .appended()
-            .and_then(|p| p.to_vec(from, (end - from) as usize))
-            .ok_or_else(|| Error::Internal(format!("log bytes {from}..{end} not held")));
+        let tail = missing_bytes(m, from, end);
         if let Err(e) = tail.and_then(|t| self.writer.write(&t)) {
             self.release_memory();
             return Err(e);
@@ -400,6 +409,33 @@ mod tests {
             }
             assert!(files.windows(2).all(|w| w[0] == w[1]), "{name}");
         }
+    }
+
+    /// A memory that does not hold exactly the bytes the writer wrote is
+    /// released (readers must not take it for the log), and the file is
+    /// written from the writer's own buffers.
+    #[test]
+    fn a_memory_that_is_not_the_log_is_released() {
+        let sim = SimStorage::new(5);
+        let opts = FileOptions {
+            mode: IoMode::DirectRw,
+            class: FileClass::Log,
+            ..FileOptions::default()
+        };
+        let path = Path::new("/2.log");
+        let file = sim.create(path, &opts, &IoStats::new()).expect("create");
+        let mut writer = BufferedWriter::with_buffers(file, 1 << 16, 3, 0).expect("writer");
+        let header = crate::log::record::encode_log_header(1, None);
+        writer.write(&header).expect("header");
+        let budget = LogMemoryBudget::new(1 << 30);
+        let mut other = header.to_vec();
+        other.push(0);
+        let kept = Arc::new(LogMemory::new(&budget, &other).expect("room"));
+        let mut log = LogWriter::new(writer, Some(Arc::clone(&kept)));
+        assert!(kept.is_released() && log.from_memory.is_none());
+        log.write(&[b"after"]).expect("write");
+        assert_eq!(log.end_offset(), header.len() as u64 + 5);
+        assert!(log.read_range(0, header.len()).expect("read") == header[..]);
     }
 
     /// A write of the file that fails while it is written from memory
