@@ -319,6 +319,50 @@ pub struct PhaseTimings {
     /// Reads the probe made (each one 4 KiB device read the phase's
     /// counters saw and must not count as the engine's).
     pub probe_reads: u64,
+    /// Where the gets' time went; `None` in a phase without gets.
+    pub get_split: Option<TimeSplit>,
+    /// Where the probe reads' time went; `None` without a probe.
+    pub probe_split: Option<TimeSplit>,
+}
+
+/// Where the time of one kind of operation went: the CPU time of the
+/// thread that ran it ([`crate::sys::thread_cpu_ns`]), and the rest of its
+/// latency, off the CPU (waiting on the device, a lock or the scheduler).
+/// A get and the probe read beside it split alike, so their difference
+/// says whether a get's time over the device is work or waiting.
+pub struct TimeSplit {
+    pub cpu: Histogram<u64>,
+    pub off_cpu: Histogram<u64>,
+}
+
+impl TimeSplit {
+    fn new() -> TimeSplit {
+        TimeSplit {
+            cpu: latency_histogram(),
+            off_cpu: latency_histogram(),
+        }
+    }
+
+    /// One operation of latency `wall_ns` that took `cpu_ns` of its
+    /// thread's CPU (the clocks' resolutions may put the CPU above the
+    /// latency: the wait is then 0).
+    fn record(&mut self, wall_ns: u64, cpu_ns: u64) -> Result<()> {
+        self.cpu
+            .record(cpu_ns.max(1))
+            .context("record a CPU time")?;
+        self.off_cpu
+            .record(wall_ns.saturating_sub(cpu_ns).max(1))
+            .context("record a wait")?;
+        Ok(())
+    }
+
+    /// The p50s (ns): CPU, off the CPU.
+    fn p50s(&self) -> (u64, u64) {
+        (
+            self.cpu.value_at_quantile(0.5),
+            self.off_cpu.value_at_quantile(0.5),
+        )
+    }
 }
 
 /// The device read beside each get of a read phase: one 4 KiB O_DIRECT
@@ -368,6 +412,8 @@ pub fn run_phase(
     let mut probe_hist = (phase == Phase::Read && probe.is_some()).then(|| Ok(latency_histogram()));
     let mut probe_reads = 0u64;
     let mut probe_time = Duration::ZERO;
+    let mut get_split = TimeSplit::new();
+    let mut probe_split = probe_hist.is_some().then(TimeSplit::new);
     let started = Instant::now();
     for op in 0..ops {
         let kind = match phase {
@@ -398,9 +444,13 @@ pub fn run_phase(
             Phase::Read | Phase::Mixed => {
                 let i = w.existing();
                 let k = key(w.seed, i);
+                // The thread's CPU clock is read outside the latency's
+                // window (each read is a system call).
+                let cpu = crate::sys::thread_cpu_ns();
                 let t = Instant::now();
                 let got = engine.get(&k)?;
                 let ns = t.elapsed().as_nanos() as u64;
+                get_split.record(ns, crate::sys::thread_cpu_ns().saturating_sub(cpu))?;
                 match got {
                     Some(v) if v.len() == values.value_len_bytes() => {}
                     Some(v) => bail!(
@@ -420,8 +470,14 @@ pub fn run_phase(
             probe_reads += 1;
             // A probe that fails leaves the row without its figure and
             // says why; the phase goes on.
+            let cpu = crate::sys::thread_cpu_ns();
             match p.read() {
-                Ok(ns) => h.record(ns).context("record a probe latency")?,
+                Ok(ns) => {
+                    h.record(ns).context("record a probe latency")?;
+                    if let Some(split) = probe_split.as_mut() {
+                        split.record(ns, crate::sys::thread_cpu_ns().saturating_sub(cpu))?;
+                    }
+                }
                 Err(e) => probe_hist = Some(Err(format!("{e:#}"))),
             }
             probe_time += t.elapsed();
@@ -444,6 +500,8 @@ pub fn run_phase(
         elapsed: started.elapsed().saturating_sub(probe_time),
         probe: probe_hist,
         probe_reads,
+        get_split: (gets > 0).then_some(get_split),
+        probe_split: probe_split.filter(|s| !s.cpu.is_empty()),
     })
 }
 
@@ -529,6 +587,17 @@ pub struct PhaseRecord {
     /// `p50_x_probe_4k`, and the run's notes say why.
     #[serde(default)]
     pub device_4k_probe_error: Option<String>,
+    /// p50s (ns) of a get's thread CPU time and of the rest of its latency
+    /// ([`TimeSplit`]); `None` in a phase without gets.
+    #[serde(default)]
+    pub get_cpu_p50_ns: Option<u64>,
+    #[serde(default)]
+    pub get_off_cpu_p50_ns: Option<u64>,
+    /// The same of the probe reads beside the gets.
+    #[serde(default)]
+    pub probe_cpu_p50_ns: Option<u64>,
+    #[serde(default)]
+    pub probe_off_cpu_p50_ns: Option<u64>,
 }
 
 /// The percentiles, mean and count of a latency histogram (ns).
@@ -683,6 +752,8 @@ pub fn run_iterations(
                 _ => None,
             };
             let (mean, p50, p99, p999) = percentiles(&timings.latency);
+            let get_split = timings.get_split.as_ref().map(TimeSplit::p50s);
+            let probe_split = timings.probe_split.as_ref().map(TimeSplit::p50s);
             let record = PhaseRecord {
                 iteration,
                 phase,
@@ -714,6 +785,10 @@ pub fn run_iterations(
                 load_s: load_s.take(),
                 device_4k_probe_ns: probe_p50.clone().and_then(Result::ok),
                 device_4k_probe_error: probe_p50.and_then(Result::err),
+                get_cpu_p50_ns: get_split.map(|s| s.0),
+                get_off_cpu_p50_ns: get_split.map(|s| s.1),
+                probe_cpu_p50_ns: probe_split.map(|s| s.0),
+                probe_off_cpu_p50_ns: probe_split.map(|s| s.1),
             };
             emit(Line::Record(Box::new(record)))?;
         }
@@ -1228,6 +1303,25 @@ pub fn metrics() -> Vec<MetricSpec> {
             "µs",
             false,
         ),
+        MetricSpec::new("get_cpu_p50_us", "A get's thread CPU time p50", "µs", false),
+        MetricSpec::new(
+            "get_off_cpu_p50_us",
+            "A get's latency off the CPU p50",
+            "µs",
+            false,
+        ),
+        MetricSpec::new(
+            "probe_cpu_p50_us",
+            "The probe read's thread CPU time p50",
+            "µs",
+            false,
+        ),
+        MetricSpec::new(
+            "probe_off_cpu_p50_us",
+            "The probe read's latency off the CPU p50",
+            "µs",
+            false,
+        ),
         MetricSpec::new("ops_s", "Operations (commits included)", "ops/s", true),
         MetricSpec::new("commit_p99_ms", "Commit p99", "ms", false),
         MetricSpec::new(
@@ -1595,6 +1689,16 @@ pub fn row(
             .metric("device_4k_probe_p50_us", us(d as f64))
             .metric("p50_x_probe_4k", r.latency_p50_ns as f64 / d as f64);
     }
+    for (name, ns) in [
+        ("get_cpu_p50_us", r.get_cpu_p50_ns),
+        ("get_off_cpu_p50_us", r.get_off_cpu_p50_ns),
+        ("probe_cpu_p50_us", r.probe_cpu_p50_ns),
+        ("probe_off_cpu_p50_us", r.probe_off_cpu_p50_ns),
+    ] {
+        if let Some(ns) = ns {
+            row = row.metric(name, us(ns as f64));
+        }
+    }
     row
 }
 
@@ -1670,6 +1774,10 @@ mod tests {
             load_s: None,
             device_4k_probe_ns: None,
             device_4k_probe_error: None,
+            get_cpu_p50_ns: (gets > 0).then_some(3_000),
+            get_off_cpu_p50_ns: (gets > 0).then_some(97_000),
+            probe_cpu_p50_ns: None,
+            probe_off_cpu_p50_ns: None,
         }
     }
 
@@ -1730,6 +1838,9 @@ mod tests {
         assert_eq!(r.metrics["strata_reads_per_get"], 0.25);
         assert_eq!(r.metrics["block_cache_hit_ratio"], 0.8);
         assert!(!r.metrics.contains_key("p50_x_probe_4k"));
+        assert_eq!(r.metrics["get_cpu_p50_us"], 3.0);
+        assert_eq!(r.metrics["get_off_cpu_p50_us"], 97.0);
+        assert!(!r.metrics.contains_key("probe_cpu_p50_us"));
         // The device probed beside the phase: p50 100 µs ÷ 40 µs.
         let mut probed = record(Phase::Read, 1000);
         probed.device_4k_probe_ns = Some(40_000);
@@ -1973,6 +2084,18 @@ mod tests {
                 "{:?}",
                 r.phase
             );
+            // A phase with gets says where their time went; the probe's
+            // beside the read phase's. A get's CPU is within its latency's
+            // range; the probe read both works and waits (on the device).
+            assert_eq!(r.get_cpu_p50_ns.is_some(), r.gets > 0, "{:?}", r.phase);
+            assert_eq!(r.get_off_cpu_p50_ns.is_some(), r.gets > 0);
+            if let Some(cpu) = r.get_cpu_p50_ns {
+                assert!(cpu > 0 && cpu <= r.latency_p999_ns, "{cpu} ns");
+            }
+            assert_eq!(r.probe_cpu_p50_ns.is_some(), r.phase == Phase::Read);
+            if let (Some(cpu), Some(off)) = (r.probe_cpu_p50_ns, r.probe_off_cpu_p50_ns) {
+                assert!(cpu > 0 && off > 0, "probe: {cpu} ns CPU, {off} ns waiting");
+            }
             // 2500 operations: commits at 1000, 2000 and the end.
             assert_eq!(r.commits, 3);
             // strata counts its own lookups: one per get of the lab.
