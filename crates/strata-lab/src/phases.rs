@@ -356,13 +356,19 @@ impl TimeSplit {
         Ok(())
     }
 
-    /// The p50s (ns): CPU, off the CPU.
-    fn p50s(&self) -> (u64, u64) {
-        (
-            self.cpu.value_at_quantile(0.5),
-            self.off_cpu.value_at_quantile(0.5),
-        )
+    fn p50s(&self) -> SplitP50s {
+        SplitP50s {
+            cpu_ns: self.cpu.value_at_quantile(0.5),
+            off_cpu_ns: self.off_cpu.value_at_quantile(0.5),
+        }
     }
+}
+
+/// The p50s of a [`TimeSplit`] (ns): on the CPU, off it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SplitP50s {
+    pub cpu_ns: u64,
+    pub off_cpu_ns: u64,
 }
 
 /// The device read beside each get of a read phase: one 4 KiB O_DIRECT
@@ -446,11 +452,11 @@ pub fn run_phase(
                 let k = key(w.seed, i);
                 // The thread's CPU clock is read outside the latency's
                 // window (each read is a system call).
-                let cpu = crate::sys::thread_cpu_ns();
+                let cpu = crate::sys::thread_cpu_ns()?;
                 let t = Instant::now();
                 let got = engine.get(&k)?;
                 let ns = t.elapsed().as_nanos() as u64;
-                get_split.record(ns, crate::sys::thread_cpu_ns().saturating_sub(cpu))?;
+                get_split.record(ns, crate::sys::thread_cpu_ns()?.saturating_sub(cpu))?;
                 match got {
                     Some(v) if v.len() == values.value_len_bytes() => {}
                     Some(v) => bail!(
@@ -470,15 +476,19 @@ pub fn run_phase(
             probe_reads += 1;
             // A probe that fails leaves the row without its figure and
             // says why; the phase goes on.
-            let cpu = crate::sys::thread_cpu_ns();
+            let cpu = crate::sys::thread_cpu_ns()?;
             match p.read() {
                 Ok(ns) => {
                     h.record(ns).context("record a probe latency")?;
                     if let Some(split) = probe_split.as_mut() {
-                        split.record(ns, crate::sys::thread_cpu_ns().saturating_sub(cpu))?;
+                        split.record(ns, crate::sys::thread_cpu_ns()?.saturating_sub(cpu))?;
                     }
                 }
-                Err(e) => probe_hist = Some(Err(format!("{e:#}"))),
+                Err(e) => {
+                    // The split goes with the figure it explains.
+                    probe_hist = Some(Err(format!("{e:#}")));
+                    probe_split = None;
+                }
             }
             probe_time += t.elapsed();
         }
@@ -587,17 +597,13 @@ pub struct PhaseRecord {
     /// `p50_x_probe_4k`, and the run's notes say why.
     #[serde(default)]
     pub device_4k_probe_error: Option<String>,
-    /// p50s (ns) of a get's thread CPU time and of the rest of its latency
-    /// ([`TimeSplit`]); `None` in a phase without gets.
+    /// Where a get's time went ([`TimeSplit`]); `None` in a phase without
+    /// gets.
     #[serde(default)]
-    pub get_cpu_p50_ns: Option<u64>,
+    pub get_split: Option<SplitP50s>,
+    /// The same of the probe reads beside the gets; `None` without them.
     #[serde(default)]
-    pub get_off_cpu_p50_ns: Option<u64>,
-    /// The same of the probe reads beside the gets.
-    #[serde(default)]
-    pub probe_cpu_p50_ns: Option<u64>,
-    #[serde(default)]
-    pub probe_off_cpu_p50_ns: Option<u64>,
+    pub probe_split: Option<SplitP50s>,
 }
 
 /// The percentiles, mean and count of a latency histogram (ns).
@@ -752,8 +758,6 @@ pub fn run_iterations(
                 _ => None,
             };
             let (mean, p50, p99, p999) = percentiles(&timings.latency);
-            let get_split = timings.get_split.as_ref().map(TimeSplit::p50s);
-            let probe_split = timings.probe_split.as_ref().map(TimeSplit::p50s);
             let record = PhaseRecord {
                 iteration,
                 phase,
@@ -785,10 +789,8 @@ pub fn run_iterations(
                 load_s: load_s.take(),
                 device_4k_probe_ns: probe_p50.clone().and_then(Result::ok),
                 device_4k_probe_error: probe_p50.and_then(Result::err),
-                get_cpu_p50_ns: get_split.map(|s| s.0),
-                get_off_cpu_p50_ns: get_split.map(|s| s.1),
-                probe_cpu_p50_ns: probe_split.map(|s| s.0),
-                probe_off_cpu_p50_ns: probe_split.map(|s| s.1),
+                get_split: timings.get_split.as_ref().map(TimeSplit::p50s),
+                probe_split: timings.probe_split.as_ref().map(TimeSplit::p50s),
             };
             emit(Line::Record(Box::new(record)))?;
         }
@@ -1689,14 +1691,11 @@ pub fn row(
             .metric("device_4k_probe_p50_us", us(d as f64))
             .metric("p50_x_probe_4k", r.latency_p50_ns as f64 / d as f64);
     }
-    for (name, ns) in [
-        ("get_cpu_p50_us", r.get_cpu_p50_ns),
-        ("get_off_cpu_p50_us", r.get_off_cpu_p50_ns),
-        ("probe_cpu_p50_us", r.probe_cpu_p50_ns),
-        ("probe_off_cpu_p50_us", r.probe_off_cpu_p50_ns),
-    ] {
-        if let Some(ns) = ns {
-            row = row.metric(name, us(ns as f64));
+    for (what, split) in [("get", r.get_split), ("probe", r.probe_split)] {
+        if let Some(s) = split {
+            row = row
+                .metric(&format!("{what}_cpu_p50_us"), us(s.cpu_ns as f64))
+                .metric(&format!("{what}_off_cpu_p50_us"), us(s.off_cpu_ns as f64));
         }
     }
     row
@@ -1774,10 +1773,11 @@ mod tests {
             load_s: None,
             device_4k_probe_ns: None,
             device_4k_probe_error: None,
-            get_cpu_p50_ns: (gets > 0).then_some(3_000),
-            get_off_cpu_p50_ns: (gets > 0).then_some(97_000),
-            probe_cpu_p50_ns: None,
-            probe_off_cpu_p50_ns: None,
+            get_split: (gets > 0).then_some(SplitP50s {
+                cpu_ns: 3_000,
+                off_cpu_ns: 97_000,
+            }),
+            probe_split: None,
         }
     }
 
@@ -2087,14 +2087,13 @@ mod tests {
             // A phase with gets says where their time went; the probe's
             // beside the read phase's. A get's CPU is within its latency's
             // range; the probe read both works and waits (on the device).
-            assert_eq!(r.get_cpu_p50_ns.is_some(), r.gets > 0, "{:?}", r.phase);
-            assert_eq!(r.get_off_cpu_p50_ns.is_some(), r.gets > 0);
-            if let Some(cpu) = r.get_cpu_p50_ns {
-                assert!(cpu > 0 && cpu <= r.latency_p999_ns, "{cpu} ns");
+            assert_eq!(r.get_split.is_some(), r.gets > 0, "{:?}", r.phase);
+            if let Some(g) = r.get_split {
+                assert!(g.cpu_ns > 0 && g.cpu_ns <= r.latency_p999_ns, "{g:?}");
             }
-            assert_eq!(r.probe_cpu_p50_ns.is_some(), r.phase == Phase::Read);
-            if let (Some(cpu), Some(off)) = (r.probe_cpu_p50_ns, r.probe_off_cpu_p50_ns) {
-                assert!(cpu > 0 && off > 0, "probe: {cpu} ns CPU, {off} ns waiting");
+            assert_eq!(r.probe_split.is_some(), r.phase == Phase::Read);
+            if let Some(p) = r.probe_split {
+                assert!(p.cpu_ns > 0 && p.off_cpu_ns > 0, "probe: {p:?}");
             }
             // 2500 operations: commits at 1000, 2000 and the end.
             assert_eq!(r.commits, 3);

@@ -114,7 +114,7 @@ pub fn evict_from_page_cache(path: &Path) -> Result<()> {
 
 /// CPU time of the calling thread (ns), user and system: what an
 /// operation cost the thread that ran it, without the time it waited.
-pub fn thread_cpu_ns() -> u64 {
+pub fn thread_cpu_ns() -> Result<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -123,9 +123,10 @@ pub fn thread_cpu_ns() -> u64 {
     // is a constant every Linux has.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
-        return 0;
+        return Err(std::io::Error::last_os_error())
+            .context("clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
     }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    Ok(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// Bytes as MiB.
